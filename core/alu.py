@@ -1,0 +1,87 @@
+"""What every ALU op computes, written with numpy. This is the definition that the reference
+device executes and that constant folding uses; rendered code on any device must agree with it.
+
+Edge cases that C leaves undefined are defined here: integer division and modulo by zero give 0
+(numpy's answer), integer arithmetic wraps, shifts use the low bits of the shift amount.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
+from plugrad.uops import Ops
+
+
+def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  # truncating division (C semantics) with x/0 -> 0
+  safe = np.where(b == 0, 1, b)
+  q = np.abs(a) // np.abs(safe)
+  q = np.where((a < 0) != (safe < 0), -q, q)
+  return np.where(b == 0, 0, q).astype(a.dtype)
+
+
+def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  # remainder with the sign of the dividend (C semantics) with x%0 -> 0
+  return (a - _idiv(a, b) * np.where(b == 0, 0, b)).astype(a.dtype)
+
+
+def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
+  bits = a.dtype.itemsize * 8
+  amount = (b.astype(np.int64) & (bits - 1)).astype(a.dtype)
+  return np.left_shift(a, amount) if left else np.right_shift(a, amount)
+
+
+_NP_ALU: dict[Ops, Callable[..., np.ndarray]] = {
+  Ops.NEG: lambda a: np.logical_not(a) if a.dtype == np.bool_ else np.negative(a),
+  Ops.RECIP: lambda a: np.reciprocal(a), Ops.SQRT: np.sqrt, Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin,
+  Ops.TRUNC: np.trunc,
+  Ops.ADD: lambda a, b: np.logical_or(a, b) if a.dtype == np.bool_ else a + b,
+  Ops.SUB: lambda a, b: a - b,
+  Ops.MUL: lambda a, b: np.logical_and(a, b) if a.dtype == np.bool_ else a * b,
+  Ops.FDIV: lambda a, b: a / b, Ops.IDIV: _idiv, Ops.MOD: _mod,
+  Ops.MAX: np.maximum, Ops.MIN: np.minimum,
+  Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b, Ops.CMPEQ: lambda a, b: a == b,
+  Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor,
+  Ops.SHL: lambda a, b: _shift(a, b, True), Ops.SHR: lambda a, b: _shift(a, b, False),
+  Ops.WHERE: lambda c, a, b: np.where(c, a, b),
+}
+
+
+def to_np_compute(x: Any, dtype: DType) -> np.ndarray:
+  """A value as a numpy array of the dtype used to compute with `dtype` (float32 for bfloat16)."""
+  return np.asarray(x, dtype=dtype.np)
+
+
+def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
+  """Round a computed value to what `dtype` holds (bfloat16 is computed in float32, rounded here)."""
+  if dtype == dtypes.bfloat16: return bf16_to_f32(f32_to_bf16(np.asarray(x, np.float32)))
+  return np.asarray(x).astype(dtype.np, copy=False)
+
+
+def exec_alu(op: Ops, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DType]) -> np.ndarray:
+  """Compute `op` on numpy operands; the result has `dtype`'s compute type."""
+  with np.errstate(all="ignore"):
+    if op is Ops.CAST:
+      x = srcs[0]
+      if dtype.is_int and src_dtypes[0].is_float:
+        # float -> int truncates; out-of-range values are undefined in C, here they go through int64
+        x = np.where(np.isfinite(x), np.trunc(x), 0).astype(np.float64)
+        x = np.clip(x, -2.0**63, 2.0**63 - 1).astype(np.int64)
+      if dtype == dtypes.bool: return np.asarray(x != 0)
+      return round_to(np.asarray(x).astype(dtype.np) if dtype != dtypes.bfloat16 else np.asarray(x, np.float32), dtype)
+    if op is Ops.BITCAST:
+      src_dt = src_dtypes[0]
+      raw = f32_to_bf16(srcs[0]) if src_dt == dtypes.bfloat16 else np.asarray(srcs[0], src_dt.np)
+      out = np.ascontiguousarray(raw).view(dtype.storage_np)
+      return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
+    ret = _NP_ALU[op](*srcs)
+    return round_to(ret, dtype)
+
+
+def fold_constant(op: Ops, dtype: DType, args: list[Any], src_dtypes: list[DType]) -> Any:
+  """The Python scalar result of `op` on Python scalar constants."""
+  arrs = [to_np_compute(a, d) for a, d in zip(args, src_dtypes)]
+  out = exec_alu(op, dtype, arrs, src_dtypes)
+  return out.item() if dtype != dtypes.bool else bool(out)

@@ -1,0 +1,70 @@
+"""Order a lowered kernel graph into a flat loop program.
+
+Each REDUCE becomes an accumulator defined before its loops, the loops, the body, an ACCUMULATE
+and the loop ends; users of the REDUCE read the accumulator. Anything the body needs that does
+not depend on the loop's variables is emitted before the loop (loop-invariant hoisting).
+"""
+from __future__ import annotations
+
+import sys
+
+from plugrad.shape import prod
+from plugrad.uops import GroupOp, Ops, UOp, toposort
+
+
+def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
+  """The program's UOps in execution order, and an estimate of its operation count."""
+  nodes = toposort([sink])
+  deps: dict[UOp, frozenset[UOp]] = {}
+  index_only: dict[UOp, bool] = {}
+  for n in nodes:
+    d = frozenset({n}) if n.op is Ops.RANGE else frozenset().union(*(deps[s] for s in n.src))
+    if n.op is Ops.REDUCE: d = d - set(n.src[1:])
+    deps[n] = d
+    index_only[n] = n.op in (Ops.SPECIAL, Ops.RANGE, Ops.CONST) or (n.op in GroupOp.ALU and all(index_only[s] for s in n.src))
+  from plugrad.codegen.lowerer import reduce_identity  # lowerer imports this module
+
+  out: list[UOp] = []
+  emitted: dict[UOp, UOp] = {}
+  launch = prod(n.arg[2] for n in nodes if n.op is Ops.SPECIAL)
+  flops = 0
+  accs = 0
+
+  def emit(n: UOp, open_ranges: frozenset[UOp], mult: int) -> UOp:
+    nonlocal flops, accs
+    if n in emitted: return emitted[n]
+    if n.op is Ops.REDUCE:
+      body, ranges = n.src[0], n.src[1:]
+      for m in toposort([body]):
+        if m not in emitted and m.op is not Ops.RANGE and deps[m] <= open_ranges: emit(m, open_ranges, mult)
+      acc = UOp(Ops.DEFINE_ACC, n.dtype, (emit(reduce_identity(n.arg, n.dtype), open_ranges, mult),), accs)
+      accs += 1
+      out.append(acc)
+      inner_mult = mult
+      for r in ranges:
+        end = emit(r.src[0], open_ranges, mult)
+        emitted[r] = UOp(Ops.RANGE, r.dtype, (end,), r.arg)
+        out.append(emitted[r])
+        inner_mult *= r.src[0].arg
+      value = emit(body, open_ranges | set(ranges), inner_mult)
+      out.append(UOp(Ops.ACCUMULATE, n.dtype, (acc, value), n.arg))
+      flops += inner_mult
+      for r in reversed(ranges): out.append(UOp(Ops.ENDRANGE, None, (emitted[r],)))
+      emitted[n] = acc
+      return acc
+    new = n.replace(src=tuple(emit(s, open_ranges, mult) for s in n.src))
+    if n.op in GroupOp.ALU and not index_only[n]: flops += mult
+    emitted[n] = new
+    out.append(new)
+    return new
+
+  # parameters and launch indices come first, in a fixed order
+  for n in sorted((n for n in nodes if n.op is Ops.PARAM), key=lambda p: p.arg[0]): emit(n, frozenset(), launch)
+  for n in sorted((n for n in nodes if n.op is Ops.SPECIAL), key=lambda s: s.arg[1]): emit(n, frozenset(), launch)
+  old_limit = sys.getrecursionlimit()
+  sys.setrecursionlimit(max(old_limit, 20000))
+  try:
+    for store in sink.src: emit(store, frozenset(), launch)
+  finally:
+    sys.setrecursionlimit(old_limit)
+  return tuple(out), flops

@@ -1,0 +1,138 @@
+"""Kernel AST -> loop program.
+
+The kernel's output shape becomes launch indices (SPECIAL), each reduction gets its own loop
+variables (RANGE), and movement ops become index arithmetic on the way down to each PARAM
+(`shape.view_index`). Validity from pads gates loads and selects the pad value. The symbolic
+rules then clean the index arithmetic, the device's own rules run, and `linearize` orders it all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plugrad.codegen.linearize import linearize
+from plugrad.codegen.program import LoopProgram, Param
+from plugrad.device import Capabilities
+from plugrad.dtype import DType, dtypes
+from plugrad.shape import prod, strides_for, view_index
+from plugrad.symbolic import symbolic
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
+
+REDUCE_IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda dt: dt.min, Ops.MIN: lambda dt: dt.max}
+
+
+def reduce_identity(op: Ops, dtype: DType) -> UOp:
+  return UOp.const(dtype, REDUCE_IDENTITY[op](dtype))
+
+
+@dataclass
+class _Lowering:
+  idx_dtype: DType
+  ranges: int = 0
+
+  def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
+
+  def lower(self, n: UOp, idx: tuple[UOp, ...], valid: UOp, memo: dict) -> UOp:
+    key = (n, idx, valid)
+    if key in memo: return memo[key]
+    if n.op is Ops.PARAM:
+      ret = UOp(Ops.LOAD, n.dtype, (n, idx[0]) if valid.op is Ops.CONST and valid.arg else (n, idx[0], valid))
+    elif n.op is Ops.CONST: ret = n
+    elif n.op in GroupOp.Movement:
+      new_idx, new_valid = view_index(n, idx, valid, self.zero())
+      inner = self.lower(n.src[0], new_idx, new_valid, memo)
+      ret = inner if new_valid is valid else new_valid.where(inner, UOp.const(n.dtype, n.arg[1]))
+    elif n.op is Ops.REDUCE_AXIS:
+      op, axes = n.arg
+      src_shape = n.src[0].shape
+      inner_idx, ranges = list(idx), []
+      for ax in axes:
+        if src_shape[ax] == 1: continue
+        r = UOp(Ops.RANGE, self.idx_dtype, (UOp.const(self.idx_dtype, src_shape[ax]),), self.ranges)
+        self.ranges += 1
+        inner_idx[ax] = r
+        ranges.append(r)
+      if any(src_shape[ax] == 0 for ax in axes): ret = reduce_identity(op, n.dtype)  # reducing nothing
+      else:
+        body = self.lower(n.src[0], tuple(inner_idx), valid, memo)
+        ret = UOp(Ops.REDUCE, n.dtype, (body, *ranges), op) if ranges else body
+    elif n.op in GroupOp.ALU:
+      ret = UOp(n.op, n.dtype, tuple(self.lower(s, idx, valid, memo) for s in n.src), n.arg)
+    else:
+      raise ValueError(f"cannot lower {n.op} inside a kernel")
+    memo[key] = ret
+    return ret
+
+
+def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[int], int]]:
+  """Group the output's axes into launch dimensions: [(axes, size)], innermost axis first."""
+  axes = [i for i, s in enumerate(shape) if s > 1]
+  if caps.launch_dims == 0: return [([a], shape[a]) for a in reversed(axes)]
+  groups = [[a] for a in reversed(axes)]
+  while len(groups) > caps.launch_dims: groups[-2:] = [groups[-1] + groups[-2]]  # merge the outermost
+  dims = [(sorted(g), prod(shape[a] for a in g)) for g in groups]
+  if any(size > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
+    dims = [(sorted(axes), prod(shape[a] for a in axes))]  # one flat dimension
+    if dims[0][1] > caps.max_global_size[0]: raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
+  return dims
+
+
+def _local_size(global_size: tuple[int, ...], caps: Capabilities) -> tuple[int, ...] | None:
+  """Work-group sizes that divide the global sizes (so no thread falls outside), largest first
+  on the innermost dimension."""
+  if not caps.max_local_size: return None
+  budget, local = caps.max_workgroup_threads, []
+  for d, g in enumerate(global_size):
+    cap = min(caps.max_local_size[d] if d < len(caps.max_local_size) else 1, budget, 256 if d == 0 else 16)
+    size = max(x for x in range(1, cap + 1) if g % x == 0) if cap > 0 else 1
+    local.append(size)
+    budget //= size
+  return tuple(local)
+
+
+def kernel_name(ast: UOp) -> str:
+  """A readable kernel name: r_ for kernels with reductions, E_ for elementwise, then the output shape."""
+  value = ast.src[0].src[1]
+  kind = "r" if any(n.op is Ops.REDUCE_AXIS for n in value.toposort) else "E"
+  shape = "_".join(str(s) for s in value.shape) or "1"
+  return f"{kind}_{shape}"
+
+
+def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None = None,
+          checker=None) -> LoopProgram:
+  """Lower a kernel AST (SINK of STORE into PARAM 0) to a LoopProgram for a device with `caps`.
+
+  :param extra_rules: device rewrite rules, applied with the symbolic rules.
+  :param checker: called as checker(graph, stage) after each pass (tests pass the IR spec check).
+  """
+  store = ast.src[0]
+  out_param, value = store.src
+  params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
+  big = max([p.arg[1] for p in params] + [prod(n.shape) for n in ast.toposort if n.op is not Ops.SINK and n.op is not Ops.STORE
+                                          and n.op is not Ops.PARAM])
+  idx_dtype = dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
+  lw = _Lowering(idx_dtype)
+  shape = value.shape
+  dims = _launch_dims(shape, caps)
+  idx: list[UOp] = [lw.zero()] * len(shape)
+  for d, (axes, size) in enumerate(dims):
+    gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d}", d, size))
+    for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
+      v = gid // st if st != 1 else gid
+      idx[a] = v % shape[a] if st * shape[a] < size else v
+  out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
+  out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
+  sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value)),))
+  if checker: checker(sink, "lower")
+  rules = symbolic
+  for r in extra_rules or []: rules = rules + r
+  sink = graph_rewrite(sink, rules)
+  if checker: checker(sink, "simplify")
+  global_size = tuple(size for _, size in dims)
+  uops, flops = linearize(sink)
+  written = {out_param.arg[0]}
+  prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written) for p in params)
+  nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
+  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, _local_size(global_size, caps), flops, nbytes)
+
+
+__all__ = ["lower", "reduce_identity", "kernel_name"]

@@ -1,0 +1,53 @@
+"""The loop program: the lowering's output and every renderer's input."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plugrad.dtype import DType
+from plugrad.uops import Ops, UOp
+
+
+@dataclass(frozen=True)
+class Param:
+  """A buffer argument of a kernel: its position, element dtype and size, and whether it is written."""
+  index: int
+  dtype: DType
+  size: int
+  written: bool
+
+
+@dataclass(frozen=True)
+class LoopProgram:
+  """A kernel as a flat list of UOps in execution order.
+
+  Ops that appear: PARAM, CONST, SPECIAL (a launch index: arg (name, dim, size); devices without
+  launch dimensions loop over it), RANGE/ENDRANGE (a loop and its end), DEFINE_ACC/ACCUMULATE
+  (a reduction accumulator and its update), LOAD/STORE (with an optional gate: a LOAD whose gate
+  is false yields 0 and reads nothing), and ALU ops. Every source of a UOp comes earlier in
+  the list; a value defined inside a loop is used only inside it, except accumulators.
+
+  :param global_size: threads per launch dimension (the sizes of the SPECIALs, in dim order).
+  :param local_size: threads per work-group per dimension, None on devices without work-groups.
+  :param flops: an estimate of the operations the kernel performs.
+  :param bytes_moved: bytes the kernel's buffers hold (an estimate of memory traffic).
+  """
+  name: str
+  uops: tuple[UOp, ...]
+  params: tuple[Param, ...]
+  global_size: tuple[int, ...]
+  local_size: tuple[int, ...] | None
+  flops: int
+  bytes_moved: int
+
+  def __str__(self) -> str:
+    num = {u: i for i, u in enumerate(self.uops)}
+    lines = [f"program {self.name} global={self.global_size} local={self.local_size}"]
+    depth = 0
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.ENDRANGE: depth -= 1
+      srcs = " ".join(f"%{num[s]}" for s in u.src)
+      dt = f":{u.dtype.name}" if u.dtype is not None else ""
+      arg = "" if u.arg is None else f" {u.arg!r}"
+      lines.append(f"{'  ' * depth}%{i:<3} {u.op.name}{dt}{arg} {srcs}".rstrip())
+      if u.op is Ops.RANGE: depth += 1
+    return "\n".join(lines)

@@ -1,0 +1,282 @@
+"""What a device is made of: its capabilities, buffers, and the allocator, compiler and runtime
+roles that plugins implement. Public methods check and explain; plugins implement the `_` ones."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from plugrad.dtype import ALL_DTYPES, DType, dtypes
+
+
+@dataclass(frozen=True)
+class Capabilities:
+  """What a device can do; the scheduler and lowering read limits only from here.
+
+  :param max_buffers: most buffers one kernel may bind (None: no limit).
+  :param dtypes: the dtypes the device computes with.
+  :param launch_dims: hardware launch dimensions (3 on GPUs); 0 for devices whose kernels loop
+    over the output themselves.
+  :param max_global_size: largest global size per launch dimension.
+  :param max_local_size: largest work-group size per launch dimension (empty: no work-groups).
+  :param max_workgroup_threads: most threads in one work-group.
+  :param local_memory: bytes of work-group shared memory (0: none).
+  :param max_vector_bytes: widest vector load/store the device likes.
+  :param supports_images: whether the device has 2D images the scheduler may place tensors in.
+  :param unsupported_ops: ops the device cannot run (their conformance tests skip).
+  """
+  max_buffers: int | None = None
+  dtypes: frozenset[DType] = frozenset(ALL_DTYPES)
+  launch_dims: int = 0
+  max_global_size: tuple[int, ...] = (2**31 - 1, 65535, 65535)
+  max_local_size: tuple[int, ...] = ()
+  max_workgroup_threads: int = 1
+  local_memory: int = 0
+  max_vector_bytes: int = 16
+  supports_images: bool = False
+  unsupported_ops: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class DeviceDecl:
+  """A device a plugin offers.
+
+  :param name: the device name users write in DEVICE (upper case, no colon).
+  :param priority: higher wins when no device is asked for.
+  :param probe: returns None when the device can run here, else the reason it cannot.
+  :param install_hint: what to install or do to make the device available.
+  :param description: one line for `python -m plugrad devices`.
+  """
+  name: str
+  priority: int
+  probe: Callable[[], str | None] = lambda: None
+  install_hint: str = ""
+  description: str = ""
+
+
+class DeviceError(RuntimeError):
+  """A device is unknown, cannot start, or failed to run a kernel; the message says what to do."""
+
+
+# ---------------------------------------------------------------- allocator
+
+@dataclass
+class MemoryStats:
+  """Bytes an allocator holds for live buffers (in_use), and the most it ever held (peak)."""
+  in_use: int = 0
+  peak: int = 0
+  allocations: int = 0
+  cache_hits: int = 0
+
+
+class Allocator:
+  """Device memory. Plugins implement `_alloc`, `_free`, `_copyin`, `_copyout`; the public methods
+  keep statistics and check arguments."""
+
+  def __init__(self) -> None:
+    self.stats = MemoryStats()
+
+  def alloc(self, nbytes: int, options: Any = None) -> Any:
+    if nbytes < 0: raise ValueError(f"cannot allocate {nbytes} bytes")
+    raw = self._alloc(max(nbytes, 1), options)
+    self.stats.in_use += nbytes
+    self.stats.allocations += 1
+    self.stats.peak = max(self.stats.peak, self.stats.in_use)
+    return raw
+
+  def free(self, raw: Any, nbytes: int, options: Any = None) -> None:
+    self.stats.in_use -= nbytes
+    self._free(raw, max(nbytes, 1), options)
+
+  def copyin(self, raw: Any, src: memoryview) -> None: self._copyin(raw, src)
+  def copyout(self, dest: memoryview, raw: Any) -> None: self._copyout(dest, raw)
+
+  def _alloc(self, nbytes: int, options: Any) -> Any: raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
+  def _free(self, raw: Any, nbytes: int, options: Any) -> None: pass
+  def _copyin(self, raw: Any, src: memoryview) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _copyin")
+  def _copyout(self, dest: memoryview, raw: Any) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _copyout")
+
+
+class LRUAllocator(Allocator):
+  """An allocator that keeps freed blocks by size and hands them out again, so repeated work does
+  not pay for fresh device memory (and page faults) every time. `_free` only runs on `clear()`."""
+
+  def __init__(self, cache_limit: int = 1 << 30) -> None:
+    super().__init__()
+    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+    self.cached_bytes, self.cache_limit = 0, cache_limit
+
+  def alloc(self, nbytes: int, options: Any = None) -> Any:
+    if (blocks := self.cache.get((max(nbytes, 1), options))):
+      self.cached_bytes -= max(nbytes, 1)
+      self.stats.cache_hits += 1
+      self.stats.in_use += nbytes
+      self.stats.peak = max(self.stats.peak, self.stats.in_use)
+      return blocks.pop()
+    try:
+      return super().alloc(nbytes, options)
+    except MemoryError:
+      self.clear()
+      return super().alloc(nbytes, options)
+
+  def free(self, raw: Any, nbytes: int, options: Any = None) -> None:
+    self.stats.in_use -= nbytes
+    size = max(nbytes, 1)
+    if self.cached_bytes + size > self.cache_limit: self._free(raw, size, options)
+    else:
+      self.cache[(size, options)].append(raw)
+      self.cached_bytes += size
+
+  def clear(self) -> None:
+    """Give every cached block back to the device."""
+    for (size, options), blocks in self.cache.items():
+      for raw in blocks: self._free(raw, size, options)
+    self.cache.clear()
+    self.cached_bytes = 0
+
+
+class Buffer:
+  """A device buffer of `size` elements of `dtype`. Memory is allocated on first use and returned
+  to the allocator when the Buffer is garbage collected or `deallocate`d."""
+
+  def __init__(self, device: str, size: int, dtype: DType, allocator: Allocator, options: Any = None):
+    self.device, self.size, self.dtype, self.options = device, size, dtype, options
+    self.allocator = allocator
+    self._raw: Any = None
+    self._freed = False
+
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+  @property
+  def is_allocated(self) -> bool: return self._raw is not None
+
+  def ensure_allocated(self) -> Buffer:
+    if self._raw is None: self._raw = self.allocator.alloc(self.nbytes, self.options)
+    return self
+
+  @property
+  def raw(self) -> Any:
+    if self._freed: raise RuntimeError(f"{self!r} was used after the memory planner freed it (a scheduler bug: please report)")
+    return self.ensure_allocated()._raw
+
+  def deallocate(self, final: bool = False) -> None:
+    """Return the memory to the allocator; with `final`, any later use is an error rather than a
+    silent read of fresh memory."""
+    self._freed = self._freed or final
+    if self._raw is not None:
+      raw, self._raw = self._raw, None
+      self.allocator.free(raw, self.nbytes, self.options)
+
+  def __del__(self) -> None:
+    try:
+      self.deallocate()
+    except Exception:  # interpreter shutdown: the device may already be gone
+      pass
+
+  def copyin(self, data: np.ndarray) -> Buffer:
+    """Fill the buffer from a numpy array with exactly this buffer's bytes."""
+    arr = np.ascontiguousarray(data)
+    if arr.nbytes != self.nbytes: raise ValueError(f"copyin of {arr.nbytes} bytes into a buffer of {self.nbytes} bytes")
+    if self.nbytes: self.allocator.copyin(self.raw, memoryview(arr.reshape(-1).view(np.uint8)))
+    return self
+
+  def numpy(self) -> np.ndarray:
+    """The contents as a flat numpy array with this dtype's storage layout (bfloat16 as uint16)."""
+    out = np.empty(self.size, dtype=self.dtype.storage_np)
+    if self.nbytes: self.allocator.copyout(memoryview(out.view(np.uint8)), self.raw)
+    return out
+
+  def __repr__(self) -> str:
+    return f"<Buffer {self.device} {self.size}x{self.dtype.name}{' allocated' if self.is_allocated else ''}>"
+
+
+# ---------------------------------------------------------------- compiler
+
+class CompileError(RuntimeError):
+  """A kernel's source did not compile; the message holds the compiler's output and the source."""
+
+
+class Compiler:
+  """Source text -> binary bytes, cached on disk under a key made of the source and `identity()`.
+
+  Plugins implement `_compile` and `identity` (everything besides the source that changes the
+  binary: compiler version, target architecture, flags)."""
+
+  def __init__(self, cache_dir: Path | None = None) -> None:
+    self.cache_dir = cache_dir
+
+  def identity(self) -> str: return type(self).__qualname__
+  def _compile(self, src: str) -> bytes: raise NotImplementedError(f"{type(self).__name__} must implement _compile")
+
+  def cache_key(self, src: str) -> str:
+    return hashlib.sha256(f"{self.identity()}\0{src}".encode()).hexdigest()
+
+  def compile(self, src: str) -> tuple[bytes, bool]:
+    """The binary for `src` and whether it came from the cache."""
+    path = self.cache_dir / self.cache_key(src)[:2] / self.cache_key(src) if self.cache_dir is not None else None
+    if path is not None and (cached := _read_cache(path)) is not None: return cached, True
+    binary = self._compile(src)
+    if path is not None: _write_cache(path, binary)
+    return binary, False
+
+
+_MAGIC = b"PLUGRAD1"
+
+
+def _read_cache(path: Path) -> bytes | None:
+  # entries are MAGIC + sha256(payload) + payload; a truncated or corrupted entry reads as a miss
+  try:
+    data = path.read_bytes()
+  except OSError:
+    return None
+  if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]: return None
+  return data[40:]
+
+
+def _write_cache(path: Path, binary: bytes) -> None:
+  # write to a private temp file and rename: readers never see a partial entry, even across processes
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f: f.write(_MAGIC + hashlib.sha256(binary).digest() + binary)
+    os.replace(tmp, path)
+  except OSError:
+    pass  # a read-only or full cache directory only costs a recompile
+
+
+# ---------------------------------------------------------------- runtime
+
+class Program:
+  """A loaded kernel. Calling it launches it on raw buffers and returns the seconds it took when
+  `wait` is True (None otherwise)."""
+
+  def __call__(self, *bufs: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+               wait: bool = False) -> float | None:
+    raise NotImplementedError
+
+
+class Runtime:
+  """Turns a compiled binary into a launchable Program."""
+
+  def load(self, name: str, binary: bytes) -> Program:
+    raise NotImplementedError(f"{type(self).__name__} must implement load")
+
+  def synchronize(self) -> None:
+    """Wait until every launched kernel has finished."""
+
+
+def default_dtypes_without(*missing: DType) -> frozenset[DType]:
+  """All dtypes but `missing`, for a device's Capabilities."""
+  return frozenset(d for d in ALL_DTYPES if d not in missing)
+
+
+__all__ = ["Capabilities", "DeviceDecl", "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler",
+           "CompileError", "Program", "Runtime", "default_dtypes_without", "dtypes"]

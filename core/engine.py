@@ -1,0 +1,90 @@
+"""Running schedules: lower, render, compile and load each kernel once per structure, launch it,
+copy between devices, free buffers after their last use, and tell the observers."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from plugrad.codegen.lowerer import lower
+from plugrad.codegen.program import LoopProgram
+from plugrad.device import CompileError, DeviceError, Program
+from plugrad.registry import Device, Registry
+from plugrad.scheduler import ScheduleItem
+from plugrad.uops import UOp
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+  """A kernel ready to launch, with everything that produced it (for DEBUG and the CLI)."""
+  program: LoopProgram
+  source: str
+  binary: bytes
+  runner: Program
+
+
+def lower_for(device: Device, ast: UOp, checker: Callable[[UOp, str], None] | None = None) -> LoopProgram:
+  """The loop program of `ast` for `device` (its capabilities and rewrite rules)."""
+  return lower(ast, device.caps, device.rewrite_rules, checker)
+
+
+def render_for(device: Device, ast: UOp) -> tuple[LoopProgram, str]:
+  """Lower and render `ast` for `device`; needs only the device's plugin, not its hardware."""
+  prog = lower_for(device, ast)
+  return prog, device.renderer.render(prog)
+
+
+_compiled: dict[tuple[str, UOp], CompiledKernel] = {}
+
+
+def compile_for(device: Device, ast: UOp) -> CompiledKernel:
+  """Lower, render, compile and load `ast` on `device`, cached by (device, AST structure): a graph
+  of the same shape on new buffers reuses everything."""
+  key = (device.name, ast)
+  if (ck := _compiled.get(key)) is not None: return ck
+  prog, src = render_for(device, ast)
+  st = time.perf_counter()
+  try:
+    binary, cached = device.compiler.compile(src)
+  except CompileError:
+    raise
+  except Exception as e:
+    raise CompileError(f"{device.name} failed to compile kernel {prog.name}: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
+  device.registry.pm.hook.plugrad_kernel_compiled(device=device.name, name=prog.name, source=src,
+                                                  seconds=0.0 if cached else time.perf_counter() - st, cached=cached)
+  ck = _compiled[key] = CompiledKernel(prog, src, binary, device.runtime.load(prog.name, binary))
+  return ck
+
+
+def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
+  """Run every item in order; buffers listed in an item's `frees` are released after it."""
+  hook = registry.pm.hook
+  timing = registry.wants_timing()
+  st = time.perf_counter()
+  kernels = copies = 0
+  for it in items:
+    if it.is_copy:
+      t0 = time.perf_counter()
+      dest, src = it.bufs
+      dest.copyin(src.numpy())
+      copies += 1
+      hook.plugrad_copy_ran(src_device=src.device, dest_device=dest.device, nbytes=dest.nbytes, seconds=time.perf_counter() - t0)
+    else:
+      device = registry.device(it.device)
+      ck = compile_for(device, it.ast)
+      raws: list[Any] = [b.raw for b in it.bufs]
+      try:
+        seconds = ck.runner(*raws, global_size=ck.program.global_size, local_size=ck.program.local_size, wait=timing)
+      except DeviceError:
+        raise
+      except Exception as e:
+        raise DeviceError(f"kernel {ck.program.name} failed on {device.name}: {type(e).__name__}: {e}") from e
+      kernels += 1
+      hook.plugrad_kernel_ran(device=device.name, name=ck.program.name, seconds=seconds, flops=ck.program.flops,
+                              bytes_moved=ck.program.bytes_moved, global_size=ck.program.global_size,
+                              local_size=ck.program.local_size)
+    it.kernel.done = True
+    for b in it.frees: b.deallocate(final=True)
+  if timing:
+    for name in {it.device for it in items if not it.is_copy}: registry.device(name).runtime.synchronize()
+  hook.plugrad_schedule_ran(kernels=kernels, copies=copies, seconds=time.perf_counter() - st)

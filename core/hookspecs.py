@@ -1,0 +1,163 @@
+"""The plugin contract: every hook a device plugin (or any other plugrad plugin) may implement.
+
+A plugin is one object (a module or an instance) whose methods carry `@hookimpl` and whose
+attribute `PLUGRAD_CONTRACT` names the contract version below it was written against. Hooks
+marked *first result* stop at the first implementation that returns something other than None,
+so every such hook must return None for devices it does not own; implement one with
+`@hookimpl(tryfirst=True)` to take over a single role of another plugin's device.
+
+Phases, in the order a kernel meets them:
+discover -> limits -> render -> compile -> allocate -> run -> observe.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+  from plugrad.codegen.renderer import Renderer
+  from plugrad.config import Config, ConfigOption
+  from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Runtime
+  from plugrad.uops import PatternMatcher
+
+#: The version of this contract. A plugin built for another version is refused with a message.
+CONTRACT_VERSION = 1
+
+hookspec = pluggy.HookspecMarker("plugrad")
+hookimpl = pluggy.HookimplMarker("plugrad")
+
+
+# -------------------------------------------------------------------------------- discover
+
+@hookspec
+def plugrad_declare_devices(config: Config) -> list[DeviceDecl]:
+  """Declare the devices this plugin provides.
+
+  :param config: the session's configuration.
+  :return: one DeviceDecl per device name (name, priority, availability probe, install hint).
+  """
+
+
+@hookspec
+def plugrad_config_options() -> list[ConfigOption]:
+  """Declare environment variables this plugin reads (shown by `python -m plugrad devices`).
+
+  :return: the options; read their values with `config.option(opt)`.
+  """
+
+
+# -------------------------------------------------------------------------------- limits
+
+@hookspec(firstresult=True)
+def plugrad_device_capabilities(device: str, config: Config) -> Capabilities | None:
+  """Describe what `device` can do: dtypes, launch limits, local memory, vector widths, images.
+
+  :param device: the full device string, e.g. "CUDA:1".
+  :return: the Capabilities, or None when this plugin does not own `device`.
+  """
+
+
+@hookspec(firstresult=True)
+def plugrad_buffer_limit(device: str, config: Config) -> int | None:
+  """The most buffers a kernel on `device` may bind, when it differs from its Capabilities.
+
+  The scheduler splits any fusion that would bind more.
+
+  :return: the limit, or None to keep `Capabilities.max_buffers`.
+  """
+
+
+# -------------------------------------------------------------------------------- render
+
+@hookspec(firstresult=True)
+def plugrad_renderer(device: str, config: Config) -> Renderer | None:
+  """The renderer that turns a loop program into source text for `device`.
+
+  :return: a Renderer, or None when this plugin does not own `device`.
+  """
+
+
+@hookspec
+def plugrad_rewrite_rules(device: str, config: Config) -> PatternMatcher | None:
+  """Extra rewrite rules run on every loop program for `device` before it is rendered (all
+  plugins' rules are applied, in plugin order).
+
+  :return: a PatternMatcher, or None.
+  """
+
+
+# -------------------------------------------------------------------------------- compile
+
+@hookspec(firstresult=True)
+def plugrad_compiler(device: str, config: Config) -> Compiler | None:
+  """The compiler from rendered source to binary bytes for `device`.
+
+  :return: a Compiler (its disk cache lives under `config.cache_dir`), or None.
+  """
+
+
+# -------------------------------------------------------------------------------- allocate
+
+@hookspec(firstresult=True)
+def plugrad_allocator(device: str, config: Config) -> Allocator | None:
+  """The allocator of `device` memory (alloc, free, copy in and out).
+
+  :return: an Allocator, or None when this plugin does not own `device`.
+  """
+
+
+# -------------------------------------------------------------------------------- run
+
+@hookspec(firstresult=True)
+def plugrad_runtime(device: str, config: Config) -> Runtime | None:
+  """The runtime that loads compiled binaries of `device` and launches them.
+
+  :return: a Runtime, or None when this plugin does not own `device`.
+  """
+
+
+# -------------------------------------------------------------------------------- observe
+
+@hookspec
+def plugrad_kernel_compiled(device: str, name: str, source: str, seconds: float, cached: bool) -> None:
+  """Called after a kernel's source was compiled (or found in the compile cache).
+
+  :param device: the device string.
+  :param name: the kernel's name.
+  :param source: the rendered source.
+  :param seconds: time spent compiling (0 when cached).
+  :param cached: whether the binary came from the disk cache.
+  """
+
+
+@hookspec
+def plugrad_kernel_ran(device: str, name: str, seconds: float | None, flops: int, bytes_moved: int,
+                       global_size: tuple[int, ...], local_size: tuple[int, ...] | None) -> None:
+  """Called after a kernel ran.
+
+  :param seconds: the kernel's run time, measured only when some observer asks for timing
+    (`plugrad_wants_timing`), else None.
+  :param flops: floating/integer operations the kernel performs (an estimate from the program).
+  :param bytes_moved: bytes the kernel reads and writes in its buffers.
+  """
+
+
+@hookspec
+def plugrad_copy_ran(src_device: str, dest_device: str, nbytes: int, seconds: float) -> None:
+  """Called after a buffer was copied between devices."""
+
+
+@hookspec
+def plugrad_schedule_ran(kernels: int, copies: int, seconds: float) -> None:
+  """Called after a realize ran its schedule.
+
+  :param kernels: compute kernels launched.
+  :param copies: copies between devices.
+  :param seconds: wall time of the whole run.
+  """
+
+
+@hookspec
+def plugrad_wants_timing() -> bool | None:
+  """Return True to have kernels synchronised and timed (as DEBUG=2 does); timing costs speed."""

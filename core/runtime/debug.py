@@ -1,0 +1,47 @@
+"""DEBUG output, as a built-in observation plugin.
+
+DEBUG=1: kernels and copies per realize. DEBUG=2: also one line per kernel with its device, time,
+GFLOP/s and GB/s. DEBUG=4: also the rendered source of every kernel compiled.
+"""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from plugrad.config import Config
+from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
+
+
+class DebugPlugin:
+  """Prints what happens to `stream` (stderr), according to `config.debug`."""
+  PLUGRAD_CONTRACT = CONTRACT_VERSION
+
+  def __init__(self, config: Config, stream: TextIO | None = None):
+    self.level = config.debug
+    self.stream = stream
+
+  def _print(self, line: str) -> None: print(line, file=self.stream or sys.stderr, flush=True)
+
+  @hookimpl
+  def plugrad_wants_timing(self) -> bool | None: return True if self.level >= 2 else None
+
+  @hookimpl
+  def plugrad_kernel_compiled(self, device: str, name: str, source: str, seconds: float, cached: bool) -> None:
+    if self.level >= 4: self._print(f"// {device} {name} ({'cached' if cached else f'compiled in {seconds*1e3:.2f} ms'})\n{source}")
+
+  @hookimpl
+  def plugrad_kernel_ran(self, device, name, seconds, flops, bytes_moved, global_size, local_size) -> None:
+    if self.level < 2: return
+    if seconds:
+      perf = f"{seconds*1e6:9.1f} us  {flops/seconds/1e9:8.2f} GFLOP/s  {bytes_moved/seconds/1e9:8.2f} GB/s"
+    else:
+      perf = "time not measured"
+    self._print(f"*** {device:<8} {name:<28} global={global_size} local={local_size}  {perf}")
+
+  @hookimpl
+  def plugrad_copy_ran(self, src_device: str, dest_device: str, nbytes: int, seconds: float) -> None:
+    if self.level >= 2: self._print(f"*** copy {src_device} -> {dest_device} {nbytes} bytes in {seconds*1e6:.1f} us")
+
+  @hookimpl
+  def plugrad_schedule_ran(self, kernels: int, copies: int, seconds: float) -> None:
+    if self.level >= 1: self._print(f"realized: {kernels} kernels, {copies} copies in {seconds*1e3:.2f} ms")

@@ -1,0 +1,348 @@
+"""The scheduler: decide which nodes of a tensor graph become buffers, fuse the rest into kernels,
+and order the kernels.
+
+`kernelize` rewrites a tensor graph so that every realized node becomes
+`ASSIGN(BUFFER, KERNEL(inputs...))`: the KERNEL holds the kernel's AST (a SINK of a STORE into
+PARAM 0 of a value computed from PARAM loads, movement ops, ALU ops and reductions) and its
+sources are the buffers it reads. `create_schedule` then lists the pending KERNELs as
+ScheduleItems in an order that respects data dependencies and assign hazards.
+
+A node is realized (gets its own buffer) when it is
+- an output, a CONTIGUOUS, a COPY (and the copy's source), or an ASSIGN;
+- a reduction that reaches its kernel through an expand (fusing would recompute it per element);
+- a node holding a reduction that more than one kernel reads (it is computed once, not per reader);
+- a cut that keeps a kernel within the device's buffer limit.
+Everything else is fused into the kernel of the realized node that reads it.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from plugrad.device import Buffer
+from plugrad.dtype import DType
+from plugrad.shape import prod
+from plugrad.uops import GroupOp, Ops, UOp, toposort
+
+
+@dataclass(eq=False)
+class Kernel:
+  """What a KERNEL node runs: a compute AST, or a copy between devices (`ast` is None).
+
+  :param buffer: the buffer the kernel writes.
+  :param done: set once the kernel has run; a finished kernel reads as its buffer."""
+  ast: UOp | None
+  device: str
+  buffer: Buffer
+  done: bool = False
+
+  @property
+  def is_copy(self) -> bool: return self.ast is None
+
+  def __repr__(self) -> str: return f"<Kernel {'copy' if self.is_copy else 'compute'} {self.device} -> {self.buffer}>"
+
+
+@dataclass(eq=False)
+class ScheduleItem:
+  """One step of a schedule: a compute kernel (ast is a SINK) or a copy (ast is None).
+
+  :param bufs: the buffers the step touches, the written one first, then the kernel's PARAMs in order.
+  :param frees: buffers whose last use is this step and that nothing outside the schedule holds.
+  """
+  ast: UOp | None
+  device: str
+  bufs: tuple[Buffer, ...]
+  kernel: Kernel
+  frees: list[Buffer] = field(default_factory=list)
+
+  @property
+  def is_copy(self) -> bool: return self.ast is None
+
+  def __repr__(self) -> str:
+    kind = "copy" if self.is_copy else "kernel"
+    return f"<ScheduleItem {kind} {self.device} bufs={[f'{b.size}x{b.dtype.name}' for b in self.bufs]}>"
+
+
+# ---------------------------------------------------------------- node classification
+
+def pending_kernel(u: UOp) -> Kernel | None:
+  """The Kernel of an ASSIGN(BUFFER, KERNEL) node that has not run yet."""
+  if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL and not u.src[1].arg.done: return u.src[1].arg
+  return None
+
+
+def is_buffer_node(u: UOp) -> bool:
+  """A node whose value is exactly a buffer's contents: BUFFER, or a kernelized ASSIGN."""
+  return u.op is Ops.BUFFER or (u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL)
+
+
+def buffer_of(u: UOp) -> Buffer:
+  return u.arg if u.op is Ops.BUFFER else u.src[0].arg
+
+
+def contiguous_base(u: UOp) -> UOp | None:
+  """The buffer node under a chain of reshapes, when the node is just that buffer's data."""
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u if is_buffer_node(u) else None
+
+
+def device_of(u: UOp, default: str) -> str:
+  """The device a tensor-graph node computes on: that of the buffers or copy it reads."""
+  for n in u.toposort:
+    if n.op is Ops.BUFFER: return n.arg.device
+    if n.op is Ops.COPY: return n.arg
+    if n.op is Ops.KERNEL: return n.arg.device
+  return default
+
+
+def _expands(u: UOp) -> bool:
+  return u.op is Ops.EXPAND and prod(u.shape) > prod(u.src[0].shape)
+
+
+# ---------------------------------------------------------------- choosing what to realize
+
+def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) -> set[UOp]:
+  nodes = toposort(roots)
+  realized: set[UOp] = {r for r in roots if not _needs_no_kernel(r)}
+  for n in nodes:
+    if n.op in (Ops.CONTIGUOUS, Ops.COPY) or (n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL): realized.add(n)
+    if n.op is Ops.COPY and contiguous_base(n.src[0]) is None: realized.add(n.src[0])
+    if n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL and _assign_hazard(n): realized.add(n.src[1])
+  while True:
+    _group(nodes, realized)
+    if not (split := _split_for_limit(nodes, realized, buffer_limit)): return realized
+    realized |= split
+
+
+def _needs_no_kernel(u: UOp) -> bool:
+  # a realized buffer viewed as-is, or a scalar constant, has nothing to compute
+  if contiguous_base(u) is not None: return True
+  return u.op is Ops.CONST or (u.op in (Ops.RESHAPE, Ops.EXPAND) and prod(u.shape) <= 1 and u.src[0].op is Ops.CONST)
+
+
+def _is_leaf(u: UOp, realized: set[UOp]) -> bool:
+  return is_buffer_node(u) or u in realized or u.op is Ops.CONST
+
+
+def _group(nodes: tuple[UOp, ...], realized: set[UOp]) -> None:
+  """Walk from consumers to sources; add to `realized` the reductions that would be recomputed
+  (read through an expand, or read by several kernels)."""
+  readers: dict[UOp, set[UOp]] = {}
+  under_expand: dict[UOp, bool] = {}
+  has_reduce: dict[UOp, bool] = {}
+  # a reduction behind an expand gets its own buffer anyway, so it does not make its readers costly
+  for n in nodes:
+    if is_buffer_node(n) or n.op is Ops.CONST or _expands(n): has_reduce[n] = False
+    else: has_reduce[n] = n.op is Ops.REDUCE_AXIS or any(has_reduce[s] for s in n.src if s not in realized)
+  for n in reversed(nodes):
+    if _is_leaf(n, realized) and n not in realized: continue
+    if n not in realized:
+      kernels = readers.get(n, set())
+      shared_costly = len(kernels) > 1 and has_reduce[n] and n.op not in GroupOp.Movement  # views pass sharing down
+      if (n.op is Ops.REDUCE_AXIS and under_expand.get(n, False)) or shared_costly: realized.add(n)
+    if n in realized: mine, expand_flag = {n}, False
+    else: mine, expand_flag = readers.get(n, set()), under_expand.get(n, False)
+    if n.op is Ops.KERNEL: continue
+    for s in n.src:
+      readers.setdefault(s, set()).update(mine)
+      under_expand[s] = under_expand.get(s, False) or expand_flag or _expands(n)
+
+
+def _kernel_inputs(root: UOp, realized: set[UOp]) -> set[UOp]:
+  """The buffers a kernel rooted at `root` would bind (its realized or buffer leaves)."""
+  out: set[UOp] = set()
+  stack, seen = [root], set()
+  while stack:
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
+    for s in n.src:
+      if is_buffer_node(s) or (s in realized): out.add(s)
+      elif s.op is not Ops.CONST: stack.append(s)
+  return out
+
+
+def _split_for_limit(nodes: tuple[UOp, ...], realized: set[UOp], buffer_limit: Callable[[UOp], int | None]) -> set[UOp]:
+  """For each kernel binding more buffers than its device allows, pick a fused node to realize:
+  the one reading the most buffers while still fitting the limit itself."""
+  cuts: set[UOp] = set()
+  for root in [n for n in nodes if n in realized and n.op not in (Ops.COPY,)]:
+    limit = buffer_limit(root)
+    if limit is None or len(_kernel_inputs(root, realized)) + 1 <= limit: continue
+    if limit < 3: raise ValueError(f"a device buffer limit of {limit} cannot fit a binary op (output and two inputs)")
+    best, best_n = None, 0
+    for n in root.toposort:
+      if n is root or _is_leaf(n, realized) or n.op in GroupOp.Movement: continue
+      k = len(_kernel_inputs(n, realized))
+      if best_n < k <= limit - 1: best, best_n = n, k
+    if best is None or best_n < 2: raise ValueError(f"cannot split a kernel to fit a buffer limit of {limit}")
+    cuts.add(best)
+  return cuts
+
+
+def _assign_hazard(assign: UOp) -> bool:
+  """Whether the assigned value reads its own target at other positions than it writes, so that
+  writing in place could clobber elements still to be read."""
+  target = contiguous_base(assign.src[0])
+  if target is None: return False
+  def walk(n: UOp, moved: bool) -> bool:
+    if n is target: return moved
+    if is_buffer_node(n): return False
+    step = moved or (n.op in GroupOp.Movement and n.op is not Ops.RESHAPE) or n.op is Ops.REDUCE_AXIS
+    return any(walk(s, step) for s in n.src)
+  return walk(assign.src[1], False)
+
+
+# ---------------------------------------------------------------- building kernels
+
+def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, int, DType], Buffer],
+              buffer_limit: Callable[[str], int | None]) -> dict[UOp, UOp]:
+  """Rewrite the graphs under `roots` into kernelized form.
+
+  :param new_buffer: makes an (unallocated) output buffer for a device, size and dtype.
+  :param buffer_limit: the buffer limit of a device, None for unlimited.
+  :return: a map from every realized node to its replacement; the caller updates tensors with it.
+  """
+  realized = _find_realizes(roots, lambda r: buffer_limit(device_of(r, default_device)))
+  new: dict[UOp, UOp] = {}
+  becomes: dict[UOp, UOp] = {}
+  for n in toposort(roots):
+    if n.op is Ops.KERNEL or is_buffer_node(n): new[n] = n
+    elif n in realized:
+      new[n] = becomes[n] = _make_kernel(n, new, default_device, new_buffer)
+    else:
+      new[n] = n.replace(src=tuple(new[s] for s in n.src))
+  for r in roots:
+    if r not in becomes and new[r] is not r: becomes[r] = new[r]
+  return becomes
+
+
+def _make_kernel(n: UOp, new: dict[UOp, UOp], default_device: str, new_buffer) -> UOp:
+  if n.op is Ops.COPY:
+    src = new[n.src[0]]
+    base = contiguous_base(src) if contiguous_base(src) is not None else src
+    out = new_buffer(n.arg, prod(n.shape), n.dtype)
+    kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
+    return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), out), kern)), n.shape)
+  device = device_of(n, default_device)
+  if n.op is Ops.ASSIGN:
+    target_base = contiguous_base(new[n.src[0]])
+    out_node = UOp(Ops.BUFFER, n.dtype, (), buffer_of(target_base))
+    value = n.src[1]
+  else:
+    out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, prod(n.shape), n.dtype))
+    value = n.src[0] if n.op is Ops.CONTIGUOUS else n
+  ast, inputs = _build_ast(value, new, out_node)
+  kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node.arg))
+  return _reshape(UOp(Ops.ASSIGN, n.dtype, (out_node, kern)), n.shape)
+
+
+def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
+  return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), shape)
+
+
+def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, list[UOp]]:
+  """The kernel AST computing `value` into PARAM 0, and the buffer nodes bound to PARAM 1...
+  Leaves that are buffers (or already-realized nodes) become PARAM loads in first-seen order."""
+  params: dict[Buffer, int] = {out_node.arg: 0}
+  inputs: list[UOp] = []
+  memo: dict[UOp, UOp] = {}
+
+  def param_for(leaf: UOp, shape: tuple[int, ...]) -> UOp:
+    buf = buffer_of(leaf)
+    if buf not in params:
+      params[buf] = len(params)
+      inputs.append(leaf)
+    p = UOp(Ops.PARAM, leaf.dtype, (), (params[buf], buf.size))
+    return _reshape(p, shape)
+
+  def build(n: UOp) -> UOp:
+    if n in memo: return memo[n]
+    m = new.get(n, n)
+    if is_buffer_node(m): ret = param_for(m, n.shape)
+    elif m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n: ret = param_for(m.src[0], n.shape)
+    elif n.op is Ops.CONST: ret = n
+    else: ret = n.replace(src=tuple(build(s) for s in n.src))
+    memo[n] = ret
+    return ret
+
+  # build iteratively, sources first, so deep graphs do not hit the recursion limit; stop at
+  # leaves so the history behind realized nodes is not walked
+  order: list[UOp] = []
+  stack: list[tuple[UOp, bool]] = [(value, False)]
+  seen: set[UOp] = set()
+  while stack:
+    n, expanded = stack.pop()
+    if expanded:
+      order.append(n)
+      continue
+    if n in seen: continue
+    seen.add(n)
+    stack.append((n, True))
+    m = new.get(n, n)
+    if not (is_buffer_node(m) or m.op is Ops.CONST or (m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n)):
+      stack.extend((s, False) for s in n.src)
+  for n in order: build(n)
+  store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg.size)), build(value)))
+  return UOp(Ops.SINK, None, (store,)), inputs
+
+
+# ---------------------------------------------------------------- ordering
+
+def create_schedule(roots: Iterable[UOp], live: set[Buffer] | None = None) -> list[ScheduleItem]:
+  """The pending kernels under kernelized `roots` in an order that respects their data
+  dependencies and writes into buffers other kernels still read (BFS order among the ready).
+
+  :param live: buffers held outside the schedule (by tensors); others are freed after last use.
+  """
+  kern_nodes = [n for n in toposort(list(roots)) if pending_kernel(n) is not None]
+  if not kern_nodes: return []
+  index = {n: i for i, n in enumerate(kern_nodes)}
+  deps: list[set[int]] = [set() for _ in kern_nodes]
+  readers_of: dict[Buffer, set[int]] = {}
+  for i, n in enumerate(kern_nodes):
+    for s in n.src[1].src:
+      if s in index: deps[i].add(index[s])
+      elif is_buffer_node(s): readers_of.setdefault(buffer_of(s), set()).add(i)
+  # a kernel writing a buffer runs after every kernel that reads that buffer's previous contents
+  for i, n in enumerate(kern_nodes):
+    deps[i] |= readers_of.get(n.src[1].arg.buffer, set()) - {i}
+  users: list[list[int]] = [[] for _ in kern_nodes]
+  for i, d in enumerate(deps):
+    for j in d: users[j].append(i)
+  pending = [len(d) for d in deps]
+  queue = deque(i for i, p in enumerate(pending) if p == 0)
+  order: list[int] = []
+  while queue:
+    i = queue.popleft()
+    order.append(i)
+    for u in users[i]:
+      pending[u] -= 1
+      if pending[u] == 0: queue.append(u)
+  if len(order) != len(kern_nodes): raise RuntimeError("cycle in the schedule: an assign reads a value that depends on itself")
+  items = []
+  for i in order:
+    node = kern_nodes[i]
+    k: Kernel = node.src[1].arg
+    in_bufs = tuple(buffer_of(s) for s in node.src[1].src)
+    items.append(ScheduleItem(k.ast, k.device, (k.buffer,) + in_bufs, k))
+  _plan_frees(items, live or set())
+  return items
+
+
+def _plan_frees(items: list[ScheduleItem], live: set[Buffer]) -> None:
+  last_use: dict[Buffer, int] = {}
+  written = {it.kernel.buffer for it in items}
+  for i, it in enumerate(items):
+    for b in it.bufs: last_use[b] = i
+  for b, i in last_use.items():
+    if b in written and b not in live: items[i].frees.append(b)
+
+
+def count_kernels(items: list[ScheduleItem]) -> int:
+  """The number of compute kernels (copies excluded) in a schedule."""
+  return sum(1 for it in items if not it.is_copy)
+
+
+__all__ = ["Kernel", "ScheduleItem", "kernelize", "create_schedule", "count_kernels"]

@@ -1,0 +1,185 @@
+"""Simplification rules, mostly for the integer index arithmetic that movement ops produce.
+
+Each rule is one line of math; `symbolic` is the table the lowering runs to a fixpoint.
+"""
+from __future__ import annotations
+
+import math
+
+from plugrad.alu import fold_constant
+from plugrad.dtype import dtypes
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
+
+INTS = tuple(d for d in dtypes.all() if d.is_int)
+SINTS = tuple(d for d in INTS if not d.is_unsigned)
+x, y, c1, c2 = UPat.var("x"), UPat.var("y"), UPat.cvar("c1"), UPat.cvar("c2")
+xi = UPat.var("x", dtype=INTS)
+
+
+def _fold(alu: UOp) -> UOp | None:
+  if alu.op not in GroupOp.ALU or any(s.op is not Ops.CONST for s in alu.src): return None
+  return UOp.const(alu.dtype, fold_constant(alu.op, alu.dtype, [s.arg for s in alu.src], [s.dtype for s in alu.src]))
+
+
+def _decided(u: UOp) -> UOp | None:
+  # an integer/bool node whose bounds pin one value is that value
+  if u.op in (Ops.CONST, Ops.PARAM, Ops.DEFINE_ACC, Ops.SPECIAL) or u.dtype is None or u.dtype.is_float: return None
+  if u.op not in GroupOp.ALU and not (u.op is Ops.RANGE and u.src[0].op is Ops.CONST and u.src[0].arg == 1): return None
+  return UOp.const(u.dtype, u.vmin) if u.vmin == u.vmax else None
+
+
+# ---- sums of terms: x = sum(coeff * term) + const, the form div/mod folding reasons about
+
+def split_terms(u: UOp) -> tuple[list[tuple[UOp, int]], int]:
+  """Decompose an integer expression into ([(term, coeff)], const)."""
+  if u.op is Ops.CONST: return [], u.arg
+  if u.op is Ops.ADD:
+    t0, k0 = split_terms(u.src[0])
+    t1, k1 = split_terms(u.src[1])
+    return t0 + t1, k0 + k1
+  if u.op is Ops.MUL and u.src[1].op is Ops.CONST:
+    terms, k = split_terms(u.src[0])
+    return [(t, c * u.src[1].arg) for t, c in terms], k * u.src[1].arg
+  return [(u, 1)], 0
+
+
+def build_sum(terms: list[tuple[UOp, int]], const: int, like: UOp) -> UOp:
+  """Rebuild sum(coeff * term) + const with the dtype of `like`."""
+  out: UOp | None = None
+  for t, c in terms:
+    if c == 0: continue
+    v = t if c == 1 else t * c
+    out = v if out is None else out + v
+  if out is None: return UOp.const(like.dtype, const)
+  return out + const if const else out
+
+
+def _combine_terms(x: UOp) -> UOp | None:
+  # merge like terms: a*2 + b + a*3 + 4 + 1 -> a*5 + b + 5
+  terms, const = split_terms(x)
+  merged: dict[UOp, int] = {}
+  for t, c in terms: merged[t] = merged.get(t, 0) + c
+  if len(merged) == len(terms) and sum(1 for s in _add_leaves(x) if s.op is Ops.CONST) <= 1: return None
+  ret = build_sum(list(merged.items()), const, x)
+  return ret if ret is not x else None
+
+
+def _add_leaves(u: UOp) -> list[UOp]:
+  return _add_leaves(u.src[0]) + _add_leaves(u.src[1]) if u.op is Ops.ADD else [u]
+
+
+def _fold_divmod(x: UOp, c: UOp, mod: bool) -> UOp | None:
+  # x = sum(k*t) + k0 with every k = q*n + r: x // n -> sum(q*t) + (sum(r*t) + k0%n) // n, and x % n
+  # -> (sum(r*t) + k0%n) % n; valid for trunc division when x >= 0 and the remainder part is >= 0
+  n = c.arg
+  if n <= 0 or x.vmin < 0: return None
+  if x.vmax < n: return x if mod else UOp.const(x.dtype, 0)
+  terms, const = split_terms(x)
+  if any(t.vmin < 0 for t, _ in terms): return None
+  g = math.gcd(n, const, *(k for _, k in terms))
+  if 1 < g < n:
+    # (g*a + g*b)//(g*m) -> (a + b)//m ; (g*a)%(g*m) -> (a%m)*g
+    inner = build_sum([(t, k // g) for t, k in terms], const // g, x)
+    return (inner % (n // g)) * g if mod else inner // (n // g)
+  quot = [(t, k // n) for t, k in terms if k // n]
+  rest = [(t, k % n) for t, k in terms if k % n]
+  q_const, r_const = divmod(const, n)
+  r = build_sum(rest, r_const, x)
+  if r.vmin < 0: return None
+  q = build_sum(quot, q_const, x)
+  if r.vmax < n: return r if mod else q
+  if not quot and q_const == 0 and len(rest) == len(terms) and all(k < n for _, k in terms): return None
+  return r % n if mod else q + r // n
+
+
+def _nested_div(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+  # (x // a) // b -> x // (a*b) for x >= 0
+  return x // (c1.arg * c2.arg) if x.vmin >= 0 and c1.arg > 0 and c2.arg > 0 else None
+
+
+def _nested_mod(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+  # (x % (k*b)) % b -> x % b for x >= 0
+  return x % c2.arg if x.vmin >= 0 and c2.arg > 0 and c1.arg % c2.arg == 0 else None
+
+
+def _mod_then_div(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+  # (x % (k*b)) // b -> (x // b) % k for x >= 0
+  if x.vmin < 0 or c2.arg <= 0 or c1.arg % c2.arg: return None
+  return (x // c2.arg) % (c1.arg // c2.arg)
+
+
+def _lt_of_sum(x: UOp, c1: UOp) -> UOp | None:
+  # (a*g + b*g + k) < c -> (a + b) < ceil((c - k)/g) when every coefficient shares g > 1
+  if x.op is not Ops.ADD and not (x.op is Ops.MUL and x.src[1].op is Ops.CONST): return None
+  terms, const = split_terms(x)
+  if not terms: return None
+  g = math.gcd(*(k for _, k in terms))
+  if g <= 1 and const == 0: return None
+  if g <= 0: return None
+  bound = -((const - c1.arg) // g)  # ceil((c - k) / g)
+  return build_sum([(t, k // g) for t, k in terms], 0, x).lt(bound)
+
+
+symbolic = PatternMatcher([
+  # const op x -> x op const for commutative ops, so constants sit on the right
+  (UPat(GroupOp.Commutative, name="u", src=(UPat(Ops.CONST), UPat(custom=lambda u: u.op is not Ops.CONST))),
+   lambda u: u.replace(src=(u.src[1], u.src[0]))),
+  # ALU on constants -> constant
+  (UPat(GroupOp.ALU, name="alu"), _fold),
+  # a node whose value range is one point -> that constant
+  (UPat(name="u"), _decided),
+  # x + 0 -> x
+  (UPat.alu(Ops.ADD, x, UPat(Ops.CONST, arg=0)), lambda x: x),
+  # x * 1 -> x
+  (UPat.alu(Ops.MUL, x, UPat(Ops.CONST, arg=1)), lambda x: x if x.dtype != dtypes.bool else None),
+  # x * 0 -> 0 (integers only: NaN * 0 is NaN)
+  (UPat.alu(Ops.MUL, xi, UPat(Ops.CONST, arg=0, name="z")), lambda x, z: z),
+  # x - c -> x + (-c) on integers, so sums stay in one canonical form
+  (UPat(Ops.SUB, SINTS, (x, c1)), lambda x, c1: x + (-c1.arg)),
+  # x - y -> x + y*(-1) on integers
+  (UPat(Ops.SUB, SINTS, (x, y)), lambda x, y: x + y * -1),
+  # x // 1 -> x
+  (UPat(Ops.IDIV, src=(x, UPat(Ops.CONST, arg=1))), lambda x: x),
+  # x % 1 -> 0
+  (UPat(Ops.MOD, src=(xi, UPat(Ops.CONST, arg=1))), lambda x: UOp.const(x.dtype, 0)),
+  # (x + c1) + c2 -> x + (c1 + c2)
+  (UPat.alu(Ops.ADD, UPat.alu(Ops.ADD, xi, c1), c2), lambda x, c1, c2: x + (c1.arg + c2.arg)),
+  # (x + c1) + y -> (x + y) + c1: constants float to the outside of sums
+  (UPat.alu(Ops.ADD, UPat.alu(Ops.ADD, xi, c1, name="inner"), UPat(name="y", custom=lambda u: u.op is not Ops.CONST)),
+   lambda x, c1, y, inner: (x + y) + c1),
+  # (x * c1) * c2 -> x * (c1 * c2)
+  (UPat.alu(Ops.MUL, UPat.alu(Ops.MUL, xi, c1), c2), lambda x, c1, c2: x * (c1.arg * c2.arg)),
+  # (x + y) * c -> x*c + y*c on integers (sums of products are the canonical index form)
+  (UPat.alu(Ops.MUL, UPat(Ops.ADD, INTS, name="s"), c1), lambda s, c1: s.src[0] * c1.arg + s.src[1] * c1.arg),
+  # a*k1 + a*k2 + ... -> a*(k1+k2+...), and constants gathered into one
+  (UPat(Ops.ADD, INTS, name="x"), _combine_terms),
+  # (q*n + r) // n -> q + r // n for nonnegative values
+  (UPat(Ops.IDIV, INTS, (x, UPat.cvar("c"))), lambda x, c: _fold_divmod(x, c, mod=False)),
+  # (q*n + r) % n -> r % n for nonnegative values
+  (UPat(Ops.MOD, INTS, (x, UPat.cvar("c"))), lambda x, c: _fold_divmod(x, c, mod=True)),
+  # (x // a) // b -> x // (a*b)
+  (UPat(Ops.IDIV, src=(UPat(Ops.IDIV, src=(xi, c1)), c2)), _nested_div),
+  # (x % (k*b)) % b -> x % b
+  (UPat(Ops.MOD, src=(UPat(Ops.MOD, src=(xi, c1)), c2)), _nested_mod),
+  # (x % (k*b)) // b -> (x // b) % k
+  (UPat(Ops.IDIV, src=(UPat(Ops.MOD, src=(xi, c1)), c2)), _mod_then_div),
+  # (g*a + g*b + k) < c -> (a + b) < ceil((c-k)/g)
+  (UPat(Ops.CMPLT, src=(xi, c1)), _lt_of_sum),
+  # -(-x) -> x
+  (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(x,)),)), lambda x: x),
+  # where(True, a, b) -> a ; where(False, a, b) -> b
+  (UPat(Ops.WHERE, src=(UPat(Ops.CONST, name="c"), x, y)), lambda c, x, y: x if c.arg else y),
+  # where(c, a, a) -> a
+  (UPat(Ops.WHERE, src=(UPat.var(), x, x)), lambda x: x),
+  # x & True -> x ; x & False -> False (bool)
+  (UPat.alu(Ops.AND, UPat.var("x", dtypes.bool), UPat(Ops.CONST, name="c")), lambda x, c: x if c.arg else c),
+  # x | False -> x ; x | True -> True (bool)
+  (UPat.alu(Ops.OR, UPat.var("x", dtypes.bool), UPat(Ops.CONST, name="c")), lambda x, c: c if c.arg else x),
+  # x & x -> x
+  (UPat(Ops.AND, src=(x, x)), lambda x: x),
+  # (x < c) == False -> c <= x, written as (c - 1) < x for integers
+  (UPat(Ops.CMPEQ, src=(UPat(Ops.CMPLT, src=(xi, c1)), UPat(Ops.CONST, arg=False))),
+   lambda x, c1: UOp.const(x.dtype, c1.arg - 1).lt(x) if c1.arg - 1 >= x.dtype.min else None),
+  # cast of a cast-free value to its own dtype -> the value
+  (UPat(Ops.CAST, name="c", src=(x,)), lambda c, x: x if c.dtype == x.dtype else None),
+])

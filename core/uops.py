@@ -1,0 +1,366 @@
+"""The UOp IR: one immutable, hash-consed node type, pattern matching and graph rewriting.
+
+Every stage of plugrad speaks UOps: the lazy tensor graph, the kernel ASTs the scheduler makes,
+and the loop program the lowering makes. Building a node that is structurally equal to a live
+node returns that very node, so equality is identity and passes can memoise by node.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import math
+import weakref
+from enum import Enum, auto
+from typing import Any, Callable, Iterable, Iterator
+
+from plugrad.dtype import DType, dtypes
+
+
+class Ops(Enum):
+  """Every operation, grouped by role. The group helpers below are what passes test against."""
+  # buffer / memory
+  BUFFER = auto()      # a device buffer (arg: Buffer); tensor graph leaf
+  PARAM = auto()       # the n-th buffer argument of a kernel (arg: index)
+  CONST = auto()       # a scalar constant (arg: value)
+  LOAD = auto()        # src: (PARAM, index[, gate]) -> value, or 0 where gate is false
+  STORE = auto()       # src: (PARAM, index, value[, gate])
+  COPY = auto()        # tensor graph: move src to the device in arg
+  CONTIGUOUS = auto()  # tensor graph: realize src into its own buffer
+  ASSIGN = auto()      # tensor graph: write src[1] into the buffer src[0]
+  KERNEL = auto()      # tensor graph after kernelize: the value of a scheduled kernel (arg: Kernel)
+  SINK = auto()        # groups the outputs of a graph
+  # movement (tensor graph only; lowering turns them into index math)
+  RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
+  # ALU unary
+  NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); TRUNC = auto()  # noqa: E702
+  CAST = auto(); BITCAST = auto()  # noqa: E702
+  # ALU binary
+  ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
+  MAX = auto(); MIN = auto(); CMPLT = auto(); CMPNE = auto(); CMPEQ = auto()  # noqa: E702
+  AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+  # ALU ternary
+  WHERE = auto()
+  # reduce
+  REDUCE_AXIS = auto()  # tensor graph: arg (op, axes), reduced axes kept with size 1
+  REDUCE = auto()       # lowered: src (value, *RANGEs), arg op
+  # control (loop program)
+  RANGE = auto()        # a loop variable 0..src[0]-1 (arg: id)
+  SPECIAL = auto()      # a launch index (arg: (name, size)), e.g. the global id of a dimension
+  ENDRANGE = auto()     # closes the loop of src[0]
+  DEFINE_ACC = auto()   # an accumulator initialised to src[0] (arg: id)
+  ACCUMULATE = auto()   # acc = op(acc, value): src (acc, value), arg op
+
+  def __repr__(self) -> str: return f"Ops.{self.name}"
+
+
+class GroupOp:
+  """Sets of Ops that passes ask about."""
+  Buffer = frozenset({Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.LOAD, Ops.STORE, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN,
+                      Ops.KERNEL, Ops.SINK})
+  Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+  Unary = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.CAST, Ops.BITCAST})
+  Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE,
+                      Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+  Ternary = frozenset({Ops.WHERE})
+  ALU = Unary | Binary | Ternary
+  Elementwise = ALU
+  Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+  Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+  Reduce = frozenset({Ops.REDUCE_AXIS, Ops.REDUCE})
+  ReduceOps = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN})
+  Control = frozenset({Ops.RANGE, Ops.SPECIAL, Ops.ENDRANGE, Ops.DEFINE_ACC, Ops.ACCUMULATE})
+
+
+def _key_arg(arg: Any) -> Any:
+  # -0.0 == 0.0 and nan != nan would break hash-consing of float constants; key them by bits
+  if isinstance(arg, float): return ("float", arg.hex())
+  if isinstance(arg, tuple): return tuple(_key_arg(a) for a in arg)
+  return arg
+
+
+class _UOpMeta(type):
+  _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+  def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
+    key = (op, dtype, src, _key_arg(arg))
+    if (ret := _UOpMeta._cache.get(key)) is not None: return ret
+    ret = super().__call__(op, dtype, src, arg)
+    _UOpMeta._cache[key] = ret
+    return ret
+
+
+class UOp(metaclass=_UOpMeta):
+  """One node: an op, the dtype of its value (None for nodes without a value such as STORE), its
+  sources and an op-specific argument. Immutable and hash-consed: never build one with the same
+  fields twice expecting a distinct object."""
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+
+  def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any):
+    self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+
+  def __reduce__(self): return (UOp, (self.op, self.dtype, self.src, self.arg))
+  def __setattr__(self, name: str, value: Any) -> None:
+    if name in UOp.__slots__ and hasattr(self, name): raise AttributeError("UOp is immutable")
+    object.__setattr__(self, name, value)
+
+  def replace(self, **kwargs: Any) -> UOp:
+    """The node with some fields changed; the node itself when nothing changes."""
+    new = (kwargs.get("op", self.op), kwargs.get("dtype", self.dtype), kwargs.get("src", self.src), kwargs.get("arg", self.arg))
+    if new[0] is self.op and new[1] == self.dtype and new[2] == self.src and new[3] is self.arg: return self
+    return UOp(*new)
+
+  # ---- construction helpers
+  @staticmethod
+  def const(dtype: DType, value: Any) -> UOp:
+    from plugrad.dtype import truncate
+    return UOp(Ops.CONST, dtype, (), truncate(value, dtype))
+
+  def alu(self, op: Ops, *src: UOp | int | float | bool) -> UOp:
+    srcs = (self,) + tuple(s if isinstance(s, UOp) else UOp.const(self.dtype, s) for s in src)
+    out_dtype = dtypes.bool if op in GroupOp.Comparison else (srcs[1].dtype if op is Ops.WHERE else self.dtype)
+    return UOp(op, out_dtype, srcs)
+
+  def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+  def where(self, a: UOp | int | float, b: UOp | int | float) -> UOp:
+    if not isinstance(a, UOp): a = UOp.const(b.dtype if isinstance(b, UOp) else dtypes.from_py(a), a)
+    if not isinstance(b, UOp): b = UOp.const(a.dtype, b)
+    return UOp(Ops.WHERE, a.dtype, (self, a, b))
+  def __add__(self, x): return self.alu(Ops.ADD, x)
+  def __radd__(self, x): return self.alu(Ops.ADD, x)
+  def __sub__(self, x): return self.alu(Ops.SUB, x)
+  def __mul__(self, x): return self.alu(Ops.MUL, x)
+  def __rmul__(self, x): return self.alu(Ops.MUL, x)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
+  def __mod__(self, x): return self.alu(Ops.MOD, x)
+  def __neg__(self): return self.alu(Ops.NEG)
+  def lt(self, x) -> UOp: return self.alu(Ops.CMPLT, x)
+  def ge(self, x) -> UOp: return self.alu(Ops.CMPLT, x).alu(Ops.CMPEQ, False)
+  def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, x)
+  def logical_and(self, x) -> UOp: return self.alu(Ops.AND, x)
+  def maximum(self, x) -> UOp: return self.alu(Ops.MAX, x)
+  def minimum(self, x) -> UOp: return self.alu(Ops.MIN, x)
+  # identity equality and hashing: structurally equal nodes are the same object
+  __eq__ = object.__eq__
+  __hash__ = object.__hash__
+
+  # ---- graph queries
+  @functools.cached_property
+  def toposort(self) -> tuple[UOp, ...]:
+    """Every node reachable from this one, sources before users (iterative: graphs may be deep)."""
+    return toposort([self])
+
+  @functools.cached_property
+  def shape(self) -> tuple[int, ...]:
+    """The shape of a tensor-graph node."""
+    from plugrad.shape import infer_shape
+    return infer_shape(self)
+
+  @functools.cached_property
+  def vmin(self) -> int | float: return _bounds(self)[0]
+  @functools.cached_property
+  def vmax(self) -> int | float: return _bounds(self)[1]
+
+  def __repr__(self) -> str:
+    src = ", ".join(f"{s.op.name}#{id(s) % 10000}" for s in self.src)
+    return f"UOp({self.op}, {self.dtype}, src=({src}), arg={self.arg!r})"
+
+  def pretty(self) -> str:
+    """A readable multi-line listing of the graph below this node; shared nodes are printed once
+    and referred to by number."""
+    nodes = self.toposort
+    num = {n: i for i, n in enumerate(nodes)}
+    lines = []
+    for n in nodes:
+      arg = "" if n.arg is None else f" {n.arg!r}" if not isinstance(n.arg, UOp) else ""
+      srcs = " ".join(f"%{num[s]}" for s in n.src)
+      dt = f":{n.dtype.name}" if n.dtype is not None else ""
+      lines.append(f"%{num[n]:<3} {n.op.name}{dt}{arg} {srcs}".rstrip())
+    return "\n".join(lines)
+
+
+def toposort(roots: Iterable[UOp]) -> tuple[UOp, ...]:
+  """All nodes reachable from `roots`, every node after its sources."""
+  seen: set[UOp] = set()
+  order: list[UOp] = []
+  for root in roots:
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+      node, expanded = stack.pop()
+      if expanded:
+        order.append(node)
+        continue
+      if node in seen: continue
+      seen.add(node)
+      stack.append((node, True))
+      stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+  return tuple(order)
+
+
+# ---------------------------------------------------------------- value bounds
+
+def _bounds(u: UOp) -> tuple[Any, Any]:
+  """Inclusive [min, max] of an integer or bool node's value; the dtype's range when unknown."""
+  dt = u.dtype
+  if dt is None or dt.is_float: return -math.inf, math.inf
+  lo, hi = dt.min, dt.max
+  if u.op is Ops.CONST: return u.arg, u.arg
+  if u.op is Ops.RANGE: return 0, max(u.src[0].vmax - 1, 0)
+  if u.op is Ops.SPECIAL: return 0, u.arg[2] - 1
+  if u.op is Ops.CAST and u.src[0].dtype is not None and not u.src[0].dtype.is_float:
+    s = u.src[0]
+    if dt.min <= s.vmin and s.vmax <= dt.max: return s.vmin, s.vmax
+    return lo, hi
+  if len(u.src) == 0: return lo, hi
+  s = [(x.vmin, x.vmax) for x in u.src]
+  if u.op is Ops.WHERE: return min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
+  if any(isinstance(v, float) for b in s for v in b): return lo, hi
+  if u.op is Ops.NEG: c = (-s[0][1], -s[0][0])
+  elif u.op is Ops.ADD: c = (s[0][0] + s[1][0], s[0][1] + s[1][1])
+  elif u.op is Ops.SUB: c = (s[0][0] - s[1][1], s[0][1] - s[1][0])
+  elif u.op is Ops.MUL:
+    prods = [a * b for a in s[0] for b in s[1]]
+    c = (min(prods), max(prods))
+  elif u.op is Ops.MAX: c = (max(s[0][0], s[1][0]), max(s[0][1], s[1][1]))
+  elif u.op is Ops.MIN: c = (min(s[0][0], s[1][0]), min(s[0][1], s[1][1]))
+  elif u.op is Ops.IDIV and s[1][0] == s[1][1] and s[1][0] > 0 and s[0][0] >= 0:
+    c = (s[0][0] // s[1][0], s[0][1] // s[1][0])
+  elif u.op is Ops.MOD and s[1][0] == s[1][1] and s[1][0] > 0 and s[0][0] >= 0:
+    c = (0, min(s[0][1], s[1][0] - 1)) if s[0][1] >= s[1][0] else s[0]
+  elif u.op is Ops.CMPLT:
+    c = (s[0][1] < s[1][0], s[0][0] < s[1][1])
+  elif u.op is Ops.CMPNE:
+    decided = s[0][0] == s[0][1] == s[1][0] == s[1][1]
+    disjoint = s[0][1] < s[1][0] or s[1][1] < s[0][0]
+    c = (False, False) if decided else (True, True) if disjoint else (False, True)
+  elif u.op is Ops.CMPEQ:
+    decided = s[0][0] == s[0][1] == s[1][0] == s[1][1]
+    disjoint = s[0][1] < s[1][0] or s[1][1] < s[0][0]
+    c = (True, True) if decided else (False, False) if disjoint else (False, True)
+  elif u.op is Ops.AND and dt == dtypes.bool: c = (bool(s[0][0] and s[1][0]), bool(s[0][1] and s[1][1]))
+  elif u.op is Ops.OR and dt == dtypes.bool: c = (bool(s[0][0] or s[1][0]), bool(s[0][1] or s[1][1]))
+  else: return lo, hi
+  if dt == dtypes.bool: return bool(c[0]), bool(c[1])
+  # an overflowing bound means the value may wrap: fall back to the dtype's range
+  return c if lo <= c[0] and c[1] <= hi else (lo, hi)
+
+
+# ---------------------------------------------------------------- patterns
+
+class UPat:
+  """A pattern over UOps. `op`, `dtype` and `arg` match when None or equal (op and dtype may be
+  tuples/sets of choices); `src` is a tuple matched in order, or a list matched in any order
+  (for commutative ops); `name` binds the matched node for the rewrite function."""
+  __slots__ = ("ops", "dtypes", "src", "arg", "name", "any_order", "custom")
+
+  def __init__(self, op: Ops | Iterable[Ops] | None = None, dtype: DType | Iterable[DType] | None = None,
+               src: tuple[UPat, ...] | list[UPat] | UPat | None = None, arg: Any = None, name: str | None = None,
+               custom: Callable[[UOp], bool] | None = None):
+    self.ops = None if op is None else frozenset((op,) if isinstance(op, Ops) else op)
+    self.dtypes = None if dtype is None else frozenset((dtype,) if isinstance(dtype, DType) else dtype)
+    self.any_order = isinstance(src, list)
+    self.src = (src,) if isinstance(src, UPat) else None if src is None else tuple(src)
+    self.arg, self.name, self.custom = arg, name, custom
+
+  @staticmethod
+  def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat: return UPat(name=name, dtype=dtype)
+  @staticmethod
+  def cvar(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+    return UPat(Ops.CONST, dtype=dtype, name=name)
+  @staticmethod
+  def alu(op: Ops | Iterable[Ops], *src: UPat, name: str | None = None, dtype=None) -> UPat:
+    ops = frozenset((op,) if isinstance(op, Ops) else op)
+    return UPat(ops, dtype, list(src) if ops <= GroupOp.Commutative and len(src) == 2 else tuple(src), name=name)
+
+  def match(self, u: UOp, bound: dict[str, UOp]) -> Iterator[dict[str, UOp]]:
+    """Yield every binding (extending `bound`) under which `u` matches this pattern."""
+    if self.ops is not None and u.op not in self.ops: return
+    if self.dtypes is not None and u.dtype not in self.dtypes: return
+    if self.arg is not None and u.arg != self.arg: return
+    if self.custom is not None and not self.custom(u): return
+    if self.name is not None:
+      if self.name in bound and bound[self.name] is not u: return
+      bound = {**bound, self.name: u}
+    if self.src is None:
+      yield bound
+      return
+    if len(self.src) != len(u.src): return
+    orders = itertools.permutations(self.src) if self.any_order else (self.src,)
+    for order in orders:
+      yield from _match_all(order, u.src, bound)
+
+
+def _match_all(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], bound: dict[str, UOp]) -> Iterator[dict[str, UOp]]:
+  if not pats:
+    yield bound
+    return
+  for b in pats[0].match(srcs[0], bound):
+    yield from _match_all(pats[1:], srcs[1:], b)
+
+
+Rewrite = Callable[..., "UOp | None"]
+
+
+class PatternMatcher:
+  """An ordered table of (pattern, rewrite) rules, indexed by op. A rewrite function takes the
+  pattern's named bindings as keyword arguments (and `ctx` if it has that parameter) and returns
+  a replacement node or None for no change. Tables combine with `+`."""
+
+  def __init__(self, rules: list[tuple[UPat, Rewrite]]):
+    self.rules = list(rules)
+    self._by_op: dict[Ops, list[tuple[UPat, Rewrite, bool]]] = {}
+    for pat, fn in self.rules:
+      wants_ctx = "ctx" in inspect.signature(fn).parameters
+      for op in (pat.ops if pat.ops is not None else Ops):
+        self._by_op.setdefault(op, []).append((pat, fn, wants_ctx))
+
+  def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
+
+  def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+    """The first rewrite of `u` that some rule produces, or None."""
+    for pat, fn, wants_ctx in self._by_op.get(u.op, ()):
+      for bound in pat.match(u, {}):
+        ret = fn(ctx=ctx, **bound) if wants_ctx else fn(**bound)
+        if ret is not None and ret is not u: return ret
+    return None
+
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
+  """Rewrite a graph bottom-up until no rule applies anywhere. Every node is rewritten after its
+  sources; a rewrite's result is itself rewritten (sources first) until it is stable."""
+  done: dict[UOp, UOp] = {}
+  # stack entries: (node, state, alias). state 0: visit sources; 1: rebuild and rewrite;
+  # 2: `alias` was rewritten into `node`, record node's result for alias as well.
+  stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+  while stack:
+    node, state, alias = stack.pop()
+    if state == 2:
+      done[alias] = done[node]
+      continue
+    if node in done: continue
+    if state == 0:
+      stack.append((node, 1, None))
+      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+      continue
+    new_src = tuple(done[s] for s in node.src)
+    new = node if new_src == node.src else node.replace(src=new_src)
+    if (out := pm.rewrite(new, ctx)) is None:
+      done[node] = new
+      if new is not node: done.setdefault(new, new)
+    elif out in done:
+      done[node] = done[out]
+    else:
+      stack.append((out, 2, node))
+      stack.append((out, 0, None))
+  return done[root]
+
+
+class SpecError(AssertionError):
+  """A graph broke the IR spec of the stage it is in."""
+
+
+def check_spec(root: UOp, spec: PatternMatcher, stage: str) -> None:
+  """Raise SpecError naming the first node that no rule of `spec` accepts (rules return True)."""
+  for u in root.toposort:
+    ok = any(fn(**b) for pat, fn, _ in spec._by_op.get(u.op, ()) for b in pat.match(u, {}))
+    if not ok: raise SpecError(f"{stage}: node breaks the IR spec:\n  {u!r}\nin graph:\n{root.pretty()}")

@@ -1,0 +1,1 @@
+pytest_plugins = ["plugrad.testing.pytest_plugin"]

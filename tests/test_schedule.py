@@ -1,0 +1,131 @@
+"""The scheduler's fusion decisions, pinned as kernel counts for known graphs."""
+import numpy as np
+import pytest
+
+from plugrad import Tensor
+from plugrad.scheduler import count_kernels
+from plugrad.testing import assert_close
+
+
+def realized(*shape, seed=0):
+  rng = np.random.default_rng(seed)
+  return Tensor(rng.standard_normal(shape).astype(np.float32), device="PYTHON").realize()
+
+
+@pytest.fixture
+def abc():
+  return realized(4, 4, seed=1), realized(4, 4, seed=2), realized(4, 4, seed=3)
+
+
+def kernels(*ts: Tensor) -> int:
+  return count_kernels(ts[0].schedule(*ts[1:]))
+
+
+def np_softmax(a):
+  e = np.exp(a - a.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+# (name, plugrad graph, numpy reference, compute kernels); a, b, c, d are realized 4x4 inputs
+KERNEL_COUNTS = [
+  ("a+b+c", lambda a, b, c, d: a + b + c, lambda a, b, c, d: a + b + c, 1),
+  ("(a*b).sum()", lambda a, b, c, d: (a * b).sum(), lambda a, b, c, d: (a * b).sum(), 1),
+  ("(a*b).sum().relu()", lambda a, b, c, d: (a * b).sum().relu(), lambda a, b, c, d: np.maximum((a * b).sum(), 0), 1),
+  ("(a+b).permute(1,0)+c", lambda a, b, c, d: (a + b).permute(1, 0) + c, lambda a, b, c, d: (a + b).T + c, 1),
+  ("a.sum(0)+b[0]", lambda a, b, c, d: a.sum(0) + b[0], lambda a, b, c, d: a.sum(0) + b[0], 1),
+  ("(x+y).contiguous()+z", lambda a, b, c, d: (a + b).contiguous() + c, lambda a, b, c, d: a + b + c, 2),
+  ("x.sum(-1)+y.max(-1)", lambda a, b, c, d: a.sum(-1) + b.max(-1), lambda a, b, c, d: a.sum(-1) + b.max(-1), 1),
+  ("a@b + c@d", lambda a, b, c, d: a @ b + c @ d, lambda a, b, c, d: a @ b + c @ d, 1),
+  ("(a+b).pad(1, value=1).sum()", lambda a, b, c, d: (a + b).pad(((1, 1), (1, 1)), value=1).sum(),
+   lambda a, b, c, d: np.pad(a + b, 1, constant_values=1).sum(), 1),
+  ("softmax", lambda a, b, c, d: a.softmax(-1), lambda a, b, c, d: np_softmax(a), 3),
+  ("(a@b)@c", lambda a, b, c, d: (a @ b) @ c, lambda a, b, c, d: (a @ b) @ c, 2),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref,count", KERNEL_COUNTS, ids=[k[0] for k in KERNEL_COUNTS])
+def test_kernel_count(name, fn, ref, count):
+  ins = [realized(4, 4, seed=i) for i in range(4)]
+  out = fn(*ins)
+  assert kernels(out) == count
+  assert_close(out, np.asarray(ref(*(x.numpy() for x in ins))), atol=1e-4, rtol=1e-4)
+
+
+def test_constant_needs_no_kernel():
+  t = Tensor(2, device="PYTHON")
+  assert kernels(t) == 0
+  assert t.item() == 2
+
+
+def test_realized_input_needs_no_kernel(abc):
+  a, _, _ = abc
+  assert kernels(a) == 0
+  assert kernels(a.reshape(16)) == 0
+  assert kernels(a.permute(1, 0)) == 1
+
+
+def test_shared_reduce_is_computed_once(abc):
+  a, b, c = abc
+  s = (a * b).sum(1, keepdim=True)
+  out1, out2 = s + c, s * c
+  # s feeds two kernels, so it gets a buffer of its own: 3 kernels, not 2 that each redo the sum
+  assert kernels(out1, out2) == 3
+
+
+def test_shared_elementwise_is_recomputed(abc):
+  a, b, c = abc
+  s = a * b
+  assert kernels(s + c, s - c) == 2
+
+
+def test_reduce_under_expand_is_realized(abc):
+  a, _, _ = abc
+  # the mean is read by every element of the output: computing it per element would be O(n^2)
+  assert kernels(a - a.mean(1, keepdim=True)) == 2
+
+
+def test_kernelize_then_realize(abc):
+  a, b, c = abc
+  mul = a * b
+  out = mul + c
+  out.kernelize()
+  assert out.uop.op.name in ("ASSIGN", "RESHAPE")
+  child = out + 2
+  assert kernels(child) == 2  # out's pending kernel, then child's
+  assert_close(child, a.numpy() * b.numpy() + c.numpy() + 2)
+  assert kernels(out) == 0  # already realized by the child
+
+
+def test_buffer_limit_splits_kernel(monkeypatch):
+  from plugrad.registry import get_registry
+  dev = get_registry().device("PYTHON")
+  monkeypatch.setitem(dev._roles, "limit", 4)
+  xs = [realized(8, seed=i) for i in range(20)]
+  out = xs[0]
+  for x in xs[1:]: out = out + x
+  sched = out.schedule()
+  assert count_kernels(sched) > 1
+  assert all(len(it.bufs) <= 4 for it in sched)
+  assert_close(out, sum(x.numpy() for x in xs), atol=1e-4)
+
+
+def test_long_chain_memory_is_bounded():
+  from plugrad.registry import get_registry
+  alloc = get_registry().device("PYTHON").allocator
+  x = realized(1024)
+  for i in range(30): x = (x * 1.01 + 1).contiguous()
+  before = alloc.stats.in_use
+  alloc.stats.peak = alloc.stats.in_use
+  x.realize()
+  # 30 intermediates of 4 KiB each: at most two live at once, plus the output
+  assert alloc.stats.peak - before <= 3 * 4096
+
+
+def test_assign_reads_old_value_first():
+  a = Tensor(np.arange(6, dtype=np.float32), device="PYTHON").realize()
+  old_view = a + 0
+  a.assign(a.flip(0))
+  b = old_view * 1
+  Tensor.realize(a, b)
+  np.testing.assert_array_equal(a.numpy(), np.arange(6)[::-1])
+  np.testing.assert_array_equal(b.numpy(), np.arange(6))
