@@ -226,6 +226,8 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], default_device: str, new_buffer) -
     kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
     return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), out), kern)), n.shape)
   device = device_of(n, default_device)
+  if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
+    return _reshape(UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, 0, n.dtype)), n.shape)
   if n.op is Ops.ASSIGN:
     target_base = contiguous_base(new[n.src[0]])
     out_node = UOp(Ops.BUFFER, n.dtype, (), buffer_of(target_base))

@@ -446,10 +446,8 @@ class Tensor:
       x = x.reshape(split).shrink(tuple((0, s) if k % 2 == 0 else (0, 1) for k, s in enumerate(split)))
     return x.reshape(tuple(out_shape))
 
-  @staticmethod
-  def cat(*tensors: Tensor, dim: int = 0) -> Tensor: return tensors[0]._cat(*tensors[1:], dim=dim)
-
-  def _cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+    """Join tensors along `dim` (call as a.cat(b, c) or Tensor.cat(a, b, c))."""
     ts = [self, *others]
     d = _norm_axis(dim, self.ndim)
     for t in ts:

@@ -331,6 +331,14 @@ def test_where_broadcast_and_scalar(device):
           device=device, out_dtype=dtypes.float32)
 
 
+def test_mixed_dtypes_in_one_graph(device):
+    check(lambda i, f: i * np.float32(0.5) + f, lambda i, f: i * 0.5 + f,
+          np.array([[1, -2, 3], [4, 5, -6]], np.int32), (2, 3), device=device, out_dtype=dtypes.float32)
+    check(lambda i: 10 - i, lambda t: 10 - t, np.array([1, -2, 30], np.int32), device=device, out_dtype=dtypes.int32)
+    check(lambda i: np.where(i > 0, i, np.float32(0.5)), lambda t: (t > 0).where(t, 0.5),
+          np.array([1, -2, 3], np.int32), device=device, out_dtype=dtypes.float32)
+
+
 def test_elementwise_on_4d(device):
     check(lambda a, b: np.exp(a) * b - a, lambda a, b: a.exp() * b - a, (2, 3, 2, 4), (2, 3, 2, 4),
           device=device, rtol=1e-5)
@@ -354,6 +362,8 @@ def test_comparison(device, op):
     check(op, op, a, b, device=device, out_dtype=dtypes.bool)
     check(lambda x: op(x, 1.0), lambda x: op(x, 1.0), a, device=device, out_dtype=dtypes.bool)
     check(lambda x: op(1, x), lambda x: op(1, x), a.astype(np.int32), device=device, out_dtype=dtypes.bool)
+    # an int tensor against a float scalar compares as floats: 1 < 1.5 but not 2 < 1.5
+    check(lambda x: op(x, 1.5), lambda x: op(x, 1.5), a.astype(np.int32), device=device, out_dtype=dtypes.bool)
 
 
 @pytest.mark.parametrize("op", [lambda a, b: a & b, lambda a, b: a | b, lambda a, b: a ^ b], ids=["and", "or", "xor"])
@@ -559,6 +569,23 @@ def test_reduce_on_size_one_and_expanded(device):
           device=device, rtol=1e-5)
 
 
+def test_larger_and_chained_reductions(device):
+    check(np.sum, Tensor.sum, (4096,), device=device, rtol=1e-4, atol=1e-3)
+    check(lambda a: a.sum(axis=0), lambda t: t.sum(axis=0), (300, 3), device=device, rtol=1e-4, atol=1e-4)
+    check(lambda a: a.sum(axis=1).max(), lambda t: t.sum(axis=1).max(), (4, 5), device=device, rtol=1e-5)
+    check(lambda a: a - a.max(axis=1, keepdims=True) + a.sum(), lambda t: t - t.max(axis=1, keepdim=True) + t.sum(),
+          (3, 4), device=device, rtol=1e-5)
+
+
+def test_pad_then_reduce(device):
+    # the padded area holds the pad value, never f(0) of the padded expression
+    check(lambda a: np.pad(np.exp(a), ((1, 1), (0, 0))).sum(axis=0), lambda t: t.exp().pad(((1, 1), (0, 0))).sum(axis=0),
+          (3, 4), device=device, rtol=1e-5)
+    check(lambda a: np.pad(a - 5, ((0, 2),)).max(), lambda t: (t - 5).pad(((0, 2),)).max(), (4,), device=device)
+    check(lambda a: np.pad(a - 5, ((0, 2),), constant_values=-10).max(), lambda t: (t - 5).pad(((0, 2),), value=-10).max(),
+          (4,), device=device)
+
+
 @pytest.mark.parametrize("axis", [None, 0, -1, (0, 1)], ids=str)
 @pytest.mark.parametrize("correction", [1, 0])
 def test_var_std(device, axis, correction):
@@ -737,6 +764,12 @@ def test_matmul(device, shape_a, shape_b):
 def test_matmul_dot_methods(device):
     check(np.matmul, Tensor.matmul, (3, 4), (4, 2), device=device, atol=1e-4, rtol=1e-5)
     check(np.dot, Tensor.dot, (3, 4), (4, 2), device=device, atol=1e-4, rtol=1e-5)
+
+
+def test_matmul_of_transposed_and_sliced_inputs(device):
+    check(lambda a, b: a.T @ b, lambda a, b: a.transpose() @ b, (4, 3), (4, 5), device=device, atol=1e-4, rtol=1e-5)
+    check(lambda a, b: a[:, ::2] @ b[1:].T, lambda a, b: a[:, ::2] @ b[1:].transpose(), (3, 8), (6, 4),
+          device=device, atol=1e-4, rtol=1e-5)
 
 
 def test_matmul_int(device):

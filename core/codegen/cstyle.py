@@ -1,0 +1,222 @@
+"""The base of every C-like renderer (C, CUDA C, OpenCL C, Metal Shading Language).
+
+A dialect is a subclass that overrides a few class attributes and methods: the kernel and buffer
+qualifiers, how launch indices are read, type names, and the odd function whose name differs.
+The defaults render plain C (GCC/Clang, C11) whose kernels loop over their launch indices.
+
+The rendered kernel takes its buffers in PARAM order, named data0, data1, ...; data0 is written.
+"""
+from __future__ import annotations
+
+import math
+from plugrad.codegen.program import LoopProgram, Param
+from plugrad.codegen.renderer import Renderer
+from plugrad.dtype import DType, dtypes
+from plugrad.uops import GroupOp, Ops, UOp
+
+C_TYPES: dict[DType, str] = {
+  dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.int16: "short", dtypes.int32: "int", dtypes.int64: "long long",
+  dtypes.uint8: "unsigned char", dtypes.uint16: "unsigned short", dtypes.uint32: "unsigned int",
+  dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.bfloat16: "unsigned short",
+  dtypes.float32: "float", dtypes.float64: "double",
+}
+
+
+class CStyleRenderer(Renderer):
+  """Renders a LoopProgram as C-family source. Override in a dialect:
+
+  - `kernel_prefix`, `buffer_prefix`, `restrict`: qualifiers of the kernel and its buffer params;
+  - `launch_as_loops`: True when the device has no launch dimensions (SPECIALs become loops);
+  - `types`: the C name of each dtype; `bf16_storage`: bfloat16 kept as 16-bit storage and
+    computed as float (dialects with a native bfloat16 type set it False);
+  - `render_special`, `render_param`, `render_signature`, `render_cast`, `render_bitcast`,
+    `render_math` and `prelude` for what differs more deeply.
+  """
+  kernel_prefix = ""
+  buffer_prefix = ""
+  restrict = "restrict "
+  launch_as_loops = True
+  bf16_storage = True
+  half_storage = False  # True: half is storage only (loads convert to float), for devices without half arithmetic
+  types: dict[DType, str] = C_TYPES
+  float_suffix = {dtypes.float32: "f", dtypes.float16: "", dtypes.float64: "", dtypes.bfloat16: "f"}
+
+  # ---------------------------------------------------------------- names and types
+
+  def ctype(self, dtype: DType) -> str:
+    """The type a value of `dtype` is held in while computing."""
+    if dtype == dtypes.bfloat16 and self.bf16_storage: return self.types[dtypes.float32]
+    if dtype == dtypes.float16 and self.half_storage: return self.types[dtypes.float32]
+    return self.types[dtype]
+
+  def storage_type(self, dtype: DType) -> str:
+    """The element type of a buffer of `dtype`."""
+    return self.types[dtype]
+
+  def render_const(self, value, dtype: DType) -> str:
+    if dtype == dtypes.bool: return "1" if value else "0"
+    if dtype.is_float:
+      if math.isnan(value): return self.render_nan(dtype)
+      if math.isinf(value): return ("-" if value < 0 else "") + self.render_inf(dtype)
+      ct = self.ctype(dtype)
+      if dtype in (dtypes.float32,) or (dtype == dtypes.bfloat16 and self.bf16_storage) or \
+         (dtype == dtypes.float16 and self.half_storage): return f"{float(value)!r}f"
+      if dtype == dtypes.float64: return f"{float(value)!r}"
+      return f"(({ct}){float(value)!r}f)"
+    if dtype == dtypes.int64: return f"{int(value)}ll" if value != -2**63 else "(-9223372036854775807ll-1)"
+    if dtype == dtypes.uint64: return f"{int(value)}ull"
+    if dtype == dtypes.uint32: return f"{int(value)}u"
+    if dtype == dtypes.int32 and value == -2**31: return "(-2147483647-1)"
+    return f"(({self.ctype(dtype)}){int(value)})" if dtype.itemsize < 4 else str(int(value))
+
+  def render_nan(self, dtype: DType) -> str: return f"(({self.ctype(dtype)})NAN)"
+  def render_inf(self, dtype: DType) -> str: return f"(({self.ctype(dtype)})INFINITY)"
+
+  # ---------------------------------------------------------------- pieces a dialect overrides
+
+  def prelude(self, prog: LoopProgram) -> list[str]:
+    """Lines before the kernel (includes, helper functions)."""
+    lines = ["#include <math.h>", "#include <string.h>"]
+    if any(p.dtype == dtypes.bfloat16 for p in prog.params) and self.bf16_storage: lines += BF16_HELPERS_C
+    return lines
+
+  def render_param(self, p: Param) -> str:
+    const = "" if p.written else "const "
+    return f"{self.buffer_prefix}{const}{self.storage_type(p.dtype)}* {self.restrict}data{p.index}"
+
+  def render_signature(self, prog: LoopProgram) -> str:
+    return f"{self.kernel_prefix}void {prog.name}({', '.join(self.render_param(p) for p in prog.params)})"
+
+  def render_special(self, u: UOp, prog: LoopProgram) -> str:
+    """The statement defining a launch index on a device with launch dimensions."""
+    raise NotImplementedError(f"{type(self).__name__} must render launch indices (or set launch_as_loops)")
+
+  def render_loop(self, var: str, end: str, dtype: DType) -> str:
+    return f"for ({self.ctype(dtype)} {var} = 0; {var} < {end}; {var}++) {{"
+
+  def render_cast(self, x: str, dtype: DType, src: DType) -> str:
+    if dtype == dtypes.bool: return f"({x} != 0)"
+    return f"(({self.ctype(dtype)})({x}))"
+
+  def render_bitcast(self, x: str, dtype: DType, src: DType) -> str:
+    # GCC/Clang statement expression with memcpy: the portable way to reinterpret bits in C
+    return f"({{ {self.ctype(src)} _s = {x}; {self.ctype(dtype)} _d; memcpy(&_d, &_s, sizeof(_d)); _d; }})"
+
+  def render_math(self, op: Ops, x: str, dtype: DType) -> str:
+    """sqrt, exp2, log2, sin and trunc; C picks the float or double function by suffix."""
+    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}[op]
+    return f"{name}{'f' if self.ctype(dtype) == 'float' else ''}({x})"
+
+  def render_load(self, buf: str, idx: str, dtype: DType) -> str:
+    if dtype == dtypes.bfloat16 and self.bf16_storage: return f"plugrad_bf16_to_f32({buf}[{idx}])"
+    return f"{buf}[{idx}]"
+
+  def render_store(self, buf: str, idx: str, value: str, dtype: DType) -> str:
+    if dtype == dtypes.bfloat16 and self.bf16_storage: return f"{buf}[{idx}] = plugrad_f32_to_bf16({value});"
+    return f"{buf}[{idx}] = {value};"
+
+  # ---------------------------------------------------------------- ALU
+
+  def render_alu(self, op: Ops, srcs: list[str], dtype: DType, src_dtypes: list[DType], const_srcs: list[UOp | None]) -> str:
+    a = srcs[0]
+    if op is Ops.CAST: return self.render_cast(a, dtype, src_dtypes[0])
+    if op is Ops.BITCAST: return self.render_bitcast(a, dtype, src_dtypes[0])
+    if op in (Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC): return self.render_math(op, a, dtype)
+    if op is Ops.NEG: return f"(!{a})" if dtype == dtypes.bool else f"(-{a})"
+    if op is Ops.RECIP: return f"(({self.ctype(dtype)})1/{a})"
+    if op is Ops.WHERE: return f"({a} ? {srcs[1]} : {srcs[2]})"
+    b = srcs[1]
+    if op in (Ops.IDIV, Ops.MOD):
+      sym = "/" if op is Ops.IDIV else "%"
+      divisor = const_srcs[1]
+      if divisor is not None and divisor.arg not in (0, -1): return f"({a} {sym} {b})"
+      # x/0 is 0 by definition, and INT_MIN/-1 would trap: guard both
+      return f"({b} == 0 ? ({self.ctype(dtype)})0 : {b} == -1 ? ({self.ctype(dtype)})({'-' if sym == '/' else '0*'}{a}) : {a} {sym} {b})" \
+        if not src_dtypes[1].is_unsigned else f"({b} == 0 ? ({self.ctype(dtype)})0 : {a} {sym} {b})"
+    if op in (Ops.MAX, Ops.MIN):
+      cmp = ">" if op is Ops.MAX else "<"
+      if dtype.is_float: return f"(({a} != {a} || {a} {cmp} {b}) ? {a} : {b})"  # NaN wins, like numpy
+      return f"({a} {cmp} {b} ? {a} : {b})"
+    if op in (Ops.SHL, Ops.SHR):
+      mask = dtype.itemsize * 8 - 1
+      return f"(({self.ctype(dtype)})({a} {'<<' if op is Ops.SHL else '>>'} ({b} & {mask})))"
+    if dtype == dtypes.bool and op in (Ops.ADD, Ops.MUL): return f"({a} {'|' if op is Ops.ADD else '&'} {b})"
+    sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
+           Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}[op]
+    if dtype.is_int and dtype.itemsize < 4 and op in (Ops.ADD, Ops.SUB, Ops.MUL):
+      return f"(({self.ctype(dtype)})({a} {sym} {b}))"  # small ints promote to int in C: wrap back
+    return f"({a} {sym} {b})"
+
+  # ---------------------------------------------------------------- the kernel
+
+  def render(self, prog: LoopProgram) -> str:
+    names: dict[UOp, str] = {}
+    dtypes_of: dict[UOp, DType] = {}
+    body: list[str] = []
+    depth = 1
+    counter = 0
+
+    def line(s: str) -> None: body.append("  " * depth + s)
+
+    specials = [u for u in prog.uops if u.op is Ops.SPECIAL]
+    loops_open = 0
+    for u in prog.uops:
+      op = u.op
+      if op is Ops.PARAM: names[u] = f"data{u.arg[0]}"
+      elif op is Ops.CONST: names[u] = self.render_const(u.arg, u.dtype)
+      elif op is Ops.SPECIAL:
+        names[u] = u.arg[0]
+        if not self.launch_as_loops: line(self.render_special(u, prog))
+        elif u is specials[-1]:
+          # open the launch loops outermost (highest dim) first, for locality
+          for s in reversed(specials):
+            line(self.render_loop(s.arg[0], str(s.arg[2]), s.dtype))
+            depth += 1
+            loops_open += 1
+      elif op is Ops.RANGE:
+        names[u] = f"ridx{u.arg}"
+        line(self.render_loop(names[u], names[u.src[0]], u.dtype))
+        depth += 1
+      elif op is Ops.ENDRANGE:
+        depth -= 1
+        line("}")
+      elif op is Ops.DEFINE_ACC:
+        names[u] = f"acc{u.arg}"
+        line(f"{self.ctype(u.dtype)} {names[u]} = {names[u.src[0]]};")
+      elif op is Ops.ACCUMULATE:
+        acc, val = names[u.src[0]], names[u.src[1]]
+        expr = self.render_alu(u.arg, [acc, val], u.dtype, [u.dtype, u.dtype], [None, None])
+        line(f"{acc} = {expr};")
+      elif op is Ops.LOAD:
+        load = self.render_load(names[u.src[0]], names[u.src[1]], u.dtype)
+        names[u] = f"val{counter}"
+        counter += 1
+        expr = load if len(u.src) == 2 else f"({names[u.src[2]]} ? {load} : {self.render_const(0, u.dtype)})"
+        line(f"{self.ctype(u.dtype)} {names[u]} = {expr};")
+      elif op is Ops.STORE:
+        st = self.render_store(names[u.src[0]], names[u.src[1]], names[u.src[2]], u.src[0].dtype)
+        line(st if len(u.src) == 3 else f"if ({names[u.src[3]]}) {{ {st} }}")
+      elif op in GroupOp.ALU:
+        srcs = [names[s] for s in u.src]
+        consts = [s if s.op is Ops.CONST else None for s in u.src]
+        expr = self.render_alu(op, srcs, u.dtype, [s.dtype for s in u.src], consts)
+        names[u] = f"alu{counter}"
+        counter += 1
+        line(f"{self.ctype(u.dtype)} {names[u]} = {expr};")
+      else:
+        raise NotImplementedError(f"{type(self).__name__} cannot render {op}")
+    for _ in range(loops_open):
+      depth -= 1
+      line("}")
+    return "\n".join(self.prelude(prog) + [self.render_signature(prog) + " {"] + body + ["}"]) + "\n"
+
+
+# bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in
+BF16_HELPERS_C = [
+  "static inline float plugrad_bf16_to_f32(unsigned short x) { unsigned int u = ((unsigned int)x) << 16; float f; "
+  "memcpy(&f, &u, 4); return f; }",
+  "static inline unsigned short plugrad_f32_to_bf16(float f) { unsigned int u; memcpy(&u, &f, 4); "
+  "if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
+]
+
+__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C"]
