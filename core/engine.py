@@ -51,7 +51,8 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
   except Exception as e:
     raise CompileError(f"{device.name} failed to compile kernel {prog.name}: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
   device.registry.pm.hook.plugrad_kernel_compiled(device=device.name, name=prog.name, source=src,
-                                                  seconds=0.0 if cached else time.perf_counter() - st, cached=cached)
+                                                  seconds=0.0 if cached else time.perf_counter() - st, cached=cached,
+                                                  ast=ast)
   ck = _compiled[key] = CompiledKernel(prog, src, binary, device.runtime.load(prog.name, binary))
   return ck
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
   from plugrad.codegen.renderer import Renderer
   from plugrad.config import Config, ConfigOption
   from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Runtime
-  from plugrad.uops import PatternMatcher
+  from plugrad.uops import PatternMatcher, UOp
 
 #: The version of this contract. A plugin built for another version is refused with a message.
 CONTRACT_VERSION = 1
@@ -120,7 +120,7 @@ def plugrad_runtime(device: str, config: Config) -> Runtime | None:
 # -------------------------------------------------------------------------------- observe
 
 @hookspec
-def plugrad_kernel_compiled(device: str, name: str, source: str, seconds: float, cached: bool) -> None:
+def plugrad_kernel_compiled(device: str, name: str, source: str, seconds: float, cached: bool, ast: UOp) -> None:
   """Called after a kernel's source was compiled (or found in the compile cache).
 
   :param device: the device string.
@@ -128,6 +128,7 @@ def plugrad_kernel_compiled(device: str, name: str, source: str, seconds: float,
   :param source: the rendered source.
   :param seconds: time spent compiling (0 when cached).
   :param cached: whether the binary came from the disk cache.
+  :param ast: the kernel AST it was lowered from (device-independent).
   """
 
 

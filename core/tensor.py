@@ -910,14 +910,16 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   return _reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape))
 
 
-def _kernelize(tensors: list[Tensor]) -> None:
+def _kernelize(tensors: list[Tensor], limit_device: str | None = None) -> None:
+  """Kernelize the tensors' graphs (per device) and point every live tensor at its new node.
+  `limit_device` takes the buffer limit from another device (to render for it elsewhere)."""
   registry = get_registry()
   by_device: dict[str, list[Tensor]] = {}
   for t in tensors: by_device.setdefault(t.device, []).append(t)
   for device, ts in by_device.items():
     becomes = kernelize([t.uop for t in ts], device,
                         new_buffer=lambda dev, size, dt: Buffer(dev, size, dt, registry.device(dev).allocator),
-                        buffer_limit=lambda dev: registry.device(dev).buffer_limit)
+                        buffer_limit=lambda dev: registry.render_device(limit_device or dev).buffer_limit)
     if becomes:
       for t in list(Tensor._live):
         if (n := becomes.get(t.uop)) is not None: t.uop = n
@@ -930,8 +932,8 @@ def _live_buffers() -> set[Buffer]:
   return out
 
 
-def _schedule(tensors: list[Tensor]) -> list[ScheduleItem]:
-  _kernelize(tensors)
+def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
+  _kernelize(tensors, limit_device)
   return create_schedule([t.uop for t in tensors], _live_buffers())
 
 

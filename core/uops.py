@@ -50,6 +50,8 @@ class Ops(Enum):
   ENDRANGE = auto()     # closes the loop of src[0]
   DEFINE_ACC = auto()   # an accumulator initialised to src[0] (arg: id)
   ACCUMULATE = auto()   # acc = op(acc, value): src (acc, value), arg op
+  DEFINE_LOCAL = auto() # work-group shared memory: dtype the element type, arg (id, size)
+  BARRIER = auto()      # work-group barrier after the local STOREs in src; a LOAD from it reads that memory
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
 
@@ -69,7 +71,7 @@ class GroupOp:
   Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
   Reduce = frozenset({Ops.REDUCE_AXIS, Ops.REDUCE})
   ReduceOps = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN})
-  Control = frozenset({Ops.RANGE, Ops.SPECIAL, Ops.ENDRANGE, Ops.DEFINE_ACC, Ops.ACCUMULATE})
+  Control = frozenset({Ops.RANGE, Ops.SPECIAL, Ops.ENDRANGE, Ops.DEFINE_ACC, Ops.ACCUMULATE, Ops.DEFINE_LOCAL, Ops.BARRIER})
 
 
 def _key_arg(arg: Any) -> Any:

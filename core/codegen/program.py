@@ -9,22 +9,31 @@ from plugrad.uops import Ops, UOp
 
 @dataclass(frozen=True)
 class Param:
-  """A buffer argument of a kernel: its position, element dtype and size, and whether it is written."""
+  """A buffer argument of a kernel: its position, element dtype and size, and whether it is written.
+
+  :param image: (height, width) when the buffer is a 2D RGBA image on a device with images: flat
+    element i lives at pixel (x=(i//4) % width, y=i // (4*width)), channel i % 4.
+  """
   index: int
   dtype: DType
   size: int
   written: bool
+  image: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class LoopProgram:
   """A kernel as a flat list of UOps in execution order.
 
-  Ops that appear: PARAM, CONST, SPECIAL (a launch index: arg (name, dim, size); devices without
-  launch dimensions loop over it), RANGE/ENDRANGE (a loop and its end), DEFINE_ACC/ACCUMULATE
-  (a reduction accumulator and its update), LOAD/STORE (with an optional gate: a LOAD whose gate
-  is false yields 0 and reads nothing), and ALU ops. Every source of a UOp comes earlier in
-  the list; a value defined inside a loop is used only inside it, except accumulators.
+  Ops that appear: PARAM, CONST, SPECIAL (a launch index: arg (name, dim, size); a name starting
+  with "gidx" is the global thread index of that dimension, "lidx" the index within the
+  work-group; devices without launch dimensions loop over gidx), RANGE/ENDRANGE (a loop and its
+  end), DEFINE_ACC/ACCUMULATE (a reduction accumulator and its update), LOAD/STORE (with an
+  optional gate: a LOAD whose gate is false yields 0 and reads nothing; STORE src (buffer, index,
+  value[, gate])), DEFINE_LOCAL (work-group memory, arg (id, size)) and BARRIER (src: the STOREs
+  into local memory it waits for; a LOAD whose buffer is a BARRIER reads the local memory behind
+  it), and ALU ops. Every source of a UOp comes earlier in the list; a value defined inside a
+  loop is used only inside it, except accumulators.
 
   :param global_size: threads per launch dimension (the sizes of the SPECIALs, in dim order).
   :param local_size: threads per work-group per dimension, None on devices without work-groups.

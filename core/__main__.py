@@ -1,0 +1,92 @@
+"""`python -m plugrad`: list devices, and print the kernels a program generates for a device."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from plugrad.registry import get_registry
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+  reg = get_registry()
+  rows = reg.all_status()
+  default = None
+  try:
+    default = reg.default_device()
+  except Exception as e:  # still list everything
+    print(f"no default device: {e}", file=sys.stderr)
+  for st in rows:
+    mark = "*" if st.name == default else " "
+    prio = st.decl.priority if st.decl else "-"
+    state = "available" if st.available else f"unavailable: {st.reason}"
+    print(f"{mark} {st.name:<10} {st.plugin.label():<28} priority {prio:<4} {state}")
+    if st.decl is not None:
+      try:
+        caps = reg.render_device(st.name).caps
+        limit = reg.render_device(st.name).buffer_limit
+        print(f"    buffers/kernel {limit if limit is not None else 'unlimited'}, launch dims {caps.launch_dims}, "
+              f"local memory {caps.local_memory} B, images {'yes' if caps.supports_images else 'no'}, "
+              f"dtypes {' '.join(sorted(d.name for d in caps.dtypes))}")
+      except Exception as e:
+        print(f"    capabilities unavailable: {e}")
+    for other in st.others:
+      print(f"    also claimed by {other.name} ({other.label()}){': ' + other.error if other.error else ''}")
+  for err in reg.plugin_errors:
+    if not any(err is s.plugin or err in s.others for s in rows): print(f"  plugin error: {err.error}")
+  options = [o for opts in reg.pm.hook.plugrad_config_options() for o in (opts or [])]
+  if options:
+    print("\nplugin options:")
+    for o in options: print(f"  {o.env}={reg.config.option(o)!r}  {o.help}")
+  return 0
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+  from plugrad import Tensor, dtypes
+  from plugrad.engine import lower_for
+  from plugrad.tensor import _schedule
+  import numpy as np
+  reg = get_registry()
+  target = args.device or reg.default_device()
+  device = reg.render_device(target)
+  scope: dict = {"Tensor": Tensor, "dtypes": dtypes, "np": np}
+  # the graph is built on the reference device: rendering for `target` needs no hardware
+  saved, reg.config = reg.config, reg.config.replace(device="PYTHON")
+  try:
+    exec(compile(args.code, "<kernels -c>", "exec"), scope)
+  finally:
+    reg.config = saved
+  if "out" not in scope: raise SystemExit("the code must bind a Tensor (or a list of Tensors) to the name `out`")
+  out = scope["out"]
+  tensors = list(out) if isinstance(out, (list, tuple)) else [out]
+  if not all(isinstance(t, Tensor) for t in tensors): raise SystemExit("`out` must be a Tensor or a list of Tensors")
+  failures = 0
+  for item in _schedule(tensors, limit_device=device.name):
+    if item.is_copy: continue
+    prog = lower_for(device, item.ast)
+    src = device.renderer.render(prog)
+    print(f"// kernel {prog.name}")
+    print(src)
+    if args.compile:
+      try:
+        device.compiler.compile(src)
+      except Exception as e:
+        failures += 1
+        print(f"// compile failed: {e}", file=sys.stderr)
+  return 1 if failures else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m plugrad", description=__doc__)
+  sub = parser.add_subparsers(dest="cmd", required=True)
+  sub.add_parser("devices", help="every known device, its plugin, and whether it can run here")
+  k = sub.add_parser("kernels", help="print the kernels CODE generates for a device (no hardware needed)")
+  k.add_argument("--device", help="render for this device (default: the default device)")
+  k.add_argument("--compile", action="store_true", help="also compile each kernel with the device's compiler")
+  k.add_argument("-c", dest="code", required=True, help="Python code that binds a Tensor or a list of Tensors to `out`")
+  args = parser.parse_args(argv)
+  return {"devices": cmd_devices, "kernels": cmd_kernels}[args.cmd](args)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,110 @@
+"""The runtime role: load object files with LLVM's MCJIT and call kernels through ctypes.
+
+Every kernel is `void kernel(ptr buf0, ..., ptr bufN-1, i64 start, i64 end)`: it runs the
+iterations start..end-1 of its outermost launch loop. ctypes releases the GIL during the call, so
+a launch big enough to be worth it is split into one contiguous chunk per core: the calling
+thread runs the first chunk and a persistent pool runs the others.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from plugrad import DeviceError, Program, Runtime
+
+from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, unpack_binary
+
+#: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread:
+#: waking a pool thread costs tens of microseconds.
+SPLIT_THRESHOLD = 1 << 18
+
+
+def cpu_count() -> int:
+  """Cores this process may run on."""
+  try:
+    return max(1, len(os.sched_getaffinity(0)))
+  except AttributeError:  # not Linux
+    return max(1, os.cpu_count() or 1)
+
+
+class _Pool:
+  """A lazily started, process-wide pool of (cores - 1) worker threads."""
+
+  def __init__(self) -> None:
+    self._pool: ThreadPoolExecutor | None = None
+    self._lock = threading.Lock()
+
+  def get(self, workers: int) -> ThreadPoolExecutor:
+    if self._pool is None:
+      with self._lock:
+        if self._pool is None: self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="plugrad-cpu")
+    return self._pool
+
+
+_POOL = _Pool()
+
+
+class CPUProgram(Program):
+  """A loaded kernel. `threads` caps how many chunks a launch is split into."""
+
+  def __init__(self, name: str, meta: dict[str, Any], fn: Any, engine: Any, threads: int):
+    self.name, self.meta, self.fn, self._engine = name, meta, fn, engine  # the engine owns the code: keep it alive
+    self.nparams: int = meta["nparams"]
+    self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
+    self.chunks = self._chunks(threads)
+
+  def _chunks(self, threads: int) -> list[tuple[int, int]]:
+    """The (start, end) pieces of the outermost loop, one per thread; one piece for small launches."""
+    n = self.outer
+    parts = min(threads, n) if self.meta["cost"] >= SPLIT_THRESHOLD and self.meta["splittable"] else 1
+    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+
+  def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] | None = None,
+               wait: bool = False) -> float | None:
+    if len(bufs) != self.nparams:
+      raise DeviceError(f"CPU kernel {self.name} takes {self.nparams} buffers, got {len(bufs)}")
+    st = time.perf_counter() if wait else 0.0
+    ptrs = [b.addr for b in bufs]
+    fn, chunks = self.fn, self.chunks
+    if len(chunks) == 1:
+      fn(*ptrs, 0, self.outer)
+    else:
+      pool = _POOL.get(len(chunks) - 1)
+      futs = [pool.submit(fn, *ptrs, s, e) for s, e in chunks[1:]]
+      fn(*ptrs, *chunks[0])
+      for f in futs: f.result()
+    return time.perf_counter() - st if wait else None
+
+
+class CPURuntime(Runtime):
+  """Loads binaries made by LLVMCompiler into MCJIT engines.
+
+  :param threads: most threads one launch uses (default: the cores this process may use).
+  """
+
+  def __init__(self, threads: int | None = None) -> None:
+    self.threads = threads or cpu_count()
+
+  def load(self, name: str, binary: bytes) -> Program:
+    try:
+      meta, obj = unpack_binary(binary)
+    except ValueError as e:
+      raise DeviceError(f"cannot load CPU kernel {name}: {e}; clear the compile cache (PLUGRAD_CACHE_DIR) and retry") from e
+    llvm = _llvm()
+    triple, cpu, feats = host_target()
+    with _llvm_lock:
+      tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=0, reloc="pic",
+                                                                  codemodel="default", jit=True)
+      empty = llvm.parse_assembly("")
+      empty.triple = triple
+      engine = llvm.create_mcjit_compiler(empty, tm)
+      engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+      engine.finalize_object()
+      addr = engine.get_function_address(meta["fn"])
+    if not addr: raise DeviceError(f"CPU kernel {name}: symbol {meta['fn']} not found in its object file")
+    cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * meta["nparams"]), ctypes.c_int64, ctypes.c_int64)(addr)
+    return CPUProgram(name, meta, cfunc, engine, self.threads)
