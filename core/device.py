@@ -29,6 +29,7 @@ class Capabilities:
   :param local_memory: bytes of work-group shared memory (0: none).
   :param max_vector_bytes: widest vector load/store the device likes.
   :param supports_images: whether the device has 2D images the scheduler may place tensors in.
+  :param max_image2d: the largest image (height, width) in pixels.
   :param unsupported_ops: ops the device cannot run (their conformance tests skip).
   """
   max_buffers: int | None = None
@@ -40,7 +41,15 @@ class Capabilities:
   local_memory: int = 0
   max_vector_bytes: int = 16
   supports_images: bool = False
+  max_image2d: tuple[int, int] = (16384, 16384)
   unsupported_ops: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+  """Buffer options asking for a 2D RGBA image of `height` x `width` pixels (4 elements each)."""
+  height: int
+  width: int
 
 
 @dataclass(frozen=True)
@@ -278,5 +287,15 @@ def default_dtypes_without(*missing: DType) -> frozenset[DType]:
   return frozenset(d for d in ALL_DTYPES if d not in missing)
 
 
-__all__ = ["Capabilities", "DeviceDecl", "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler",
+def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> ImageSpec | None:
+  """The rule deciding which buffers become images: a float32/float16 tensor of shape (h, w, 4)
+  on a device with images, within its size limits. Anything else stays a plain buffer."""
+  if not caps.supports_images or len(shape) != 3 or shape[2] != 4: return None
+  if dtype not in (dtypes.float32, dtypes.float16): return None
+  h, w = shape[0], shape[1]
+  if not (0 < h <= caps.max_image2d[0] and 0 < w <= caps.max_image2d[1]): return None
+  return ImageSpec(h, w)
+
+
+__all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler",
            "CompileError", "Program", "Runtime", "default_dtypes_without", "dtypes"]

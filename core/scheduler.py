@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from plugrad.device import Buffer
+from plugrad.device import Buffer, ImageSpec
 from plugrad.dtype import DType
 from plugrad.shape import prod
 from plugrad.uops import GroupOp, Ops, UOp, toposort
@@ -256,7 +256,8 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
     if buf not in params:
       params[buf] = len(params)
       inputs.append(leaf)
-    p = UOp(Ops.PARAM, leaf.dtype, (), (params[buf], buf.size))
+    image = (buf.options.height, buf.options.width) if isinstance(buf.options, ImageSpec) else None
+    p = UOp(Ops.PARAM, leaf.dtype, (), (params[buf], buf.size) + ((image,) if image else ()))
     return _reshape(p, shape)
 
   def build(n: UOp) -> UOp:

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from plugrad.device import Buffer
+from plugrad.device import Buffer, image_spec_for
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, count_kernels, create_schedule, kernelize,
@@ -905,7 +905,8 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   if dt == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, dtype=np.float32))
   else:
     with np.errstate(all="ignore"): raw = np.asarray(arr).astype(dt.np, copy=False)
-  buf = Buffer(device, raw.size, dt, get_registry().device(device).allocator)
+  dev = get_registry().device(device)
+  buf = Buffer(device, raw.size, dt, dev.allocator, image_spec_for(tuple(arr.shape), dt, dev.caps))
   buf.copyin(raw)
   return _reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape))
 

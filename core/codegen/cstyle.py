@@ -91,6 +91,14 @@ class CStyleRenderer(Renderer):
     """The statement defining a launch index on a device with launch dimensions."""
     raise NotImplementedError(f"{type(self).__name__} must render launch indices (or set launch_as_loops)")
 
+  def render_define_local(self, name: str, dtype: DType, size: int) -> str:
+    """The declaration of work-group shared memory (at kernel scope)."""
+    raise NotImplementedError(f"{type(self).__name__} has no work-group memory (set Capabilities.local_memory to 0)")
+
+  def render_barrier(self) -> str:
+    """A work-group barrier for shared memory."""
+    raise NotImplementedError(f"{type(self).__name__} has no work-group barrier")
+
   def render_loop(self, var: str, end: str, dtype: DType) -> str:
     return f"for ({self.ctype(dtype)} {var} = 0; {var} < {end}; {var}++) {{"
 
@@ -187,6 +195,19 @@ class CStyleRenderer(Renderer):
         acc, val = names[u.src[0]], names[u.src[1]]
         expr = self.render_alu(u.arg, [acc, val], u.dtype, [u.dtype, u.dtype], [None, None])
         line(f"{acc} = {expr};")
+      elif op is Ops.DEFINE_LOCAL:
+        names[u] = f"temp{u.arg[0]}"
+        line(self.render_define_local(names[u], u.dtype, u.arg[1]))
+      elif op is Ops.BARRIER:
+        names[u] = names[u.src[0].src[0]]  # reading from a barrier reads the local buffer behind it
+        line(self.render_barrier())
+      elif op is Ops.LOAD and u.src[0].op is Ops.BARRIER:
+        names[u] = f"val{counter}"
+        counter += 1
+        line(f"{self.ctype(u.dtype)} {names[u]} = {names[u.src[0]]}[{names[u.src[1]]}];")
+      elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_LOCAL:
+        st = f"{names[u.src[0]]}[{names[u.src[1]]}] = {names[u.src[2]]};"
+        line(st if len(u.src) == 3 else f"if ({names[u.src[3]]}) {{ {st} }}")
       elif op is Ops.LOAD:
         load = self.render_load(names[u.src[0]], names[u.src[1]], u.dtype)
         names[u] = f"val{counter}"

@@ -130,7 +130,8 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   global_size = tuple(size for _, size in dims)
   uops, flops = linearize(sink)
   written = {out_param.arg[0]}
-  prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written) for p in params)
+  prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
+                      for p in params)
   nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, _local_size(global_size, caps), flops, nbytes)
 
