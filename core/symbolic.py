@@ -169,6 +169,9 @@ symbolic = PatternMatcher([
   (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(x,)),)), lambda x: x),
   # where(True, a, b) -> a ; where(False, a, b) -> b
   (UPat(Ops.WHERE, src=(UPat(Ops.CONST, name="c"), x, y)), lambda c, x, y: x if c.arg else y),
+  # where(g, load(b, i, g), 0) -> load(b, i, g): a gated load already yields 0 where the gate is off
+  (UPat(Ops.WHERE, src=(UPat.var("g"), UPat(Ops.LOAD, name="ld"), UPat(Ops.CONST, arg=0))),
+   lambda g, ld: ld if len(ld.src) > 2 and ld.src[2] is g else None),
   # where(c, a, a) -> a
   (UPat(Ops.WHERE, src=(UPat.var(), x, x)), lambda x: x),
   # x & True -> x ; x & False -> False (bool)

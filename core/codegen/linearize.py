@@ -60,6 +60,7 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
 
   # parameters and launch indices come first, in a fixed order
   for n in sorted((n for n in nodes if n.op is Ops.PARAM), key=lambda p: p.arg[0]): emit(n, frozenset(), launch)
+  for n in sorted((n for n in nodes if n.op is Ops.DEFINE_LOCAL), key=lambda s: s.arg[0]): emit(n, frozenset(), launch)
   for n in sorted((n for n in nodes if n.op is Ops.SPECIAL), key=lambda s: s.arg[1]): emit(n, frozenset(), launch)
   old_limit = sys.getrecursionlimit()
   sys.setrecursionlimit(max(old_limit, 20000))

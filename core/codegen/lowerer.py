@@ -7,7 +7,7 @@ rules then clean the index arithmetic, the device's own rules run, and `lineariz
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from plugrad.codegen.linearize import linearize
 from plugrad.codegen.program import LoopProgram, Param
@@ -97,6 +97,59 @@ def kernel_name(ast: UOp) -> str:
   return f"{kind}_{shape}"
 
 
+def _group_size(ast: UOp, caps: Capabilities) -> int:
+  """Threads per work-group for a group reduce, or 0 when the kernel should not use one.
+
+  A kernel with a single, non-nested reduction and a small output, on a device with work-group
+  memory, splits the reduction across the threads of a work-group: each thread folds a strided
+  part, the partials meet in local memory, and thread 0 combines and stores them."""
+  if caps.local_memory <= 0 or not caps.max_local_size or caps.launch_dims < 2: return 0
+  value = ast.src[0].src[1]
+  reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
+  if len(reduces) != 1 or any(n.op is Ops.REDUCE_AXIS for n in reduces[0].src[0].toposort): return 0
+  red = reduces[0]
+  size = prod(red.src[0].shape[a] for a in red.arg[1])
+  if size < 16 or prod(value.shape) > 65536: return 0
+  limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], caps.local_memory // max(red.dtype.itemsize, 4))
+  return 1 << (min(limit, size).bit_length() - 1) if limit >= 2 else 0
+
+
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """`root` with every node in `mapping` replaced (sources first, so replacements compose)."""
+  new: dict[UOp, UOp] = {}
+  for n in root.toposort:
+    new[n] = mapping[n] if n in mapping else n.replace(src=tuple(new[s] for s in n.src))
+  return new[root]
+
+
+def _group_reduce(lw: _Lowering, value: UOp, lid: UOp, threads: int) -> UOp:
+  """Rewrite the one REDUCE in `value` into per-thread partials combined through local memory."""
+  red = next(n for n in value.toposort if n.op is Ops.REDUCE)
+  body, ranges = red.src[0], red.src[1:]
+  total = prod(r.src[0].arg for r in ranges)
+  loop = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, -(-total // threads)),), lw.ranges)
+  lw.ranges += 1
+  i = loop * threads + lid
+  in_range = i.lt(total)
+  # each original loop variable from the flat index i, and every load gated so the tail reads nothing
+  sizes = [r.src[0].arg for r in ranges]
+  mapping: dict[UOp, UOp] = {}
+  for r, st, sz in zip(ranges, strides_for(tuple(sizes)), sizes):
+    v = i // st if st != 1 else i
+    mapping[r] = v % sz if st * sz < total else v
+  body = substitute(body, mapping)
+  gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(in_range) if len(n.src) > 2 else in_range))
+           for n in body.toposort if n.op is Ops.LOAD}
+  part_body = in_range.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
+  partial = UOp(Ops.REDUCE, red.dtype, (part_body, loop), red.arg)
+  local = UOp(Ops.DEFINE_LOCAL, red.dtype, (), (0, threads))
+  barrier = UOp(Ops.BARRIER, red.dtype, (UOp(Ops.STORE, None, (local, lid, partial)),))
+  j = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, threads),), lw.ranges)
+  lw.ranges += 1
+  final = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (barrier, j)), j), red.arg)
+  return substitute(value, {red: final})
+
+
 def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None = None,
           checker=None) -> LoopProgram:
   """Lower a kernel AST (SINK of STORE into PARAM 0) to a LoopProgram for a device with `caps`.
@@ -112,28 +165,46 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   idx_dtype = dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
   lw = _Lowering(idx_dtype)
   shape = value.shape
-  dims = _launch_dims(shape, caps)
+  threads = _group_size(ast, caps)
+  if threads:
+    out_caps = replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:])
+    try:
+      dims = _launch_dims(shape, out_caps)
+    except ValueError:
+      threads, dims = 0, _launch_dims(shape, caps)
+  else:
+    dims = _launch_dims(shape, caps)
+  first = 1 if threads else 0  # with a group reduce, launch dim 0 holds the work-group's threads
   idx: list[UOp] = [lw.zero()] * len(shape)
   for d, (axes, size) in enumerate(dims):
-    gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d}", d, size))
+    gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d + first}", d + first, size))
     for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
       v = gid // st if st != 1 else gid
       idx[a] = v % shape[a] if st * shape[a] < size else v
   out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
-  sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value)),))
+  if threads and any(n.op is Ops.REDUCE for n in out_value.toposort):
+    lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
+    out_value = _group_reduce(lw, out_value, lid, threads)
+    out_store = UOp(Ops.STORE, None, (out_param, out_index, out_value, lid.alu(Ops.CMPEQ, 0)))
+    global_size = (threads,) + tuple(size for _, size in dims)
+    local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
+  else:
+    out_store = UOp(Ops.STORE, None, (out_param, out_index, out_value))
+    global_size = tuple(size for _, size in dims)
+    local_size = _local_size(global_size, caps)
+  sink = UOp(Ops.SINK, None, (out_store,))
   if checker: checker(sink, "lower")
   rules = symbolic
   for r in extra_rules or []: rules = rules + r
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")
-  global_size = tuple(size for _, size in dims)
   uops, flops = linearize(sink)
   written = {out_param.arg[0]}
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
   nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
-  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, _local_size(global_size, caps), flops, nbytes)
+  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes)
 
 
 __all__ = ["lower", "reduce_identity", "kernel_name"]
