@@ -24,6 +24,8 @@ class Config:
   :param cache_dir: where compiled kernels are cached (PLUGRAD_CACHE_DIR, else the user's cache).
   :param disable_autoload: PLUGRAD_DISABLE_PLUGIN_AUTOLOAD=1: load only plugins named in `plugins`.
   :param plugins: PLUGRAD_PLUGINS, comma-separated entry-point names to load when autoload is off.
+  :param check_spec: PLUGRAD_CHECK_SPEC=1: check every graph against the IR spec of its stage
+    (slow; the test suite turns it on).
   :param env: the raw environment snapshot, for options plugins declare; read with `option()`.
   """
   device: str | None = None
@@ -31,6 +33,7 @@ class Config:
   cache_dir: Path = field(default_factory=lambda: _default_cache_dir({}))
   disable_autoload: bool = False
   plugins: tuple[str, ...] = ()
+  check_spec: bool = False
   env: Mapping[str, str] = field(default_factory=dict)
 
   @staticmethod
@@ -43,6 +46,7 @@ class Config:
       cache_dir=_default_cache_dir(env),
       disable_autoload=env.get("PLUGRAD_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"),
       plugins=tuple(p.strip() for p in env.get("PLUGRAD_PLUGINS", "").split(",") if p.strip()),
+      check_spec=env.get("PLUGRAD_CHECK_SPEC", "") not in ("", "0"),
       env=env,
     )
 

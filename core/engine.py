@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from plugrad.codegen.lowerer import lower
 from plugrad.codegen.program import LoopProgram
 from plugrad.device import CompileError, DeviceError, Program
 from plugrad.registry import Device, Registry
 from plugrad.scheduler import ScheduleItem
-from plugrad.uops import UOp
+from plugrad.uops import UOp, check_spec
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,15 @@ class CompiledKernel:
   runner: Program
 
 
-def lower_for(device: Device, ast: UOp, checker: Callable[[UOp, str], None] | None = None) -> LoopProgram:
-  """The loop program of `ast` for `device` (its capabilities and rewrite rules)."""
-  return lower(ast, device.caps, device.rewrite_rules, checker)
+def lower_for(device: Device, ast: UOp) -> LoopProgram:
+  """The loop program of `ast` for `device` (its capabilities and rewrite rules); with
+  `config.check_spec`, the AST and every stage of the lowering are checked against their spec."""
+  if not device.registry.config.check_spec: return lower(ast, device.caps, device.rewrite_rules)
+  from plugrad.spec import check_program, kernel_spec, program_spec
+  check_spec(ast, kernel_spec, "kernel AST")
+  prog = lower(ast, device.caps, device.rewrite_rules, lambda g, stage: check_spec(g, program_spec, f"{device.name} {stage}"))
+  check_program(prog)
+  return prog
 
 
 def render_for(device: Device, ast: UOp) -> tuple[LoopProgram, str]:

@@ -77,6 +77,7 @@ class Registry:
     self._devices: dict[str, Device] = {}
     self._general_loaded = False
     self.plugin_errors: list[PluginInfo] = []
+    self._shadowed: dict[str, list[PluginInfo]] = {}  # plugins that lost a device name to a higher priority
     if builtins is None:
       from plugrad.runtime.debug import DebugPlugin
       from plugrad.runtime.python_device import PythonDevicePlugin
@@ -110,7 +111,7 @@ class Registry:
                     f"({_plugrad_version()}) implements contract {hookspecs.CONTRACT_VERSION}: upgrade {newer}")
       return False
     try:
-      self.pm.register(obj, name=info.name)
+      self.pm.register(obj, name=f"{info.name}:{info.dist}" if self.pm.has_plugin(info.name) else info.name)
       self.pm.check_pending()
     except Exception as e:  # pluggy's PluginValidationError: wrong hook name or signature
       if self.pm.is_registered(obj): self.pm.unregister(obj)
@@ -170,10 +171,19 @@ class Registry:
       return DeviceStatus(name, PluginInfo(name="?", dist="?"),
                           reason=f"unknown device {name!r}; known devices: {known}. Device plugins are separate packages, "
                                  f"e.g. `pip install plugrad-{name.lower().replace('_', '-')}`")
-    # several plugins may claim one name: the highest priority wins, and the others are reported
+    # several plugins may claim one name: the highest priority wins (its roles answer the hooks),
+    # and the others are reported, never silently mixed in
     candidates.sort(key=lambda c: -c[0].priority)
     decl, info = candidates[0]
-    others = [i for _, i in candidates[1:]] + [i for i in infos if i.error]
+    for _, loser in candidates[1:]:
+      if loser.obj is not info.obj and self.pm.is_registered(loser.obj) and \
+         all(d.name == name for d in _call_declare(loser.obj, self.config)):
+        self.pm.unregister(loser.obj)
+        loser.error = f"not used for {name}: {info.name} ({info.label()}) declares it with a higher priority"
+        self._shadowed.setdefault(name, []).append(loser)
+    others: list[PluginInfo] = []
+    for i in [i for _, i in candidates[1:]] + self._shadowed.get(name, []) + [i for i in infos if i.error]:
+      if i is not info and i not in others: others.append(i)
     try:
       reason = decl.probe()
     except Exception as e:

@@ -934,6 +934,10 @@ def _live_buffers() -> set[Buffer]:
 
 
 def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
+  if get_registry().config.check_spec:
+    from plugrad.spec import tensor_spec
+    from plugrad.uops import check_spec
+    for t in tensors: check_spec(t.uop, tensor_spec, "tensor graph")
   _kernelize(tensors, limit_device)
   return create_schedule([t.uop for t in tensors], _live_buffers())
 

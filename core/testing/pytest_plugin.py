@@ -72,6 +72,9 @@ def _plugrad_shadow(request: pytest.FixtureRequest):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+  from plugrad.registry import get_registry
+  reg = get_registry()
+  reg.config = reg.config.replace(check_spec=True)  # every graph the tests make is checked against its stage's spec
   target = config.getoption("plugrad_shadow_device", default=None)
   if target:
     from plugrad.registry import get_registry

@@ -1,0 +1,136 @@
+"""The IR spec of each stage, as pattern tables whose rules return True for well-formed nodes.
+
+`check_spec(graph, spec, stage)` (plugrad.uops) raises SpecError naming the first node no rule
+accepts. The engine checks every graph it handles when `Config.check_spec` is on (the test suite
+turns it on), so a pass that produces an ill-formed graph fails at that pass.
+"""
+from __future__ import annotations
+
+from plugrad.codegen.program import LoopProgram
+from plugrad.device import Buffer
+from plugrad.dtype import dtypes
+from plugrad.uops import GroupOp, Ops, PatternMatcher, SpecError, UOp, UPat
+
+FLOAT_ONLY = {Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.FDIV}
+INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR}
+BITWISE = {Ops.AND, Ops.OR, Ops.XOR}
+
+
+def _alu_ok(u: UOp) -> bool:
+  """Dtype rules every ALU node obeys, in every stage."""
+  s = u.src
+  if u.dtype is None or any(x.dtype is None for x in s): return False
+  if u.op is Ops.CAST: return len(s) == 1
+  if u.op is Ops.BITCAST: return len(s) == 1 and s[0].dtype.itemsize == u.dtype.itemsize
+  if u.op is Ops.WHERE: return len(s) == 3 and s[0].dtype == dtypes.bool and s[1].dtype == s[2].dtype == u.dtype
+  if u.op in FLOAT_ONLY and not u.dtype.is_float: return False
+  if u.op in INT_ONLY and not u.dtype.is_int: return False
+  if u.op in BITWISE and u.dtype.is_float: return False
+  if u.op in GroupOp.Comparison: return len(s) == 2 and s[0].dtype == s[1].dtype and u.dtype == dtypes.bool
+  if u.op in (Ops.SHL, Ops.SHR): return len(s) == 2 and s[0].dtype == u.dtype and s[1].dtype.is_int
+  if u.op in GroupOp.Unary: return len(s) == 1 and s[0].dtype == u.dtype
+  return len(s) == 2 and s[0].dtype == s[1].dtype == u.dtype
+
+
+def _movement_ok(u: UOp) -> bool:
+  if len(u.src) != 1 or u.dtype != u.src[0].dtype: return False
+  src = u.src[0].shape
+  if u.op is Ops.RESHAPE: return all(isinstance(s, int) and s >= 0 for s in u.arg) and _numel(u.arg) == _numel(src)
+  if u.op is Ops.EXPAND: return len(u.arg) == len(src) and all(a == b or b == 1 for a, b in zip(u.arg, src))
+  if u.op is Ops.PERMUTE: return sorted(u.arg) == list(range(len(src)))
+  if u.op is Ops.PAD: return len(u.arg[0]) == len(src) and all(b >= 0 and a >= 0 for b, a in u.arg[0])
+  if u.op is Ops.SHRINK: return len(u.arg) == len(src) and all(0 <= b <= e <= s for (b, e), s in zip(u.arg, src))
+  if u.op is Ops.FLIP: return all(0 <= a < len(src) for a in u.arg)
+  return False
+
+
+def _numel(shape) -> int:
+  n = 1
+  for s in shape: n *= s
+  return n
+
+
+def _reduce_axis_ok(u: UOp) -> bool:
+  op, axes = u.arg
+  return op in GroupOp.ReduceOps and len(u.src) == 1 and u.dtype == u.src[0].dtype and \
+    all(0 <= a < len(u.src[0].shape) for a in axes)
+
+
+# what may appear in a tensor graph (before and after kernelize)
+tensor_spec = PatternMatcher([
+  (UPat(Ops.BUFFER, name="u"), lambda u: isinstance(u.arg, Buffer) and u.src == () and u.dtype == u.arg.dtype),
+  (UPat(Ops.CONST, name="u"), lambda u: u.src == () and u.dtype is not None),
+  (UPat(GroupOp.Movement, name="u"), _movement_ok),
+  (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),
+  (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
+  (UPat((Ops.CONTIGUOUS, Ops.COPY), name="u"), lambda u: len(u.src) == 1 and u.dtype == u.src[0].dtype),
+  (UPat(Ops.ASSIGN, name="u"), lambda u: len(u.src) == 2 and u.src[0].shape == u.src[1].shape and u.dtype == u.src[0].dtype),
+  (UPat(Ops.KERNEL, name="u"), lambda u: u.dtype is None and all(x.op in (Ops.BUFFER, Ops.ASSIGN) for x in u.src)),
+  (UPat(Ops.SINK), lambda: True),
+])
+
+# a kernel AST: SINK(STORE(PARAM 0, value)) over PARAMs, constants, movement, ALU and reductions
+kernel_spec = PatternMatcher([
+  (UPat(Ops.SINK, src=(UPat(Ops.STORE),)), lambda: True),
+  (UPat(Ops.STORE, name="u", src=(UPat(Ops.PARAM), UPat.var("v"))),
+   lambda u, v: u.src[0].arg[0] == 0 and u.src[0].dtype == v.dtype and _numel(v.shape) == u.src[0].arg[1]),
+  (UPat(Ops.PARAM, name="u"), lambda u: u.src == () and isinstance(u.arg, tuple) and len(u.arg) in (2, 3)),
+  (UPat(Ops.CONST, name="u"), lambda u: u.src == ()),
+  (UPat(GroupOp.Movement, name="u"), _movement_ok),
+  (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),
+  (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
+])
+
+
+def _index_ok(i: UOp) -> bool: return i.dtype in (dtypes.int32, dtypes.int64)
+
+
+def _load_ok(u: UOp) -> bool:
+  ok_buf = u.src[0].op in (Ops.PARAM, Ops.BARRIER)
+  gate_ok = len(u.src) == 2 or (len(u.src) == 3 and u.src[2].dtype == dtypes.bool)
+  return ok_buf and _index_ok(u.src[1]) and gate_ok and u.dtype == u.src[0].dtype
+
+
+def _store_ok(u: UOp) -> bool:
+  ok_buf = u.src[0].op in (Ops.PARAM, Ops.DEFINE_LOCAL)
+  gate_ok = len(u.src) == 3 or (len(u.src) == 4 and u.src[3].dtype == dtypes.bool)
+  return ok_buf and _index_ok(u.src[1]) and gate_ok and u.src[2].dtype == u.src[0].dtype
+
+
+# the lowered graph: index arithmetic, loads and stores, reductions over explicit ranges
+program_spec = PatternMatcher([
+  (UPat(Ops.SINK, name="u"), lambda u: all(s.op is Ops.STORE for s in u.src)),
+  (UPat(Ops.STORE, name="u"), _store_ok),
+  (UPat(Ops.LOAD, name="u"), _load_ok),
+  (UPat(Ops.PARAM, name="u"), lambda u: u.src == ()),
+  (UPat(Ops.CONST, name="u"), lambda u: u.src == () and u.dtype is not None),
+  (UPat(Ops.SPECIAL, name="u"), lambda u: _index_ok(u) and isinstance(u.arg, tuple) and len(u.arg) == 3),
+  (UPat(Ops.RANGE, name="u"), lambda u: _index_ok(u) and len(u.src) == 1 and u.src[0].dtype == u.dtype),
+  (UPat(Ops.REDUCE, name="u"), lambda u: u.arg in GroupOp.ReduceOps and u.dtype == u.src[0].dtype and
+   all(r.op is Ops.RANGE for r in u.src[1:])),
+  (UPat(Ops.DEFINE_LOCAL, name="u"), lambda u: u.src == () and u.dtype is not None),
+  (UPat(Ops.BARRIER, name="u"), lambda u: all(s.op is Ops.STORE for s in u.src)),
+  (UPat(GroupOp.ALU, name="u"), _alu_ok),
+])
+
+
+def check_program(prog: LoopProgram) -> None:
+  """The linear program's own rules: sources come first, loops nest, and nothing a loop defines
+  (but accumulators) is used after the loop ends."""
+  pos = {u: i for i, u in enumerate(prog.uops)}
+  if len(pos) != len(prog.uops): raise SpecError(f"{prog.name}: a UOp appears twice in the program")
+  open_loops: list[UOp] = []
+  scope_of: dict[UOp, tuple[UOp, ...]] = {}
+  for i, u in enumerate(prog.uops):
+    for s in u.src:
+      if s not in pos or pos[s] >= i: raise SpecError(f"{prog.name}: %{i} {u.op} uses a value not defined before it")
+      if s.op is not Ops.DEFINE_ACC and any(r not in open_loops for r in scope_of.get(s, ())):
+        raise SpecError(f"{prog.name}: %{i} {u.op} uses %{pos[s]} outside the loop that defines it")
+    if u.op in (Ops.REDUCE, Ops.REDUCE_AXIS) or u.op in GroupOp.Movement:
+      raise SpecError(f"{prog.name}: {u.op} must not survive linearization")
+    if u.op is Ops.ENDRANGE:
+      if not open_loops or open_loops[-1] is not u.src[0]: raise SpecError(f"{prog.name}: loops do not nest at %{i}")
+      open_loops.pop()
+    scope_of[u] = tuple(open_loops)
+    if u.op is Ops.RANGE: open_loops.append(u)
+  if open_loops: raise SpecError(f"{prog.name}: {len(open_loops)} loop(s) never closed")

@@ -1,1 +1,0 @@
-pytest_plugins = ["plugrad.testing.pytest_plugin"]

@@ -1,0 +1,45 @@
+"""`python -m plugrad devices` and `python -m plugrad kernels`, as a user runs them."""
+import os
+import subprocess
+import sys
+
+
+def run(*args, env=None):
+  e = {**os.environ, **(env or {})}
+  return subprocess.run([sys.executable, "-m", "plugrad", *args], capture_output=True, text=True, env=e, timeout=120)
+
+
+def test_devices_lists_python_with_its_plugin_and_limits():
+  res = run("devices")
+  assert res.returncode == 0, res.stderr
+  line = next(ln for ln in res.stdout.splitlines() if " PYTHON " in ln)
+  assert "plugrad" in line and "available" in line and "priority 0" in line
+  assert "buffers/kernel" in res.stdout
+
+
+def test_kernels_prints_each_kernel_with_a_header():
+  res = run("kernels", "--device", "PYTHON", "-c", "a = Tensor.rand(4, 4); out = [(a @ a).relu(), a.sum(0)]")
+  assert res.returncode == 0, res.stderr
+  assert res.stdout.count("// kernel ") == 2
+  assert "// kernel r_4_4" in res.stdout and "ACCUMULATE" in res.stdout
+
+
+def test_kernels_needs_out():
+  res = run("kernels", "-c", "x = 1")
+  assert res.returncode != 0 and "`out`" in res.stderr
+
+
+def test_unknown_device_fails_loudly():
+  res = run("kernels", "--device", "NOPE", "-c", "out = Tensor([1])")
+  assert res.returncode != 0 and "unknown device 'NOPE'" in res.stderr
+
+
+def test_debug_levels_print_kernels(tmp_path):
+  code = "from plugrad import Tensor; a = Tensor([1.0, 2.0], device='PYTHON'); print((a * 2 + 1).sum().item())"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEBUG": "2"})
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "8.0"
+  assert "realized: 1 kernels" in out.stderr
+  assert "*** PYTHON" in out.stderr and "GFLOP/s" in out.stderr
+  out4 = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEBUG": "4"})
+  assert "LOAD" in out4.stderr  # the PYTHON device's rendered program

@@ -1,0 +1,157 @@
+"""Plugin discovery and device selection, with fake entry points (no packages installed)."""
+import importlib.metadata
+from types import SimpleNamespace
+
+import pytest
+
+from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, DeviceError, hookimpl
+from plugrad.config import Config
+from plugrad.registry import Registry
+from plugrad.runtime.python_device import PythonDevicePlugin
+
+
+class FakeEP:
+  """Stands in for importlib.metadata.EntryPoint."""
+  def __init__(self, name, obj=None, error=None, dist="fake-dist", version="1.2.3"):
+    self.name, self.value = name, f"fake_{name.lower()}:plugin"
+    self._obj, self._error = obj, error
+    self.dist = SimpleNamespace(name=dist, version=version)
+
+  def load(self):
+    if self._error: raise self._error
+    return self._obj
+
+
+def device_plugin(name, priority=50, probe=lambda: None, contract=CONTRACT_VERSION, caps=Capabilities()):
+  class Plugin:
+    PLUGRAD_CONTRACT = contract
+    @hookimpl
+    def plugrad_declare_devices(self, config): return [DeviceDecl(name, priority, probe, install_hint=f"pip install plugrad-{name.lower()}")]
+    @hookimpl
+    def plugrad_device_capabilities(self, device, config): return caps if device.split(":")[0] == name else None
+  return Plugin()
+
+
+def make_registry(eps, env=None, plugins=()):
+  groups = {"plugrad.devices": [e for e in eps if not getattr(e, "general", False)],
+            "plugrad.plugins": [e for e in eps if getattr(e, "general", False)]}
+  return Registry(Config.from_env(env or {}), builtins=[PythonDevicePlugin(), *plugins], entry_points=lambda g: groups[g])
+
+
+def test_listing_devices_imports_nothing():
+  loaded = []
+  class Spy(FakeEP):
+    def load(self):
+      loaded.append(self.name)
+      return super().load()
+  reg = make_registry([Spy("FAST", device_plugin("FAST")), Spy("SLOW", device_plugin("SLOW"))])
+  assert reg.device_names() == ["FAST", "PYTHON", "SLOW"]
+  assert loaded == []
+  reg.status("FAST")
+  assert loaded == ["FAST"]  # asking for one device imports only its plugin
+
+
+def test_default_device_is_highest_priority_available():
+  reg = make_registry([FakeEP("GPU", device_plugin("GPU", 90, probe=lambda: "no driver")),
+                       FakeEP("CPU", device_plugin("CPU", 60))])
+  assert reg.default_device() == "CPU"
+  assert make_registry([]).default_device() == "PYTHON"
+
+
+def test_device_env_selects_and_index_is_kept():
+  reg = make_registry([FakeEP("CPU", device_plugin("CPU"))], env={"DEVICE": "cpu:1"})
+  assert reg.default_device() == "CPU:1"
+
+
+def test_unknown_device_names_the_known_ones_and_a_package():
+  reg = make_registry([FakeEP("CPU", device_plugin("CPU"))])
+  with pytest.raises(DeviceError) as e: reg.device("TPU")
+  msg = str(e.value)
+  assert "unknown device 'TPU'" in msg and "CPU" in msg and "PYTHON" in msg and "pip install plugrad-tpu" in msg
+
+
+def test_unavailable_device_says_why_and_how_to_fix():
+  reg = make_registry([FakeEP("GPU", device_plugin("GPU", probe=lambda: "no driver found"))])
+  with pytest.raises(DeviceError) as e: reg.device("GPU")
+  assert "no driver found" in str(e.value) and "pip install plugrad-gpu" in str(e.value)
+
+
+def test_broken_plugin_only_breaks_its_device():
+  reg = make_registry([FakeEP("BAD", error=ImportError("libfoo.so missing"), dist="plugrad-bad", version="0.3"),
+                       FakeEP("CPU", device_plugin("CPU"))])
+  st = reg.status("BAD")
+  assert not st.available and "libfoo.so missing" in st.reason and "plugrad-bad 0.3" in st.reason
+  assert reg.status("CPU").available
+  assert reg.default_device() == "CPU"
+
+
+def test_contract_version_mismatch_is_refused_with_both_versions():
+  reg = make_registry([FakeEP("OLD", device_plugin("OLD", contract=CONTRACT_VERSION + 1), dist="plugrad-old")])
+  st = reg.status("OLD")
+  assert not st.available
+  assert f"contract {CONTRACT_VERSION + 1}" in st.reason and f"contract {CONTRACT_VERSION}" in st.reason
+  assert "upgrade plugrad" in st.reason
+
+
+def test_wrong_hook_signature_is_isolated():
+  class Wrong:
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    @hookimpl
+    def plugrad_renderer(self, device, config, unexpected): return None
+  reg = make_registry([FakeEP("WRONG", Wrong()), FakeEP("CPU", device_plugin("CPU"))])
+  st = reg.status("WRONG")
+  assert not st.available and "invalid hook" in st.reason
+  assert reg.status("CPU").available
+
+
+def test_wrong_return_type_is_reported():
+  class Liar:
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    @hookimpl
+    def plugrad_declare_devices(self, config): return [DeviceDecl("LIAR", 1)]
+    @hookimpl
+    def plugrad_device_capabilities(self, device, config): return {"max_buffers": 4} if device == "LIAR" else None
+  reg = make_registry([FakeEP("LIAR", Liar())])
+  with pytest.raises(DeviceError, match="expected Capabilities"): reg.device("LIAR").caps
+
+
+def test_same_device_name_from_two_plugins_is_reported_and_priority_decides():
+  reg = make_registry([FakeEP("CPU", device_plugin("CPU", 10), dist="plugrad-cpu-a"),
+                       FakeEP("CPU", device_plugin("CPU", 20), dist="plugrad-cpu-b")])
+  st = reg.status("CPU")
+  assert st.plugin.dist == "plugrad-cpu-b"
+  assert [o.dist for o in st.others] == ["plugrad-cpu-a"]
+
+
+def test_autoload_off_loads_only_named_plugins():
+  eps = [FakeEP("CPU", device_plugin("CPU")), FakeEP("GPU", device_plugin("GPU"))]
+  reg = make_registry(eps, env={"PLUGRAD_DISABLE_PLUGIN_AUTOLOAD": "1", "PLUGRAD_PLUGINS": "GPU"})
+  assert reg.device_names() == ["GPU", "PYTHON"]
+
+
+def test_a_plugin_can_replace_one_role_of_another_device():
+  from plugrad.runtime.python_device import PythonCompiler
+  class FastCompiler(PythonCompiler):
+    pass
+  class Override:
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    @hookimpl(tryfirst=True)
+    def plugrad_compiler(self, device, config): return FastCompiler() if device == "PYTHON" else None
+  general = FakeEP("fast-compiler", Override())
+  general.general = True
+  reg = make_registry([general])
+  reg.load_general_plugins()
+  dev = reg.device("PYTHON")
+  assert type(dev.compiler) is FastCompiler
+  assert type(dev.renderer).__name__ == "PythonRenderer"  # the other roles stay the original plugin's
+
+
+def test_real_entry_points_are_read_from_metadata(monkeypatch):
+  seen = []
+  def fake_entry_points(group):
+    seen.append(group)
+    return []
+  monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
+  reg = Registry(Config.from_env({}), builtins=[PythonDevicePlugin()])
+  assert reg.device_names() == ["PYTHON"]
+  assert "plugrad.devices" in seen

@@ -1,0 +1,87 @@
+"""The UOp IR: hash-consing, pattern matching, graph rewriting, the printer, the spec checks."""
+import pytest
+
+from plugrad.dtype import dtypes
+from plugrad.spec import kernel_spec, program_spec, tensor_spec
+from plugrad.uops import Ops, PatternMatcher, SpecError, UOp, UPat, check_spec, graph_rewrite, toposort
+
+
+def c(v, dt=dtypes.int32): return UOp.const(dt, v)
+
+
+def test_structurally_equal_nodes_are_one_object():
+  a = UOp(Ops.ADD, dtypes.int32, (c(1), c(2)))
+  b = UOp(Ops.ADD, dtypes.int32, (c(1), c(2)))
+  assert a is b
+  assert a.replace(arg=None) is a
+  assert a.replace(op=Ops.MUL) is UOp(Ops.MUL, dtypes.int32, (c(1), c(2)))
+
+
+def test_float_constants_keep_sign_and_nan():
+  assert UOp.const(dtypes.float32, 0.0) is not UOp.const(dtypes.float32, -0.0)
+  assert UOp.const(dtypes.float32, float("nan")) is UOp.const(dtypes.float32, float("nan"))
+
+
+def test_uop_is_immutable():
+  with pytest.raises(AttributeError): c(1).arg = 2
+
+
+def test_upat_binds_names_and_matches_any_order():
+  x = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", 0, 8))
+  pat = UPat.alu(Ops.ADD, UPat.var("x"), UPat.cvar("k"))
+  for u in (x + 3, UOp(Ops.ADD, dtypes.int32, (c(3), x))):
+    (b,) = list(pat.match(u, {}))
+    assert b["x"] is x and b["k"].arg == 3
+  assert list(UPat(Ops.MUL).match(x + 3, {})) == []
+
+
+def test_graph_rewrite_reaches_a_fixpoint():
+  # x + 1 -> x, applied until nothing changes: ((x+1)+1)+1 -> x
+  pm = PatternMatcher([(UPat.alu(Ops.ADD, UPat.var("x"), UPat(Ops.CONST, arg=1)), lambda x: x)])
+  x = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", 0, 8))
+  assert graph_rewrite(((x + 1) + 1) + 1, pm) is x
+
+
+def test_graph_rewrite_handles_deep_graphs():
+  x = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", 0, 8))
+  deep = x
+  for i in range(3000): deep = deep * 1
+  pm = PatternMatcher([(UPat.alu(Ops.MUL, UPat.var("x"), UPat(Ops.CONST, arg=1)), lambda x: x)])
+  assert graph_rewrite(deep, pm) is x
+
+
+def test_toposort_puts_sources_first_and_shares():
+  a = c(1) + c(2)
+  b = a * a
+  order = toposort([b])
+  assert order[-1] is b and order.index(a) < order.index(b)
+  assert len(order) == len(set(order))
+
+
+def test_pretty_prints_shared_nodes_once():
+  a = c(1) + c(2)
+  text = (a * a).pretty()
+  assert text.count("ADD") == 1 and "MUL" in text
+
+
+def test_bounds_of_index_math():
+  r = UOp(Ops.RANGE, dtypes.int32, (c(10),), 0)
+  assert (r.vmin, r.vmax) == (0, 9)
+  e = r * 4 + 3
+  assert (e.vmin, e.vmax) == (3, 39)
+  assert ((r % 3).vmin, (r % 3).vmax) == (0, 2)
+  assert ((r // 4).vmin, (r // 4).vmax) == (0, 2)
+
+
+def test_spec_rejects_ill_formed_graphs():
+  f = UOp.const(dtypes.float32, 1.0)
+  bad = UOp(Ops.ADD, dtypes.float32, (f, c(1)))  # mixed dtypes
+  with pytest.raises(SpecError): check_spec(bad, tensor_spec, "test")
+  with pytest.raises(SpecError): check_spec(UOp(Ops.IDIV, dtypes.float32, (f, f)), program_spec, "test")
+  with pytest.raises(SpecError): check_spec(UOp(Ops.SINK, None, (f,)), kernel_spec, "test")
+  check_spec(UOp(Ops.ADD, dtypes.float32, (f, f)), tensor_spec, "test")
+
+
+def test_spec_is_checked_in_the_test_suite():
+  from plugrad.registry import get_registry
+  assert get_registry().config.check_spec, "the pytest plugin turns spec checking on for every kernel"
