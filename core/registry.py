@@ -10,6 +10,7 @@ recorded against its devices with the reason; every other device keeps working.
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import threading
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class Registry:
     self._general_loaded = False
     self.plugin_errors: list[PluginInfo] = []
     self._shadowed: dict[str, list[PluginInfo]] = {}  # plugins that lost a device name to a higher priority
+    self._status: dict[str, DeviceStatus] = {}
     if builtins is None:
       from plugrad.runtime.debug import DebugPlugin
       from plugrad.runtime.python_device import PythonDevicePlugin
@@ -151,8 +153,13 @@ class Registry:
       return self._loaded[name]
 
   def status(self, device: str) -> DeviceStatus:
-    """Whether `device` can run here, and if not, why (imports only that device's plugin)."""
+    """Whether `device` can run here, and if not, why (imports only that device's plugin). The
+    answer is kept: availability is decided once per registry."""
     name, _ = split_device(device)
+    if (st := self._status.get(name)) is None: st = self._status[name] = self._compute_status(name)
+    return st
+
+  def _compute_status(self, name: str) -> DeviceStatus:
     infos = self._load_device_plugins(name)
     candidates: list[tuple[DeviceDecl, PluginInfo]] = []
     for impl in self.pm.hook.plugrad_declare_devices.get_hookimpls():
@@ -225,9 +232,10 @@ class Registry:
   def render_device(self, device: str) -> Device:
     """A Device usable for rendering (and compiling) only: it needs the device's plugin, not its hardware."""
     device = canonical_device(device)
+    if (d := self._devices.get(device)) is not None: return d
     st = self.status(device)
     if st.decl is None: raise DeviceError(f"device {device} cannot be used: {st.reason}")
-    return self._devices.get(device) or Device(device, self)
+    return Device(device, self)
 
   def first_result(self, hook: str, expected: type | tuple[type, ...], device: str, what: str) -> Any:
     """Call a first-result hook for `device` and check the type of what it returns."""
@@ -297,6 +305,7 @@ def _typename(t: type | tuple[type, ...]) -> str:
   return " or ".join(x.__name__ for x in t) if isinstance(t, tuple) else t.__name__
 
 
+@functools.lru_cache(maxsize=None)
 def _plugrad_version() -> str:
   try:
     return importlib.metadata.version("plugrad")

@@ -22,6 +22,9 @@ from plugrad.shape import prod
 from plugrad.uops import Ops, UOp
 
 ShapeArg = int | Sequence[int]
+# reductions of at least this many elements to at most this many outputs run in two stages
+SPLIT_REDUCE_MIN = 1 << 16
+SPLIT_REDUCE_MAX_OUTPUT = 64
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
@@ -711,8 +714,24 @@ class Tensor:
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
-    ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
+    if (split := self._split_reduce(op, axes)) is not None: ret = split
+    else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+  def _split_reduce(self, op: Ops, axes: tuple[int, ...]) -> Tensor | None:
+    """A large reduction to a few values, as two: `chunks` partial results (realized, so devices
+    run the chunks in parallel), then their reduction. None when the reduction is not worth it."""
+    size = prod(self.shape[a] for a in axes)
+    if size < SPLIT_REDUCE_MIN or self.numel() // max(size, 1) > SPLIT_REDUCE_MAX_OUTPUT: return None
+    chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
+    if chunks is None: return None
+    keep = [i for i in range(self.ndim) if i not in axes]
+    kept = tuple(self.shape[i] for i in keep)
+    x = self.permute(keep + list(axes)).reshape(kept + (chunks, size // chunks))
+    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, (x.ndim - 1,)))).contiguous()
+    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, (x.ndim - 2,))))
+    # back to the keepdim layout: the kept axes in place, 1 where axes were reduced
+    return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Sum over `axis` (all axes when None); bools and small ints sum as int32, halves accumulate in float32."""
