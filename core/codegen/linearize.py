@@ -23,6 +23,9 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
     deps[n] = d
     index_only[n] = n.op in (Ops.SPECIAL, Ops.RANGE, Ops.CONST) or (n.op in GroupOp.ALU and all(index_only[s] for s in n.src))
   from plugrad.codegen.lowerer import reduce_identity  # lowerer imports this module
+  by_ranges: dict[tuple[UOp, ...], list[UOp]] = {}
+  for n in nodes:
+    if n.op is Ops.REDUCE: by_ranges.setdefault(n.src[1:], []).append(n)
 
   out: list[UOp] = []
   emitted: dict[UOp, UOp] = {}
@@ -34,24 +37,30 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
     nonlocal flops, accs
     if n in emitted: return emitted[n]
     if n.op is Ops.REDUCE:
-      body, ranges = n.src[0], n.src[1:]
-      for m in toposort([body]):
+      ranges = n.src[1:]
+      # every reduction over the same loops that can run here shares them (one accumulator each)
+      group = [m for m in by_ranges[ranges] if m not in emitted and deps[m] <= open_ranges]
+      for m in toposort([g.src[0] for g in group]):
         if m not in emitted and m.op is not Ops.RANGE and deps[m] <= open_ranges: emit(m, open_ranges, mult)
-      acc = UOp(Ops.DEFINE_ACC, n.dtype, (emit(reduce_identity(n.arg, n.dtype), open_ranges, mult),), accs)
-      accs += 1
-      out.append(acc)
+      group_accs = []
+      for g in group:
+        acc = UOp(Ops.DEFINE_ACC, g.dtype, (emit(reduce_identity(g.arg, g.dtype), open_ranges, mult),), accs)
+        accs += 1
+        out.append(acc)
+        group_accs.append(acc)
       inner_mult = mult
       for r in ranges:
         end = emit(r.src[0], open_ranges, mult)
         emitted[r] = UOp(Ops.RANGE, r.dtype, (end,), r.arg)
         out.append(emitted[r])
         inner_mult *= r.src[0].arg
-      value = emit(body, open_ranges | set(ranges), inner_mult)
-      out.append(UOp(Ops.ACCUMULATE, n.dtype, (acc, value), n.arg))
-      flops += inner_mult
+      for g, acc in zip(group, group_accs):
+        value = emit(g.src[0], open_ranges | set(ranges), inner_mult)
+        out.append(UOp(Ops.ACCUMULATE, g.dtype, (acc, value), g.arg))
+        flops += inner_mult
       for r in reversed(ranges): out.append(UOp(Ops.ENDRANGE, None, (emitted[r],)))
-      emitted[n] = acc
-      return acc
+      for g, acc in zip(group, group_accs): emitted[g] = acc
+      return emitted[n]
     new = n.replace(src=tuple(emit(s, open_ranges, mult) for s in n.src))
     if n.op in GroupOp.ALU and not index_only[n]: flops += mult
     emitted[n] = new

@@ -7,6 +7,7 @@ rules then clean the index arithmetic, the device's own rules run, and `lineariz
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 from plugrad.codegen.linearize import linearize
@@ -97,6 +98,20 @@ def kernel_name(ast: UOp) -> str:
   return f"{kind}_{shape}"
 
 
+def _upcasts(value: UOp, dims: list[tuple[list[int], int]], caps: Capabilities) -> list[int]:
+  """How many outputs each launch dimension computes per thread (register tiling), for devices
+  that loop over their launch indices: a reduction gets `vector width` outputs along the innermost
+  dimension and 4 along the next, so one pass over the reduce loop feeds many accumulators and
+  the loads of neighbouring outputs vectorise. Elementwise kernels are left to the compiler."""
+  if caps.launch_dims != 0 or not any(n.op is Ops.REDUCE_AXIS for n in value.toposort): return []
+  width = min(8, caps.max_vector_bytes // max(value.dtype.itemsize, 1))
+  out = []
+  for d, (axes, size) in enumerate(dims[:2]):
+    f = width if d == 0 else 4
+    out.append(f if f > 1 and len(axes) == 1 and size % f == 0 and size >= f else 1)
+  return out
+
+
 def _group_size(ast: UOp, caps: Capabilities) -> int:
   """Threads per work-group for a group reduce, or 0 when the kernel should not use one.
 
@@ -175,25 +190,41 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   else:
     dims = _launch_dims(shape, caps)
   first = 1 if threads else 0  # with a group reduce, launch dim 0 holds the work-group's threads
+  upcasts = [] if threads else _upcasts(value, dims, caps)
   idx: list[UOp] = [lw.zero()] * len(shape)
+  # upcast dims get a placeholder now; each output copy substitutes gidx*factor + offset for it
+  placeholders: dict[int, tuple[UOp, UOp, int]] = {}
   for d, (axes, size) in enumerate(dims):
+    if d < len(upcasts) and upcasts[d] > 1:
+      f = upcasts[d]
+      gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d}", d, size // f))
+      placeholders[axes[0]] = (UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{d}", d, size)), gid, f)
+      idx[axes[0]] = placeholders[axes[0]][0]
+      continue
     gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d + first}", d + first, size))
     for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
       v = gid // st if st != 1 else gid
       idx[a] = v % shape[a] if st * shape[a] < size else v
   out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
-  if threads and any(n.op is Ops.REDUCE for n in out_value.toposort):
+  if placeholders:
+    stores = []
+    for offsets in itertools.product(*(range(f) for _, _, f in placeholders.values())):
+      sub = {ph: gid * f + off if off else gid * f for (ph, gid, f), off in zip(placeholders.values(), offsets)}
+      stores.append(UOp(Ops.STORE, None, (out_param, substitute(out_index, sub), substitute(out_value, sub))))
+    sink = UOp(Ops.SINK, None, tuple(stores))
+    global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))
+    local_size = _local_size(global_size, caps)
+  elif threads and any(n.op is Ops.REDUCE for n in out_value.toposort):
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
     out_value = _group_reduce(lw, out_value, lid, threads)
-    out_store = UOp(Ops.STORE, None, (out_param, out_index, out_value, lid.alu(Ops.CMPEQ, 0)))
+    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value, lid.alu(Ops.CMPEQ, 0))),))
     global_size = (threads,) + tuple(size for _, size in dims)
     local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
   else:
-    out_store = UOp(Ops.STORE, None, (out_param, out_index, out_value))
+    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value)),))
     global_size = tuple(size for _, size in dims)
     local_size = _local_size(global_size, caps)
-  sink = UOp(Ops.SINK, None, (out_store,))
   if checker: checker(sink, "lower")
   rules = symbolic
   for r in extra_rules or []: rules = rules + r
