@@ -89,10 +89,15 @@ def contiguous_base(u: UOp) -> UOp | None:
 
 def device_of(u: UOp, default: str) -> str:
   """The device a tensor-graph node computes on: that of the buffers or copy it reads."""
-  for n in u.toposort:
+  stack, seen = [u], set()
+  while stack:  # the nearest buffer or copy decides; never look behind a copy
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
     if n.op is Ops.BUFFER: return n.arg.device
     if n.op is Ops.COPY: return n.arg
-    if n.op is Ops.KERNEL: return n.arg.device
+    if n.op is Ops.ASSIGN and n.src[1].op is Ops.KERNEL: return n.src[1].arg.device
+    stack.extend(n.src)
   return default
 
 

@@ -129,3 +129,38 @@ def test_assign_reads_old_value_first():
   Tensor.realize(a, b)
   np.testing.assert_array_equal(a.numpy(), np.arange(6)[::-1])
   np.testing.assert_array_equal(b.numpy(), np.arange(6))
+
+
+def test_copy_between_devices_is_a_copy_item():
+  a = Tensor(np.arange(6, dtype=np.float32), device="PYTHON").realize()
+  b = (a * 2).to("PYTHON:1")
+  sched = (b + 1).schedule()
+  assert [it.is_copy for it in sched] == [False, True, False]
+  assert sched[1].device == "PYTHON:1" and sched[2].device == "PYTHON:1"
+  out = b + 1
+  assert out.device == "PYTHON:1"
+  np.testing.assert_array_equal(out.numpy(), np.arange(6) * 2 + 1)
+
+
+def test_mixing_devices_in_one_op_is_an_error():
+  a = Tensor([1.0], device="PYTHON")
+  b = Tensor([1.0], device="PYTHON:1")
+  with pytest.raises(ValueError, match="different devices"): a + b
+
+
+def test_same_structure_reuses_the_compiled_kernel():
+  from plugrad import engine
+  x, y = realized(8, seed=1), realized(8, seed=2)
+  (x * y + 1).realize()
+  before = len(engine._compiled)
+  p, q = realized(8, seed=3), realized(8, seed=4)
+  out = (p * q + 1).realize()
+  assert len(engine._compiled) == before  # new buffers, same graph shape: nothing recompiled
+  assert_close(out, p.numpy() * q.numpy() + 1)
+
+
+def test_large_reduction_runs_in_two_stages():
+  x = Tensor(np.ones((512, 256), np.float32), device="PYTHON")
+  assert kernels(x.sum()) == 2 and kernels(x.max()) == 2
+  assert x.sum().item() == 512 * 256
+  assert kernels(x.sum(1)) == 1  # many outputs: already parallel
