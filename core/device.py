@@ -73,6 +73,18 @@ class DeviceError(RuntimeError):
   """A device is unknown, cannot start, or failed to run a kernel; the message says what to do."""
 
 
+class UnsupportedError(DeviceError):
+  """The work needs a dtype or op that the device declares it does not support."""
+
+
+def check_supported(device: str, caps: Capabilities, dtypes_used: set[DType], ops_used: set[str] = frozenset()) -> None:
+  """Raise UnsupportedError naming what `device` lacks among `dtypes_used` and `ops_used`."""
+  missing = sorted(d.name for d in dtypes_used if d not in caps.dtypes)
+  if missing: raise UnsupportedError(f"device {device} does not support dtype {', '.join(missing)}")
+  bad_ops = sorted(o for o in ops_used if o in caps.unsupported_ops)
+  if bad_ops: raise UnsupportedError(f"device {device} does not support {', '.join(bad_ops)}")
+
+
 # ---------------------------------------------------------------- allocator
 
 @dataclass
@@ -297,5 +309,5 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
   return ImageSpec(h, w)
 
 
-__all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler",
+__all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported", "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler",
            "CompileError", "Program", "Runtime", "default_dtypes_without", "dtypes"]

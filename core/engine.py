@@ -8,10 +8,10 @@ from typing import Any
 
 from plugrad.codegen.lowerer import lower
 from plugrad.codegen.program import LoopProgram
-from plugrad.device import CompileError, DeviceError, Program
+from plugrad.device import CompileError, DeviceError, Program, check_supported
 from plugrad.registry import Device, Registry
 from plugrad.scheduler import ScheduleItem
-from plugrad.uops import UOp, check_spec
+from plugrad.uops import Ops, UOp, check_spec
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,11 @@ class CompiledKernel:
 
 def lower_for(device: Device, ast: UOp) -> LoopProgram:
   """The loop program of `ast` for `device` (its capabilities and rewrite rules); with
-  `config.check_spec`, the AST and every stage of the lowering are checked against their spec."""
+  `config.check_spec`, the AST and every stage of the lowering are checked against their spec.
+  Raises UnsupportedError when the kernel needs a dtype or op the device declares it lacks."""
+  nodes = ast.toposort
+  check_supported(device.name, device.caps, {n.dtype for n in nodes if n.dtype is not None},
+                  {n.op.name for n in nodes} | {n.arg[0].name for n in nodes if n.op is Ops.REDUCE_AXIS})
   if not device.registry.config.check_spec: return lower(ast, device.caps, device.rewrite_rules)
   from plugrad.spec import check_program, kernel_spec, program_spec
   check_spec(ast, kernel_spec, "kernel AST")

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from plugrad.device import Buffer, image_spec_for
+from plugrad.device import Buffer, check_supported, image_spec_for
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, count_kernels, create_schedule, kernelize,
@@ -925,6 +925,7 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   else:
     with np.errstate(all="ignore"): raw = np.asarray(arr).astype(dt.np, copy=False)
   dev = get_registry().device(device)
+  check_supported(device, dev.caps, {dt})
   buf = Buffer(device, raw.size, dt, dev.allocator, image_spec_for(tuple(arr.shape), dt, dev.caps))
   buf.copyin(raw)
   return _reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape))

@@ -33,6 +33,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
   metafunc.parametrize("device", chosen)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+  """A test that needs a dtype or op its device declares unsupported skips, saying which."""
+  outcome = yield
+  from plugrad.device import UnsupportedError
+  exc = outcome.excinfo[1] if outcome.excinfo else None
+  if isinstance(exc, UnsupportedError): outcome.force_exception(pytest.skip.Exception(str(exc), _use_item_location=True))
+
+
 class ShadowCompiler:
   """Renders and compiles, for another device, every kernel compiled in this process."""
   PLUGRAD_CONTRACT = CONTRACT_VERSION
@@ -43,7 +52,7 @@ class ShadowCompiler:
     self.device = get_registry().render_device(target)
     self.seen: set = set()
     self.failures: list[str] = []
-    self.compiled = 0
+    self.compiled = self.unsupported = 0
 
   @hookimpl
   def plugrad_kernel_compiled(self, device, name, source, seconds, cached, ast) -> None:
@@ -51,10 +60,13 @@ class ShadowCompiler:
     if ast in self.seen: return
     self.seen.add(ast)
     src = "<not rendered>"
+    from plugrad.device import UnsupportedError
     try:
       src = self.device.renderer.render(lower_for(self.device, ast))
       self.device.compiler.compile(src)
       self.compiled += 1
+    except UnsupportedError:
+      self.unsupported += 1
     except Exception as e:
       self.failures.append(f"kernel {name} for {self.target}: {type(e).__name__}: {e}\n{src}")
 
@@ -87,4 +99,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
   shadow = getattr(config, "_plugrad_shadow", None)
   if shadow is not None:
     terminalreporter.write_line(f"plugrad shadow device {shadow.target}: {shadow.compiled} kernels rendered and compiled, "
-                                f"{len(shadow.failures)} failed")
+                                f"{shadow.unsupported} skipped (dtype or op the device lacks), {len(shadow.failures)} failed")
