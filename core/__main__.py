@@ -76,6 +76,19 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   return 1 if failures else 0
 
 
+def cmd_new_plugin(args: argparse.Namespace) -> int:
+  from pathlib import Path
+  from plugrad.skeleton import new_plugin
+  for path in new_plugin(args.name, Path(args.dir)): print(path)
+  return 0
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+  import pytest
+  return pytest.main(["-p", "plugrad.testing.pytest_plugin", "--pyargs", "plugrad.testing", "--plugrad-device", args.device,
+                      "-p", "no:cacheprovider", *args.pytest_args])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="python -m plugrad", description=__doc__)
   sub = parser.add_subparsers(dest="cmd", required=True)
@@ -84,8 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   k.add_argument("--device", help="render for this device (default: the default device)")
   k.add_argument("--compile", action="store_true", help="also compile each kernel with the device's compiler")
   k.add_argument("-c", dest="code", required=True, help="Python code that binds a Tensor or a list of Tensors to `out`")
+  n = sub.add_parser("new-plugin", help="write the skeleton of a device plugin")
+  n.add_argument("name", help="the device name, e.g. MYDEV")
+  n.add_argument("--dir", required=True, help="the folder to create")
+  c = sub.add_parser("conformance", help="run the device conformance suite (pytest) against a device")
+  c.add_argument("device")
+  c.add_argument("pytest_args", nargs=argparse.REMAINDER, help="more pytest arguments, e.g. -q -x")
   args = parser.parse_args(argv)
-  return {"devices": cmd_devices, "kernels": cmd_kernels}[args.cmd](args)
+  return {"devices": cmd_devices, "kernels": cmd_kernels, "new-plugin": cmd_new_plugin,
+          "conformance": cmd_conformance}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def truncate(value: Any, dtype: DType) -> Any:
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
   """float32 -> bfloat16 bit patterns (uint16), round to nearest even, NaN kept quiet."""
-  bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+  x = np.array(x, dtype=np.float32)  # a contiguous copy that keeps 0-d shapes (ascontiguousarray would not)
+  bits = x.view(np.uint32)
   rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
   return np.where(np.isnan(x), np.uint16(0x7FC0), rounded).astype(np.uint16)
 

@@ -1,0 +1,168 @@
+"""Conformance: the roles of a device plugin behave as the core expects.
+
+Run against any device with `pytest --pyargs plugrad.testing --plugrad-device NAME`. Tests needing a
+dtype or op the device declares unsupported skip with that reason; nothing else skips.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugrad import Buffer, CompileError, Tensor, dtypes
+from plugrad.device import UnsupportedError
+from plugrad.dtype import bf16_to_f32, f32_to_bf16
+from plugrad.registry import get_registry
+from plugrad.scheduler import count_kernels
+
+ALL = [d for d in dtypes.all()]
+
+
+def dev_of(device):
+  return get_registry().device(device)
+
+
+def random_of(dtype, n, seed=0):
+  rng = np.random.default_rng(seed)
+  if dtype == dtypes.bool: return rng.random(n) < 0.5
+  if dtype.is_int: return rng.integers(max(dtype.min, -100), min(dtype.max, 100) + 1, n).astype(dtype.np)
+  return rng.uniform(-4, 4, n).astype(dtype.np)
+
+
+def require(device, dtype):
+  if dtype not in dev_of(device).caps.dtypes: pytest.skip(f"device {device} does not support dtype {dtype.name}")
+
+
+# ------------------------------------------------------------------ allocator
+
+@pytest.mark.parametrize("nbytes", [0, 1, 7, 4096, 1 << 20])
+def test_allocator_copy_round_trip(device, nbytes):
+  d = dev_of(device)
+  data = np.random.default_rng(nbytes).integers(0, 256, nbytes).astype(np.uint8)
+  buf = Buffer(device, nbytes, dtypes.uint8, d.allocator).copyin(data)
+  np.testing.assert_array_equal(buf.numpy(), data)
+  buf.deallocate()
+
+
+def test_allocator_accounts_and_reuses(device):
+  alloc = dev_of(device).allocator
+  base = alloc.stats.in_use
+  bufs = [Buffer(device, 1000, dtypes.float32, alloc).ensure_allocated() for _ in range(4)]
+  assert alloc.stats.in_use == base + 4 * 4000
+  for b in bufs: b.deallocate()
+  assert alloc.stats.in_use == base
+  again = Buffer(device, 1000, dtypes.float32, alloc).copyin(np.arange(1000, dtype=np.float32))
+  np.testing.assert_array_equal(again.numpy(), np.arange(1000, dtype=np.float32))
+
+
+def test_copyin_checks_size(device):
+  buf = Buffer(device, 4, dtypes.float32, dev_of(device).allocator)
+  with pytest.raises(ValueError): buf.copyin(np.zeros(5, np.float32))
+
+
+def test_zero_size_tensors(device):
+  t = Tensor(np.zeros((0, 3), np.float32), device=device)
+  assert (t + 1).numpy().shape == (0, 3)
+  assert (t.sum(0)).numpy().tolist() == [0.0, 0.0, 0.0]
+
+
+# ------------------------------------------------------------------ dtypes
+
+@pytest.mark.parametrize("dtype", ALL, ids=[d.name for d in ALL])
+def test_declared_dtype_round_trips_and_computes(device, dtype):
+  require(device, dtype)
+  x = random_of(dtype, 37)
+  t = Tensor(x, device=device, dtype=dtype)
+  got = t.numpy()
+  expect = x.astype(np.float32) if dtype == dtypes.bfloat16 else x
+  if dtype == dtypes.bfloat16: np.testing.assert_allclose(got, expect, rtol=1e-2)
+  else: np.testing.assert_array_equal(got, expect)
+  if dtype == dtypes.bool:
+    np.testing.assert_array_equal((t ^ True).numpy(), ~x)
+    return
+  # an arithmetic kernel, a reduction and a cast through float32 on this dtype
+  ref = got.astype(np.float64) * 2 + 1
+  ref = bf16_to_f32(f32_to_bf16(ref.astype(np.float32))) if dtype == dtypes.bfloat16 else ref.astype(dtype.np)
+  np.testing.assert_allclose((t * 2 + 1).numpy().astype(np.float64), ref.astype(np.float64), rtol=1e-2)
+  np.testing.assert_allclose(t.max().numpy().astype(np.float64), x.astype(np.float64).max(), rtol=1e-2)
+  if dtypes.float32 in dev_of(device).caps.dtypes:
+    np.testing.assert_allclose(t.cast(dtypes.float32).numpy(), x.astype(np.float32), rtol=1e-2)
+
+
+def test_undeclared_dtype_is_refused_clearly(device):
+  missing = [d for d in ALL if d not in dev_of(device).caps.dtypes]
+  if not missing: pytest.skip(f"device {device} declares every dtype")
+  with pytest.raises(UnsupportedError, match=missing[0].name): Tensor(np.zeros(3), device=device, dtype=missing[0])
+
+
+# ------------------------------------------------------------------ scheduling limits
+
+def test_buffer_limit_is_respected(device):
+  limit = dev_of(device).buffer_limit
+  if limit is None: pytest.skip(f"device {device} has no buffer limit")
+  n = limit + 5
+  xs = [Tensor(np.full(16, i, np.float32), device=device) for i in range(n)]
+  out = xs[0]
+  for x in xs[1:]: out = out + x
+  sched = out.schedule()
+  assert count_kernels(sched) > 1 and all(len(it.bufs) <= limit for it in sched)
+  np.testing.assert_allclose(out.numpy(), np.full(16, sum(range(n)), np.float32))
+
+
+def test_many_inputs_still_correct(device):
+  xs = [Tensor(np.full(8, i, np.float32), device=device) for i in range(40)]
+  out = xs[0]
+  for x in xs[1:]: out = out + x
+  np.testing.assert_allclose(out.numpy(), np.full(8, sum(range(40)), np.float32))
+
+
+@pytest.mark.parametrize("shape", [(3, 70001), (70001, 3), (2, 3, 5, 7, 11), (1 << 18,)])
+def test_launch_shapes(device, shape):
+  # sizes past the usual 65535 grid limit, many dimensions, and a long flat axis
+  x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+  t = Tensor(x, device=device)
+  np.testing.assert_allclose((t * 2 - 1).numpy(), x * 2 - 1, rtol=1e-6)
+  np.testing.assert_allclose(t.sum(-1).numpy(), x.sum(-1), rtol=1e-4, atol=1e-3)
+
+
+# ------------------------------------------------------------------ compiler
+
+def test_compile_cache_hits_and_survives_corruption(device, tmp_path):
+  from plugrad.engine import render_for
+  d = dev_of(device)
+  a = Tensor(np.ones(8, np.float32), device=device)
+  (item,) = [it for it in (a * 3 + 1).schedule() if not it.is_copy]
+  _, src = render_for(d, item.ast)
+  compiler = d.compiler
+  if compiler.cache_dir is None: pytest.skip(f"the compiler of {device} keeps no disk cache")
+  saved = compiler.cache_dir
+  compiler.cache_dir = tmp_path
+  try:
+    first, cached1 = compiler.compile(src)
+    again, cached2 = compiler.compile(src)
+    assert not cached1 and cached2 and again == first
+    for f in tmp_path.rglob("*"):
+      if f.is_file(): f.write_bytes(f.read_bytes()[:10])  # truncate every entry
+    third, cached3 = compiler.compile(src)
+    assert not cached3 and third == first
+  finally:
+    compiler.cache_dir = saved
+
+
+def test_compile_error_reports_the_source(device):
+  compiler = dev_of(device).compiler
+  bad = "this is not a kernel in any language @@@ }{"
+  with pytest.raises(CompileError) as e:
+    saved, compiler.cache_dir = compiler.cache_dir, None
+    try:
+      compiler.compile(bad)
+    finally:
+      compiler.cache_dir = saved
+  assert bad in str(e.value)
+
+
+def test_capabilities_are_consistent(device):
+  caps = dev_of(device).caps
+  assert caps.dtypes, "a device must support at least one dtype"
+  if caps.launch_dims:
+    assert len(caps.max_global_size) >= caps.launch_dims
+    assert not caps.max_local_size or caps.max_workgroup_threads >= 1

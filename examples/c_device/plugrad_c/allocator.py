@@ -1,0 +1,10 @@
+"""Host memory held in numpy arrays (ctypes passes their addresses to the kernels)."""
+import numpy as np
+
+from plugrad import LRUAllocator
+
+
+class CAllocator(LRUAllocator):
+  def _alloc(self, nbytes: int, options) -> np.ndarray: return np.empty(nbytes, dtype=np.uint8)
+  def _copyin(self, raw: np.ndarray, src: memoryview) -> None: raw[:len(src)] = np.frombuffer(src, dtype=np.uint8)
+  def _copyout(self, dest: memoryview, raw: np.ndarray) -> None: np.frombuffer(dest, dtype=np.uint8)[:] = raw[:len(dest)]

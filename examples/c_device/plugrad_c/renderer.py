@@ -1,0 +1,6 @@
+"""Loop program -> C. Every default of the core's C-style renderer is plain C already."""
+from plugrad.codegen.cstyle import CStyleRenderer
+
+
+class CRenderer(CStyleRenderer):
+  """C11 with GCC extensions; kernels loop over their launch indices (no threads)."""
