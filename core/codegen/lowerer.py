@@ -18,6 +18,7 @@ from plugrad.shape import prod, strides_for, view_index
 from plugrad.symbolic import symbolic
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
 
+UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
 REDUCE_IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda dt: dt.min, Ops.MIN: lambda dt: dt.max}
 
 
@@ -45,16 +46,23 @@ class _Lowering:
     elif n.op is Ops.REDUCE_AXIS:
       op, axes = n.arg
       src_shape = n.src[0].shape
-      inner_idx, ranges = list(idx), []
+      inner_idx, ranges, unrolled = list(idx), [], []
       for ax in axes:
         if src_shape[ax] == 1: continue
+        if src_shape[ax] <= UNROLL_REDUCE:  # a short axis is cheaper written out than looped
+          unrolled.append(ax)
+          continue
         r = UOp(Ops.RANGE, self.idx_dtype, (UOp.const(self.idx_dtype, src_shape[ax]),), self.ranges)
         self.ranges += 1
         inner_idx[ax] = r
         ranges.append(r)
       if any(src_shape[ax] == 0 for ax in axes): ret = reduce_identity(op, n.dtype)  # reducing nothing
       else:
-        body = self.lower(n.src[0], tuple(inner_idx), valid, memo)
+        body = None
+        for values in itertools.product(*(range(src_shape[ax]) for ax in unrolled)):
+          for ax, v in zip(unrolled, values): inner_idx[ax] = UOp.const(self.idx_dtype, v)
+          term = self.lower(n.src[0], tuple(inner_idx), valid, memo)
+          body = term if body is None else UOp(op, n.dtype, (body, term))
         ret = UOp(Ops.REDUCE, n.dtype, (body, *ranges), op) if ranges else body
     elif n.op in GroupOp.ALU:
       ret = UOp(n.op, n.dtype, tuple(self.lower(s, idx, valid, memo) for s in n.src), n.arg)
