@@ -242,10 +242,11 @@ class Compiler:
 
   def compile(self, src: str) -> tuple[bytes, bool]:
     """The binary for `src` and whether it came from the cache."""
-    path = self.cache_dir / self.cache_key(src)[:2] / self.cache_key(src) if self.cache_dir is not None else None
+    key = self.cache_key(src)
+    path = self.cache_dir / key[:2] / key if self.cache_dir is not None else None
     if path is not None and (cached := _read_cache(path)) is not None: return cached, True
     binary = self._compile(src)
-    if path is not None: _write_cache(path, binary)
+    if path is not None: _write_cache(self.cache_dir, path, binary)
     return binary, False
 
 
@@ -262,10 +263,11 @@ def _read_cache(path: Path) -> bytes | None:
   return data[40:]
 
 
-def _write_cache(path: Path, binary: bytes) -> None:
+def _write_cache(root: Path, path: Path, binary: bytes) -> None:
   # write to a private temp file and rename: readers never see a partial entry, even across processes
   try:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    for d in (root, path.parent): d.mkdir(exist_ok=True, mode=0o700)  # the cache's own folders are private
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "wb") as f: f.write(_MAGIC + hashlib.sha256(binary).digest() + binary)
     os.replace(tmp, path)

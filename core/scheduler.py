@@ -265,17 +265,7 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
     p = UOp(Ops.PARAM, leaf.dtype, (), (params[buf], buf.size) + ((image,) if image else ()))
     return _reshape(p, shape)
 
-  def build(n: UOp) -> UOp:
-    if n in memo: return memo[n]
-    m = new.get(n, n)
-    if is_buffer_node(m): ret = param_for(m, n.shape)
-    elif m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n: ret = param_for(m.src[0], n.shape)
-    elif n.op is Ops.CONST: ret = n
-    else: ret = n.replace(src=tuple(build(s) for s in n.src))
-    memo[n] = ret
-    return ret
-
-  # build iteratively, sources first, so deep graphs do not hit the recursion limit; stop at
+  # walk iteratively, sources first, so deep graphs do not hit the recursion limit; stop at
   # leaves so the history behind realized nodes is not walked
   order: list[UOp] = []
   stack: list[tuple[UOp, bool]] = [(value, False)]
@@ -291,8 +281,15 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
     m = new.get(n, n)
     if not (is_buffer_node(m) or m.op is Ops.CONST or (m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n)):
       stack.extend((s, False) for s in n.src)
-  for n in order: build(n)
-  store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg.size)), build(value)))
+  # sources come first in `order`, so every source is in memo when its user is built (no
+  # recursive closure: a closure referring to itself is a cycle that would keep buffers alive)
+  for n in order:
+    m = new.get(n, n)
+    if is_buffer_node(m): memo[n] = param_for(m, n.shape)
+    elif m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n: memo[n] = param_for(m.src[0], n.shape)
+    elif n.op is Ops.CONST: memo[n] = n
+    else: memo[n] = n.replace(src=tuple(memo[s] for s in n.src))
+  store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg.size)), memo[value]))
   return UOp(Ops.SINK, None, (store,)), inputs
 
 
