@@ -51,17 +51,18 @@ _POOL = _Pool()
 class CPUProgram(Program):
   """A loaded kernel. `threads` caps how many chunks a launch is split into."""
 
-  def __init__(self, name: str, meta: dict[str, Any], fn: Any, engine: Any, threads: int):
-    self.name, self.meta, self.fn, self._engine = name, meta, fn, engine  # the engine owns the code: keep it alive
+  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int):
+    self.name, self.meta, self._engine = name, meta, engine  # the engine owns the code: keep it alive
+    self.fn = fns["full"]
     self.nparams: int = meta["nparams"]
     self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
-    self.chunks = self._chunks(threads)
-
-  def _chunks(self, threads: int) -> list[tuple[int, int]]:
-    """The (start, end) pieces of the outermost loop, one per thread; one piece for small launches."""
-    n = self.outer
-    parts = min(threads, n) if self.meta["cost"] >= SPLIT_THRESHOLD and self.meta["splittable"] else 1
-    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+    big = meta["cost"] >= SPLIT_THRESHOLD and threads > 1
+    self.chunks = _pieces(self.outer, threads if big and meta["splittable"] else 1)
+    # a one-element reduction: pieces of its outer reduce loop write partials that `fin` combines
+    split = meta.get("reduce_split")
+    self.reduce_chunks = _pieces(split["outer"], threads) if big and split else None
+    self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
+    self.part, self.fin = fns.get("part"), fns.get("fin")
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] | None = None,
                wait: bool = False) -> float | None:
@@ -70,7 +71,15 @@ class CPUProgram(Program):
     st = time.perf_counter() if wait else 0.0
     ptrs = [b.addr for b in bufs]
     fn, chunks = self.fn, self.chunks
-    if len(chunks) == 1:
+    if self.reduce_chunks is not None:
+      pieces = self.reduce_chunks
+      partials = self._partials_type()  # one 8-byte slot per piece
+      base = ctypes.addressof(partials)
+      futs = [_POOL.get(len(pieces) - 1).submit(self.part, *ptrs, s, e, base + 8 * i) for i, (s, e) in enumerate(pieces) if i]
+      self.part(*ptrs, pieces[0][0], pieces[0][1], base)
+      for f in futs: f.result()
+      self.fin(*ptrs, base, len(pieces))
+    elif len(chunks) == 1:
       fn(*ptrs, 0, self.outer)
     else:
       pool = _POOL.get(len(chunks) - 1)
@@ -105,6 +114,17 @@ class CPURuntime(Runtime):
       engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
       engine.finalize_object()
       addr = engine.get_function_address(meta["fn"])
-    if not addr: raise DeviceError(f"CPU kernel {name}: symbol {meta['fn']} not found in its object file")
-    cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * meta["nparams"]), ctypes.c_int64, ctypes.c_int64)(addr)
-    return CPUProgram(name, meta, cfunc, engine, self.threads)
+      if not addr: raise DeviceError(f"CPU kernel {name}: symbol {meta['fn']} not found in its object file")
+      fns = {"full": ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * meta["nparams"]), ctypes.c_int64, ctypes.c_int64)(addr)}
+      if (split := meta.get("reduce_split")) is not None:
+        bufs = [ctypes.c_void_p] * meta["nparams"]
+        fns["part"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(
+          engine.get_function_address(split["part"]))
+        fns["fin"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(split["fin"]))
+    return CPUProgram(name, meta, fns, engine, self.threads)
+
+
+def _pieces(n: int, parts: int) -> list[tuple[int, int]]:
+  """0..n cut into at most `parts` contiguous (start, end) pieces of nearly equal size."""
+  parts = max(1, min(parts, n))
+  return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]

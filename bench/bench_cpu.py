@@ -1,0 +1,179 @@
+"""Benchmarks of the CPU device (plugrad-cpu-llvm) against numpy and torch (CPU, when importable).
+
+Prints, per case: plugrad's median time, its speed relative to numpy (and torch), and the achieved
+GB/s or GFLOP/s. Run: `python bench/bench_cpu.py` (options: --quick, --no-4096, --repeat N).
+Ratios >1 mean plugrad is faster than the reference.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+
+from plugrad import Tensor, dtypes
+
+try:
+  import torch
+  torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+except ImportError:
+  torch = None
+
+
+def median_time(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+  for _ in range(warmup): fn()
+  times = []
+  for _ in range(repeat):
+    st = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - st)
+  return statistics.median(times)
+
+
+def report(name: str, t_plugrad: float, t_numpy: float | None, t_torch: float | None, work: float, unit: str) -> None:
+  """unit: 'GB/s' (work in bytes) or 'GFLOP/s' (work in flops)."""
+  cols = [f"{name:<34}", f"plugrad {t_plugrad*1e3:9.3f} ms"]
+  cols.append(f"vs numpy {t_numpy / t_plugrad:6.2f}x" if t_numpy else f"{'vs numpy':>8} {'-':>7}")
+  cols.append(f"vs torch {t_torch / t_plugrad:6.2f}x" if t_torch else f"{'vs torch':>8} {'-':>7}")
+  cols.append(f"{work / t_plugrad / 1e9:8.2f} {unit}")
+  if t_numpy: cols.append(f"(numpy {work / t_numpy / 1e9:.2f} {unit})")
+  print("  ".join(cols), flush=True)
+
+
+def realized(x: np.ndarray) -> Tensor:
+  return Tensor(x, device="CPU").realize()
+
+
+def bench_e2e(n: int, repeat: int) -> None:
+  rng = np.random.default_rng(0)
+  an, bn, cn = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(3))
+  a, b, c = realized(an), realized(bn), realized(cn)
+  got = ((a * b + c).relu() * 2).sum().item()
+  ref = float(((an.astype(np.float64) * bn + cn).clip(0) * 2).sum())
+  assert abs(got - ref) <= 1e-3 * abs(ref), (got, ref)
+  tp = median_time(lambda: ((a * b + c).relu() * 2).sum().item(), repeat)
+  tn = median_time(lambda: (np.maximum(an * bn + cn, 0) * 2).sum().item(), repeat)
+  tt = None
+  if torch is not None:
+    at, bt, ct = map(torch.from_numpy, (an, bn, cn))
+    tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum().item(), repeat)
+  report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tn, tt, 3 * n * n * 4, "GB/s")
+
+
+def bench_reduce(n: int, repeat: int) -> None:
+  an = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
+  a = realized(an)
+  np.testing.assert_allclose(a.sum(axis=1).numpy(), an.sum(axis=1), rtol=1e-3, atol=1e-2)
+  assert a.max().item() == an.max()
+  tt = None
+  for name, fp, fn, ft in [("a.sum(axis=1)", lambda: a.sum(axis=1).realize(), lambda: an.sum(axis=1), lambda t: t.sum(dim=1)),
+                           ("a.max()", lambda: a.max().realize(), lambda: an.max(), lambda t: t.max())]:
+    tp = median_time(fp, repeat)
+    tn = median_time(fn, repeat)
+    if torch is not None:
+      at = torch.from_numpy(an)
+      tt = median_time(lambda: ft(at), repeat)
+    report(f"{name} {n}x{n}", tp, tn, tt, n * n * 4, "GB/s")
+
+
+def bench_matmul(n: int, repeat: int) -> None:
+  rng = np.random.default_rng(2)
+  an, bn = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+  a, b = realized(an), realized(bn)
+  st = time.perf_counter()
+  got = (a @ b).numpy()
+  first = time.perf_counter() - st
+  np.testing.assert_allclose(got, an @ bn, rtol=1e-3, atol=1e-2 * np.sqrt(n))
+  tp = first if first > 5 else median_time(lambda: (a @ b).realize(), repeat, warmup=0)
+  tn = median_time(lambda: an @ bn, repeat)
+  tt = None
+  if torch is not None:
+    at, bt = torch.from_numpy(an), torch.from_numpy(bn)
+    tt = median_time(lambda: at @ bt, repeat)
+  report(f"matmul {n}x{n} float32", tp, tn, tt, 2 * n ** 3, "GFLOP/s")
+
+
+def bench_launch(repeat: int) -> None:
+  from plugrad.engine import compile_for
+  from plugrad.registry import get_registry
+  x = realized(np.ones(16, np.float32))
+  # end to end: build, schedule and run one tiny kernel per iteration
+  def step():
+    nonlocal x
+    x = (x + 1).realize()
+  iters = 2000
+  step()
+  st = time.perf_counter()
+  for _ in range(iters): step()
+  per_realize = (time.perf_counter() - st) / iters
+  # the launch alone: call the loaded kernel on its buffers
+  y = Tensor.ones(16, device="CPU").contiguous().realize()
+  item = [it for it in (y * 2).schedule() if not it.is_copy][0]
+  ck = compile_for(get_registry().device("CPU"), item.ast)
+  raws = [b.raw for b in item.bufs]
+  runner, gs = ck.runner, ck.program.global_size
+  runner(*raws, global_size=gs, local_size=None)
+  st = time.perf_counter()
+  for _ in range(iters * 10): runner(*raws, global_size=gs, local_size=None)
+  per_launch = (time.perf_counter() - st) / (iters * 10)
+  tn = median_time(lambda: np.ones(16, np.float32) + 1, 200)
+  print(f"{'launch overhead (16-elem x+1)':<34}  kernel call {per_launch*1e6:7.2f} us   realize end to end "
+        f"{per_realize*1e6:7.2f} us/kernel   (numpy x+1: {tn*1e6:.2f} us)", flush=True)
+
+
+_MLP = """
+import time, sys
+import numpy as np
+st = time.perf_counter()
+from plugrad import Tensor
+Tensor.manual_seed(0)
+x = Tensor.rand(64, 784, device="CPU").realize()
+w1, b1 = Tensor.rand(784, 256, device="CPU").realize(), Tensor.rand(256, device="CPU").realize()
+w2, b2 = Tensor.rand(256, 10, device="CPU").realize(), Tensor.rand(10, device="CPU").realize()
+t0 = time.perf_counter()
+out = ((x @ w1 + b1).relu() @ w2 + b2).softmax(axis=-1).numpy()
+t1 = time.perf_counter()
+out = ((x @ w1 + b1).relu() @ w2 + b2).softmax(axis=-1).numpy()
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def bench_compile() -> None:
+  with tempfile.TemporaryDirectory() as cache:
+    env = {**os.environ, "PLUGRAD_CACHE_DIR": cache, "DEVICE": "CPU"}
+    runs = []
+    for _ in range(2):  # first with an empty disk cache, then with it filled
+      out = subprocess.run([sys.executable, "-c", _MLP], env=env, capture_output=True, text=True, check=True).stdout
+      runs.append(tuple(float(v) for v in out.split()))
+  cold, run = runs[0]
+  warm, _ = runs[1]
+  print(f"{'MLP forward 64x784-256-10 softmax':<34}  first call, cold cache {cold*1e3:8.1f} ms   warm disk cache "
+        f"{warm*1e3:8.1f} ms   already compiled {run*1e3:6.2f} ms", flush=True)
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__)
+  ap.add_argument("--repeat", type=int, default=7)
+  ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
+  ap.add_argument("--no-4096", action="store_true", help="skip the 4096x4096 matmul")
+  args = ap.parse_args()
+  from plugrad_cpu_llvm.runtime import cpu_count
+  print(f"plugrad CPU bench: {cpu_count()} cores, numpy {np.__version__}, torch {torch.__version__ if torch else 'not installed'}")
+  n = 512 if args.quick else 4096
+  bench_e2e(n, args.repeat)
+  bench_reduce(n, args.repeat)
+  bench_matmul(256 if args.quick else 1024, args.repeat)
+  if not (args.quick or args.no_4096): bench_matmul(4096, 1)
+  bench_launch(args.repeat)
+  bench_compile()
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,505 @@
+"""The renderer role: loop program -> LLVM IR text.
+
+A kernel becomes `void @k_NAME(ptr %d0, ..., ptr %dN-1, i64 %start, i64 %end)`. The CPU has no
+launch dimensions, so each SPECIAL becomes a loop, the highest dimension outermost (dimension 0
+is the fastest-varying one, so the innermost loop walks memory contiguously); the outermost one
+runs only start..end-1, which is how the runtime splits a launch across cores. RANGE/ENDRANGE
+become counted loops, DEFINE_ACC a stack slot that LLVM promotes to a register (SSA phi), a gated
+LOAD a branch around the load (the loop vectoriser turns it into a masked load), a gated STORE a
+branch around the store.
+
+Every op computes what `plugrad.alu` defines: integer division and modulo never trap (x/0 is 0,
+x%0 is x, INT_MIN/-1 wraps), shifts use the low bits of the amount, MAX/MIN propagate NaN
+(llvm.maximum/minimum), float -> int casts truncate and saturate with NaN and inf giving 0,
+bool is i1 in registers and a byte in memory, and bfloat16 is a float in registers rounded to
+bfloat16 (round to nearest even) after every op and stored as its upper 16 bits.
+
+Fast-math is limited to the reductions: an ACCUMULATE of floats may be reassociated (so the loop
+vectoriser can keep one partial sum per lane) and the multiply feeding it may contract into an FMA.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from typing import Any
+
+from plugrad.codegen.program import LoopProgram
+from plugrad.codegen.renderer import Renderer
+from plugrad.dtype import DType, dtypes
+from plugrad.uops import GroupOp, Ops, UOp
+
+from plugrad_cpu_llvm.compiler import META_MARKER
+
+_INT_TYPES = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
+_FLOAT_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
+_FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+
+
+def reg_type(dt: DType) -> str:
+  """The LLVM type a value of `dt` has in registers."""
+  if dt == dtypes.bool: return "i1"
+  if dt.is_float: return _FLOAT_TYPES[dt]
+  return _INT_TYPES[dt.itemsize]
+
+
+def mem_type(dt: DType) -> str:
+  """The LLVM type a value of `dt` has in memory."""
+  if dt == dtypes.bool: return "i8"
+  if dt == dtypes.bfloat16: return "i16"
+  return reg_type(dt)
+
+
+def render_const(value: Any, dt: DType) -> str:
+  """A constant as an LLVM literal of `reg_type(dt)`."""
+  if dt == dtypes.bool: return "true" if value else "false"
+  if dt.is_int:
+    bits = dt.itemsize * 8
+    v = int(value) & ((1 << bits) - 1)
+    return str(v - (1 << bits) if v >= 1 << (bits - 1) else v)
+  if dt == dtypes.float16: return "0xH" + struct.pack(">e", float(value)).hex().upper()
+  # float and double literals are written as the double with the same value (exact for floats)
+  return "0x" + struct.pack(">d", float(value)).hex().upper()
+
+
+# the bfloat16 helpers every module carries (unused ones are removed by the optimiser)
+_PRELUDE = """\
+define internal float @bf16_round(float %x) alwaysinline {
+  %b = bitcast float %x to i32
+  %hi = lshr i32 %b, 16
+  %lsb = and i32 %hi, 1
+  %r0 = add i32 %b, 32767
+  %r1 = add i32 %r0, %lsb
+  %r2 = and i32 %r1, -65536
+  %nan = fcmp uno float %x, 0.0
+  %r3 = select i1 %nan, i32 2143289344, i32 %r2
+  %f = bitcast i32 %r3 to float
+  ret float %f
+}
+"""
+
+
+class LLVMRenderer(Renderer):
+  """Loop program -> LLVM IR for the host CPU."""
+
+  def render(self, prog: LoopProgram) -> str:
+    fn = "k_" + re.sub(r"\W", "_", prog.name)
+    main = _Kernel(prog, fn, "full")
+    funcs = [main.render()]
+    decls = set(main.decls)
+    meta: dict[str, Any] = {"fn": fn, "nparams": len(prog.params), "outer": main.specials[0].arg[2] if main.specials else 1,
+                            "splittable": bool(main.specials), "cost": prog.flops + prog.bytes_moved, "reduce_split": None}
+    if (plan := reduce_split_plan(prog)) is not None:
+      # a kernel with one output element: its outer reduce loop is split in pieces that write
+      # partial accumulators, and a finishing function combines them and stores the result
+      for mode in ("part", "fin"):
+        k = _Kernel(prog, f"{fn}_{mode}", mode, plan)
+        funcs.append(k.render())
+        decls |= k.decls
+      meta["reduce_split"] = {"part": f"{fn}_part", "fin": f"{fn}_fin", "outer": int(plan[1].src[0].arg)}
+    head = [META_MARKER + json.dumps(meta, sort_keys=True), f"; {prog.name} global={prog.global_size}", ""]
+    tail = sorted(decls) + ["", 'attributes #0 = { nounwind "frame-pointer"="none" }', "",
+                            '!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}', ""]
+    return "\n".join(head + [_PRELUDE] + funcs + tail)
+
+
+def reduce_split_plan(prog: LoopProgram) -> tuple[UOp, UOp, UOp] | None:
+  """(accumulator, its outermost RANGE, that RANGE's ENDRANGE) when the kernel computes one
+  output element from one top-level reduction whose outer loop can be cut in independent pieces;
+  None otherwise."""
+  if any(u.op is Ops.SPECIAL for u in prog.uops): return None
+  depth, top_accs, found = 0, [], None
+  uops = prog.uops
+  for i, u in enumerate(uops):
+    if u.op is Ops.ENDRANGE:
+      depth -= 1
+      if found is not None and u.src[0] is found[1]: found = (found[0], found[1], u)
+    if depth == 0 and u.op is Ops.DEFINE_ACC:
+      top_accs.append(u)
+      nxt = uops[i + 1] if i + 1 < len(uops) else None
+      if nxt is not None and nxt.op is Ops.RANGE and nxt.src[0].op is Ops.CONST and nxt.src[0].arg >= 2: found = (u, nxt, None)
+    if depth == 0 and u.op is Ops.RANGE and found is not None and u is not found[1]: return None  # a second top-level loop
+    if u.op is Ops.RANGE: depth += 1
+  if found is None or found[2] is None or len(top_accs) != 1: return None
+  acc = found[0]
+  ops = {u.arg for u in uops if u.op is Ops.ACCUMULATE and u.src[0] is acc}
+  if len(ops) != 1: return None
+  return found
+
+
+class _Kernel:
+  """The state of rendering one kernel: emitted lines, value names, open blocks."""
+
+  def __init__(self, prog: LoopProgram, fn: str, mode: str = "full", plan: tuple[UOp, UOp, UOp] | None = None):
+    self.prog, self.fn, self.mode, self.plan = prog, fn, mode, plan
+    self.lines: list[str] = []
+    self.allocas: list[str] = []
+    self.decls: set[str] = set()
+    self.vals: dict[UOp, str] = {}
+    self.block = "entry"
+    self.tmp = 0
+    self.nlabel = 0
+    self.uses: dict[UOp, list[UOp]] = {u: [] for u in prog.uops}
+    for u in prog.uops:
+      for s in u.src: self.uses[s].append(u)
+    self.addr_only = self._address_only()
+    self.fma_muls = {u.src[1] for u in prog.uops if u.op is Ops.ACCUMULATE and u.arg is Ops.ADD and u.dtype.is_float
+                     and u.src[1].op is Ops.MUL and len(self.uses[u.src[1]]) == 1}
+    specials = sorted((u for u in prog.uops if u.op is Ops.SPECIAL), key=lambda u: -u.arg[1])
+    self.tiled_loops = self._tiled_loops()
+    self.specials = specials
+    self.specials_open = False
+
+  # ---------------------------------------------------------------- helpers
+
+  def _tiled_loops(self) -> set[UOp]:
+    """Innermost RANGE loops that update several accumulators (the lowering tiled the output into
+    registers, as for a matmul). Vectorising such a loop along its own variable would need a
+    vector per accumulator and gathers for the strided operand; left alone, the SLP vectoriser
+    packs the accumulators whose loads are contiguous into vectors instead."""
+    open_: list[UOp] = []
+    accs: dict[UOp, int] = {}
+    inner: set[UOp] = set()
+    for u in self.prog.uops:
+      if u.op is Ops.RANGE:
+        for r in open_: inner.add(r)  # has a loop inside: not innermost
+        open_.append(u)
+        accs[u] = 0
+      elif u.op is Ops.ENDRANGE: open_.pop()
+      elif u.op is Ops.ACCUMULATE and open_: accs[open_[-1]] += 1
+    return {r for r, n in accs.items() if n >= 4 and r not in inner}
+
+  def _address_only(self) -> set[UOp]:
+    """Integer ops whose value only ever feeds a LOAD/STORE index: these cannot overflow (the
+    lowering picked an index type that holds every index), so they get `nsw`, which lets LLVM see
+    the addresses as affine in the loop variables and vectorise the accesses."""
+    addr: set[UOp] = set()
+    for u in reversed(self.prog.uops):
+      if u.op not in (Ops.ADD, Ops.MUL, Ops.SUB) or u.dtype not in (dtypes.int32, dtypes.int64): continue
+      users = self.uses[u]
+      if users and all((v.op in (Ops.LOAD, Ops.STORE) and v.src[1] is u and u not in v.src[2:]) or v in addr for v in users):
+        addr.add(u)
+    return addr
+
+  def new_label(self) -> int:
+    self.nlabel += 1
+    return self.nlabel
+
+  def t(self) -> str:
+    self.tmp += 1
+    return f"%t{self.tmp}"
+
+  def emit(self, line: str) -> None: self.lines.append("  " + line)
+
+  def label(self, name: str) -> None:
+    self.lines.append(f"{name}:")
+    self.block = name
+
+  def op(self, text: str) -> str:
+    """Emit `%tN = text` and return %tN."""
+    name = self.t()
+    self.emit(f"{name} = {text}")
+    return name
+
+  def intrinsic(self, name: str, ret: str, args: list[tuple[str, str]], flags: str = "") -> str:
+    self.decls.add(f"declare {ret} @{name}({', '.join(ty for ty, _ in args)})")
+    return self.op(f"call {flags}{ret} @{name}({', '.join(f'{ty} {v}' for ty, v in args)})")
+
+  def val(self, u: UOp) -> str:
+    """The LLVM operand of `u` at this point (an accumulator is read from its slot)."""
+    if u.op is Ops.DEFINE_ACC: return self.op(f"load {reg_type(u.dtype)}, ptr %acc{u.arg}")
+    if u.op is Ops.CONST: return render_const(u.arg, u.dtype)
+    return self.vals[u]
+
+  def bf16_round(self, x: str) -> str: return self.op(f"call float @bf16_round(float {x})")
+
+  def index64(self, u: UOp) -> str:
+    v = self.val(u)
+    if u.dtype.itemsize == 8: return v
+    if u.op is Ops.CONST: return str(int(u.arg))
+    return self.op(f"sext {reg_type(u.dtype)} {v} to i64")
+
+  # ---------------------------------------------------------------- loops
+
+  def open_loop(self, name: str, ty: str, lo: str, hi: str) -> None:
+    pre = self.block
+    ok = self.op(f"icmp slt {ty} {lo}, {hi}")
+    self.emit(f"br i1 {ok}, label %{name}.body, label %{name}.exit")
+    self.label(f"{name}.body")
+    self.emit(f"%{name} = phi {ty} [{lo}, %{pre}], [%{name}.next, %{name}.latch]")
+
+  def close_loop(self, name: str, ty: str, hi: str, vectorize: bool = True) -> None:
+    self.emit(f"br label %{name}.latch")
+    self.label(f"{name}.latch")
+    self.emit(f"%{name}.next = add nuw nsw {ty} %{name}, 1")
+    more = self.op(f"icmp slt {ty} %{name}.next, {hi}")
+    hint = "" if vectorize else ", !llvm.loop !0"
+    self.emit(f"br i1 {more}, label %{name}.body, label %{name}.exit{hint}")
+    self.label(f"{name}.exit")
+
+  def open_specials(self) -> None:
+    for i, s in enumerate(self.specials):
+      ty = reg_type(s.dtype)
+      name = f"g{s.arg[1]}"
+      if i == 0:
+        lo, hi = "%start", "%end"
+        if ty != "i64": lo, hi = self.op(f"trunc i64 %start to {ty}"), self.op(f"trunc i64 %end to {ty}")
+        self.outer_bounds = (lo, hi)
+      else: lo, hi = "0", str(s.arg[2])
+      self.open_loop(name, ty, lo, hi)
+      self.vals[s] = f"%{name}"
+    self.specials_open = True
+
+  def close_specials(self) -> None:
+    for i, s in reversed(list(enumerate(self.specials))):
+      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), self.outer_bounds[1] if i == 0 else str(s.arg[2]))
+
+  # ---------------------------------------------------------------- the kernel
+
+  def render(self) -> str:
+    """The function's definition (its declarations are collected in `decls`)."""
+    prog = self.prog
+    skipping = False
+    for u in prog.uops:
+      if self.mode == "fin" and u is self.plan[1]: skipping = True  # the loop ran in the pieces
+      if skipping:
+        skipping = not (u.op is Ops.ENDRANGE and u.src[0] is self.plan[1])
+        continue
+      self.render_uop(u)
+      if self.mode == "part" and u.op is Ops.ENDRANGE and u.src[0] is self.plan[1]:
+        acc = self.plan[0]
+        self.emit(f"store {reg_type(acc.dtype)} {self.val(acc)}, ptr %partial")
+        break
+    if self.specials_open: self.close_specials()
+    self.emit("ret void")
+    args = [f"ptr noalias align 64 %d{i}" for i in range(len(prog.params))]
+    args += {"full": ["i64 %start", "i64 %end"], "part": ["i64 %start", "i64 %end", "ptr noalias %partial"],
+             "fin": ["ptr noalias %partials", "i64 %nparts"]}[self.mode]
+    body = [f"define void @{self.fn}({', '.join(args)}) #0 {{", "entry:"]
+    return "\n".join(body + ["  " + a for a in self.allocas] + self.lines + ["}", ""])
+
+  def combine_partials(self, acc: UOp) -> None:
+    """fin: fold the pieces' accumulators (8-byte slots, in order) into `acc`."""
+    ty, op = reg_type(acc.dtype), next(u.arg for u in self.prog.uops if u.op is Ops.ACCUMULATE and u.src[0] is acc)
+    self.open_loop("p", "i64", "0", "%nparts")
+    slot = self.op(f"getelementptr inbounds i64, ptr %partials, i64 %p")
+    part = self.op(f"load {ty}, ptr {slot}")
+    new = self.alu_vals(op, acc.dtype, [self.val(acc), part], [acc.dtype, acc.dtype])
+    self.emit(f"store {ty} {new}, ptr %acc{acc.arg}")
+    self.close_loop("p", "i64", "%nparts")
+
+  def render_uop(self, u: UOp) -> None:
+    op = u.op
+    if op is Ops.PARAM: self.vals[u] = f"%d{u.arg[0]}"
+    elif op is Ops.CONST: self.vals[u] = render_const(u.arg, u.dtype)
+    elif op is Ops.SPECIAL:
+      if not self.specials_open: self.open_specials()
+    elif op is Ops.RANGE:
+      name, ty = f"r{u.arg}", reg_type(u.dtype)
+      if self.mode == "part" and u is self.plan[1]:  # this piece's share of the outer reduce loop
+        lo, hi = ("%start", "%end") if ty == "i64" else (self.op(f"trunc i64 %start to {ty}"), self.op(f"trunc i64 %end to {ty}"))
+        self.open_loop(name, ty, lo, hi)
+      else: self.open_loop(name, ty, "0", self.val(u.src[0]))
+      self.vals[u] = f"%{name}"
+    elif op is Ops.ENDRANGE:
+      r = u.src[0]
+      hi = "%end" if self.mode == "part" and r is self.plan[1] else self.val(r.src[0])
+      if hi == "%end" and reg_type(r.dtype) != "i64": hi = self.op("trunc i64 %end to " + reg_type(r.dtype))
+      self.close_loop(f"r{r.arg}", reg_type(r.dtype), hi, vectorize=r not in self.tiled_loops)
+    elif op is Ops.DEFINE_ACC:
+      ty = reg_type(u.dtype)
+      self.allocas.append(f"%acc{u.arg} = alloca {ty}, align {max(1, u.dtype.itemsize)}")
+      self.emit(f"store {ty} {self.val(u.src[0])}, ptr %acc{u.arg}")
+      if self.mode == "fin" and u is self.plan[0]: self.combine_partials(u)
+    elif op is Ops.ACCUMULATE:
+      acc = u.src[0]
+      ty = reg_type(acc.dtype)
+      new = self.alu(u.arg, u.dtype, [acc, u.src[1]], reduce=True)
+      self.emit(f"store {ty} {new}, ptr %acc{acc.arg}")
+    elif op is Ops.LOAD: self.vals[u] = self.load(u)
+    elif op is Ops.STORE: self.store(u)
+    elif op in GroupOp.ALU: self.vals[u] = self.alu(op, u.dtype, list(u.src), node=u)
+    else: raise NotImplementedError(f"the CPU renderer cannot render {op}")
+
+  # ---------------------------------------------------------------- memory
+
+  def _gep(self, param: UOp, idx: UOp) -> str:
+    return self.op(f"getelementptr inbounds {mem_type(param.dtype)}, ptr {self.val(param)}, i64 {self.index64(idx)}")
+
+  def _from_mem(self, v: str, dt: DType) -> str:
+    if dt == dtypes.bool: return self.op(f"icmp ne i8 {v}, 0")
+    if dt == dtypes.bfloat16:
+      w = self.op(f"zext i16 {v} to i32")
+      return self.op(f"bitcast i32 {self.op(f'shl i32 {w}, 16')} to float")
+    return v
+
+  def _to_mem(self, v: str, dt: DType) -> str:
+    if dt == dtypes.bool: return self.op(f"zext i1 {v} to i8")
+    if dt == dtypes.bfloat16:
+      b = self.op(f"bitcast float {self.bf16_round(v)} to i32")
+      return self.op(f"trunc i32 {self.op(f'lshr i32 {b}, 16')} to i16")
+    return v
+
+  def load(self, u: UOp) -> str:
+    param, idx = u.src[0], u.src[1]
+    mt, align = mem_type(param.dtype), max(1, param.dtype.itemsize)
+    if len(u.src) == 2:
+      return self._from_mem(self.op(f"load {mt}, ptr {self._gep(param, idx)}, align {align}"), u.dtype)
+    gate = self.val(u.src[2])
+    n = self.new_label()
+    pre = self.block
+    self.emit(f"br i1 {gate}, label %ld{n}.yes, label %ld{n}.done")
+    self.label(f"ld{n}.yes")
+    v = self._from_mem(self.op(f"load {mt}, ptr {self._gep(param, idx)}, align {align}"), u.dtype)
+    yes = self.block
+    self.emit(f"br label %ld{n}.done")
+    self.label(f"ld{n}.done")
+    return self.op(f"phi {reg_type(u.dtype)} [{v}, %{yes}], [{render_const(0, u.dtype)}, %{pre}]")
+
+  def store(self, u: UOp) -> None:
+    param, idx, value = u.src[0], u.src[1], u.src[2]
+    mt, align = mem_type(param.dtype), max(1, param.dtype.itemsize)
+    n = self.new_label()
+    if len(u.src) > 3:
+      self.emit(f"br i1 {self.val(u.src[3])}, label %st{n}.yes, label %st{n}.done")
+      self.label(f"st{n}.yes")
+    v = self._to_mem(self.val(value), param.dtype)
+    self.emit(f"store {mt} {v}, ptr {self._gep(param, idx)}, align {align}")
+    if len(u.src) > 3:
+      self.emit(f"br label %st{n}.done")
+      self.label(f"st{n}.done")
+
+  # ---------------------------------------------------------------- arithmetic
+
+  def alu(self, op: Ops, dt: DType, srcs: list[UOp], node: UOp | None = None, reduce: bool = False) -> str:
+    return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node, reduce)
+
+  def alu_vals(self, op: Ops, dt: DType, vals: list[str], src_dtypes: list[DType], node: UOp | None = None,
+               reduce: bool = False) -> str:
+    sdt = src_dtypes[0]
+    if op is Ops.CAST: return self.cast(vals[0], sdt, dt)
+    if op is Ops.BITCAST: return self.bitcast(vals[0], sdt, dt)
+    if op is Ops.WHERE: return self.op(f"select i1 {vals[0]}, {reg_type(dt)} {vals[1]}, {reg_type(dt)} {vals[2]}")
+    if sdt == dtypes.bool: return self.bool_alu(op, vals)
+    if sdt.is_float:
+      out = self.float_alu(op, reg_type(sdt), vals, reduce=reduce, contract=node in self.fma_muls)
+      return self.bf16_round(out) if dt == dtypes.bfloat16 else out
+    return self.int_alu(op, sdt, vals, nsw=node in self.addr_only, src_dtypes=src_dtypes)
+
+  def bool_alu(self, op: Ops, v: list[str]) -> str:
+    simple = {Ops.ADD: "or", Ops.MAX: "or", Ops.OR: "or", Ops.MUL: "and", Ops.MIN: "and", Ops.AND: "and",
+              Ops.XOR: "xor", Ops.SUB: "xor"}
+    if op in simple: return self.op(f"{simple[op]} i1 {v[0]}, {v[1]}")
+    if op is Ops.NEG: return self.op(f"xor i1 {v[0]}, true")
+    cmp = {Ops.CMPLT: "ult", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+    if op in cmp: return self.op(f"icmp {cmp[op]} i1 {v[0]}, {v[1]}")
+    if op is Ops.TRUNC: return v[0]
+    raise NotImplementedError(f"the CPU renderer has no {op} for bool")
+
+  def float_alu(self, op: Ops, ty: str, v: list[str], reduce: bool = False, contract: bool = False) -> str:
+    sfx = _FLOAT_SUFFIX[ty]
+    flags = "reassoc contract " if reduce else ("contract " if contract else "")
+    binary = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
+    if op in binary: return self.op(f"{binary[op]} {flags}{ty} {v[0]}, {v[1]}")
+    unary = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
+    if op in unary: return self.intrinsic(f"llvm.{unary[op]}.{sfx}", ty, [(ty, v[0])])
+    if op is Ops.NEG: return self.op(f"fneg {ty} {v[0]}")
+    if op is Ops.RECIP: return self.op(f"fdiv {ty} {render_const(1.0, dtypes.float32 if ty != 'half' else dtypes.float16)}, {v[0]}")
+    if op in (Ops.MAX, Ops.MIN):
+      name = "maximum" if op is Ops.MAX else "minimum"
+      return self.intrinsic(f"llvm.{name}.{sfx}", ty, [(ty, v[0]), (ty, v[1])], flags="nsz ")
+    cmp = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
+    if op in cmp: return self.op(f"fcmp {cmp[op]} {ty} {v[0]}, {v[1]}")
+    if op in (Ops.IDIV, Ops.MOD):
+      # alu: trunc(a / b) with b == 0 -> 0, and a % b = a - (a // b) * b (so a % 0 == a)
+      zero = "0xH0000" if ty == "half" else "0x0"
+      q = self.intrinsic(f"llvm.trunc.{sfx}", ty, [(ty, self.op(f"fdiv {ty} {v[0]}, {v[1]}"))])
+      bz = self.op(f"fcmp oeq {ty} {v[1]}, {zero}")
+      q = self.op(f"select i1 {bz}, {ty} {zero}, {ty} {q}")
+      if op is Ops.IDIV: return q
+      return self.op(f"fsub {ty} {v[0]}, {self.op(f'fmul {ty} {q}, {v[1]}')}")
+    raise NotImplementedError(f"the CPU renderer has no {op} for floats")
+
+  def int_alu(self, op: Ops, dt: DType, v: list[str], nsw: bool, src_dtypes: list[DType]) -> str:
+    ty, signed, bits = reg_type(dt), dt.kind == "i", dt.itemsize * 8
+    wrap = "nsw " if nsw else ""
+    binary = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
+    if op in binary: return self.op(f"{binary[op]} {wrap if op in (Ops.ADD, Ops.SUB, Ops.MUL) else ''}{ty} {v[0]}, {v[1]}")
+    if op is Ops.NEG: return self.op(f"sub {ty} 0, {v[0]}")
+    if op is Ops.TRUNC: return v[0]
+    if op in (Ops.MAX, Ops.MIN):
+      name = ("s" if signed else "u") + ("max" if op is Ops.MAX else "min")
+      return self.intrinsic(f"llvm.{name}.{ty}", ty, [(ty, v[0]), (ty, v[1])])
+    cmp = {Ops.CMPLT: "slt" if signed else "ult", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+    if op in cmp: return self.op(f"icmp {cmp[op]} {ty} {v[0]}, {v[1]}")
+    if op in (Ops.SHL, Ops.SHR):
+      amount = self.int_resize(v[1], src_dtypes[1], dt)
+      amount = self.op(f"and {ty} {amount}, {bits - 1}")
+      kind = "shl" if op is Ops.SHL else ("ashr" if signed else "lshr")
+      return self.op(f"{kind} {ty} {v[0]}, {amount}")
+    if op in (Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.RECIP):
+      a, b = ("1", v[0]) if op is Ops.RECIP else (v[0], v[1])
+      # never trap: divide by 1 where b == 0 (and for INT_MIN / -1, whose quotient wraps to INT_MIN)
+      bad = self.op(f"icmp eq {ty} {b}, 0")
+      if signed:
+        amin = self.op(f"icmp eq {ty} {a}, {-(1 << (bits - 1))}")
+        mone = self.op(f"icmp eq {ty} {b}, -1")
+        bad = self.op(f"or i1 {bad}, {self.op(f'and i1 {amin}, {mone}')}")
+      safe = self.op(f"select i1 {bad}, {ty} 1, {ty} {b}")
+      bz = self.op(f"icmp eq {ty} {b}, 0")
+      if op is Ops.MOD:
+        r = self.op(f"{'srem' if signed else 'urem'} {ty} {a}, {safe}")
+        return self.op(f"select i1 {bz}, {ty} {a}, {ty} {r}")  # a % 0 == a
+      q = self.op(f"{'sdiv' if signed else 'udiv'} {ty} {a}, {safe}")
+      return self.op(f"select i1 {bz}, {ty} 0, {ty} {q}")
+    raise NotImplementedError(f"the CPU renderer has no {op} for {dt.name}")
+
+  def int_resize(self, v: str, src: DType, dst: DType) -> str:
+    """An integer (or bool) value converted to another integer width, as C would."""
+    sb, db = (1 if src == dtypes.bool else src.itemsize * 8), dst.itemsize * 8
+    if sb == db: return v
+    if sb > db: return self.op(f"trunc {reg_type(src)} {v} to {reg_type(dst)}")
+    ext = "sext" if src.kind == "i" else "zext"
+    return self.op(f"{ext} {reg_type(src)} {v} to {reg_type(dst)}")
+
+  def cast(self, v: str, src: DType, dst: DType) -> str:
+    st, dt_ = reg_type(src), reg_type(dst)
+    if dst == dtypes.bool:
+      if src == dtypes.bool: return v
+      if src.is_float: return self.op(f"fcmp une {st} {v}, {'0xH0000' if st == 'half' else '0x0'}")
+      return self.op(f"icmp ne {st} {v}, 0")
+    if dst.is_int:
+      if src == dtypes.bool or src.is_int: return self.int_resize(v, src, dst)
+      # float -> int: truncate toward zero through int64 as numpy does on x86 (below -2**63:
+      # INT64_MIN, from 2**63 up: INT64_MIN, NaN and +-inf: 0), then wrap to the width
+      sfx = _FLOAT_SUFFIX[st]
+      i = self.intrinsic(f"llvm.fptosi.sat.i64.{sfx}", "i64", [(st, v)])
+      if st != "half":  # as numpy on x86: values >= 2**63 clip to 2.0**63, which converts to INT64_MIN
+        big = self.op(f"fcmp oge {st} {v}, {render_const(2.0**63, dtypes.float64)}")
+        i = self.op(f"select i1 {big}, i64 {-(1 << 63)}, i64 {i}")
+      mag = self.intrinsic(f"llvm.fabs.{sfx}", st, [(st, v)])
+      inf = self.op(f"fcmp oeq {st} {mag}, {render_const(float('inf'), src if src != dtypes.bfloat16 else dtypes.float32)}")
+      i = self.op(f"select i1 {inf}, i64 0, i64 {i}")
+      return i if dst.itemsize == 8 else self.op(f"trunc i64 {i} to {dt_}")
+    # to a float
+    if src == dtypes.bool: out = self.op(f"uitofp i1 {v} to {dt_}")
+    elif src.is_int: out = self.op(f"{'sitofp' if src.kind == 'i' else 'uitofp'} {st} {v} to {dt_}")
+    elif st == dt_: out = v
+    else:
+      widths = {"half": 16, "float": 32, "double": 64}
+      out = self.op(f"{'fpext' if widths[dt_] > widths[st] else 'fptrunc'} {st} {v} to {dt_}")
+    return self.bf16_round(out) if dst == dtypes.bfloat16 and src != dtypes.bfloat16 else out
+
+  def bitcast(self, v: str, src: DType, dst: DType) -> str:
+    if src.itemsize != dst.itemsize: raise NotImplementedError(f"BITCAST between sizes: {src.name} -> {dst.name}")
+    if src == dtypes.bfloat16:
+      b = self.op(f"bitcast float {v} to i32")
+      v, src = self.op(f"trunc i32 {self.op(f'lshr i32 {b}, 16')} to i16"), dtypes.uint16
+    if dst == dtypes.bfloat16:
+      w = self.op(f"zext i16 {self.bitcast(v, src, dtypes.uint16) if src != dtypes.uint16 else v} to i32")
+      return self.op(f"bitcast i32 {self.op(f'shl i32 {w}, 16')} to float")
+    st, dt_ = reg_type(src), reg_type(dst)
+    if st == dt_: return v
+    if "i1" in (st, dt_):
+      return self.op(f"icmp ne i8 {v}, 0") if dt_ == "i1" else self.op(f"zext i1 {v} to i8")
+    return self.op(f"bitcast {st} {v} to {dt_}")

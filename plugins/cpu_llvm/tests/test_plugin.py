@@ -1,0 +1,232 @@
+"""The CPU plugin's own machinery: registration, the compile cache, the thread split, the allocator."""
+import gc
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import plugrad
+from plugrad import Tensor
+from plugrad.config import Config
+from plugrad.engine import compile_for, render_for
+from plugrad.registry import Registry, get_registry
+
+from plugrad_cpu_llvm import CPULLVMPlugin, plugin
+from plugrad_cpu_llvm.allocator import ALIGNMENT, CPUAllocator
+from plugrad_cpu_llvm.compiler import LLVMCompiler, pack_binary, unpack_binary
+from plugrad_cpu_llvm.runtime import SPLIT_THRESHOLD, CPURuntime
+
+def kernel_source(t: Tensor) -> str:
+  """The LLVM IR of the (only) compute kernel realizing `t`."""
+  item = [it for it in t.schedule() if not it.is_copy][0]
+  return render_for(get_registry().device("CPU"), item.ast)[1]
+
+
+# ------------------------------------------------------------------ registration
+
+def test_cpu_is_the_default_device_without_DEVICE(tmp_path):
+  reg = Registry(Config.from_env({"PLUGRAD_CACHE_DIR": str(tmp_path)}))
+  assert "CPU" in reg.device_names()
+  st = reg.status("CPU")
+  assert st.available and st.decl.priority > 0
+  assert reg.default_device() == "CPU"
+  assert Registry(Config.from_env({"DEVICE": "PYTHON", "PLUGRAD_CACHE_DIR": str(tmp_path)})).default_device() == "PYTHON"
+
+
+def test_plugin_contract_and_roles():
+  assert CPULLVMPlugin.PLUGRAD_CONTRACT == plugrad.CONTRACT_VERSION
+  cfg = Config.from_env({})
+  for hook in ("plugrad_device_capabilities", "plugrad_renderer", "plugrad_compiler", "plugrad_allocator", "plugrad_runtime"):
+    assert getattr(plugin, hook)(device="CUDA", config=cfg) is None  # first-result hooks leave other devices alone
+    assert getattr(plugin, hook)(device="CPU", config=cfg) is not None
+  caps = plugin.plugrad_device_capabilities(device="CPU", config=cfg)
+  assert caps.max_buffers is None and caps.launch_dims == 0 and caps.max_vector_bytes in (16, 32, 64)
+
+
+def test_threads_option(tmp_path):
+  cfg = Config.from_env({"PLUGRAD_CPU_THREADS": "1"})
+  assert plugin.plugrad_runtime(device="CPU", config=cfg).threads == 1
+  with pytest.raises(ValueError, match="PLUGRAD_CPU_THREADS"):
+    plugin.plugrad_runtime(device="CPU", config=Config.from_env({"PLUGRAD_CPU_THREADS": "many"}))
+
+
+# ------------------------------------------------------------------ rendering
+
+def test_rendered_ir_golden_pieces():
+  a = Tensor.rand(64, 64, device="CPU").realize()
+  src = kernel_source((a * 2).sum(axis=1))
+  assert src.startswith("; plugrad-meta: ")
+  assert "define void @k_r_64(ptr noalias align 64 %d0, ptr noalias align 64 %d1, i64 %start, i64 %end)" in src
+  assert "fadd reassoc contract float" in src  # the reduction may be vectorised
+  assert "sdiv" not in src and "srem" not in src  # index math was simplified away
+  one = kernel_source(a.max())
+  assert "@k_r_1_part(" in one and "@k_r_1_fin(" in one  # a reduction to one element splits its outer loop
+
+
+# ------------------------------------------------------------------ compile cache
+
+def compile_in(cache, src):
+  return LLVMCompiler(cache).compile(src)
+
+
+def test_cache_is_private_and_bytes(tmp_path):
+  cache = tmp_path / "deep" / "cpu_llvm"
+  src = kernel_source(Tensor.rand(8, device="CPU") + 1)
+  binary, cached = compile_in(cache, src)
+  assert not cached and compile_in(cache, src) == (binary, True)
+  meta, obj = unpack_binary(binary)
+  assert obj[:4] == b"\x7fELF" and meta["nparams"] == 2
+  assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700 and stat.S_IMODE(os.stat(tmp_path / "deep").st_mode) == 0o700
+  entries = [p for p in cache.rglob("*") if p.is_file()]
+  assert len(entries) == 1 and stat.S_IMODE(entries[0].stat().st_mode) == 0o600
+  assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in cache.rglob("*") if p.is_dir())
+  assert b"pickle" not in entries[0].read_bytes()[:16]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_cache_survives_damaged_entry(tmp_path, damage):
+  src = kernel_source(Tensor.rand(8, device="CPU") * 3)
+  good, _ = compile_in(tmp_path, src)
+  (entry,) = [p for p in tmp_path.rglob("*") if p.is_file()]
+  data = entry.read_bytes()
+  entry.write_bytes({"truncate": data[:len(data) // 2], "garbage": b"\x00junk" * 50, "empty": b""}[damage])
+  binary, cached = compile_in(tmp_path, src)
+  assert not cached and unpack_binary(binary)[0] == unpack_binary(good)[0]
+  assert compile_in(tmp_path, src)[1]  # repaired
+  prog = CPURuntime().load("k", binary)  # and it loads and runs
+  assert prog.nparams == 2
+
+
+def test_cache_two_processes_at_once(tmp_path):
+  src = kernel_source(Tensor.rand(16, device="CPU").sqrt() + 2)
+  srcfile = tmp_path / "k.ll"
+  srcfile.write_text(src)
+  script = textwrap.dedent(f"""
+    import hashlib, sys
+    from pathlib import Path
+    from plugrad_cpu_llvm.compiler import LLVMCompiler, unpack_binary
+    from plugrad_cpu_llvm.runtime import CPURuntime
+    src = Path({str(srcfile)!r}).read_text()
+    for _ in range(20):
+      binary, cached = LLVMCompiler(Path({str(tmp_path / 'cache')!r})).compile(src)
+      CPURuntime().load("k", binary)
+    print(hashlib.sha256(unpack_binary(binary)[1]).hexdigest())
+  """)
+  procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for _ in range(2)]
+  outs = [p.communicate(timeout=120) for p in procs]
+  assert all(p.returncode == 0 for p in procs), outs
+  assert outs[0][0] == outs[1][0]
+  assert not [p for p in (tmp_path / "cache").rglob(".tmp-*")]  # no temp files left behind
+
+
+def test_binary_format_rejects_foreign_bytes():
+  with pytest.raises(ValueError): unpack_binary(b"PLUGRAD1" + b"\x00" * 40)
+  assert unpack_binary(pack_binary({"a": 1}, b"obj")) == ({"a": 1}, b"obj")
+  with pytest.raises(plugrad.DeviceError, match="clear the compile cache"): CPURuntime().load("k", b"garbage")
+
+
+# ------------------------------------------------------------------ threads
+
+def test_split_launches_are_correct():
+  n = 512  # 512*512 floats: well above the split threshold
+  rng = np.random.default_rng(0)
+  an, bn = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+  a, b = Tensor(an, device="CPU"), Tensor(bn, device="CPU")
+  out = a * b + 1
+  item = [it for it in out.schedule() if not it.is_copy][0]
+  ck = compile_for(get_registry().device("CPU"), item.ast)
+  threads = get_registry().device("CPU").runtime.threads
+  assert len(ck.runner.chunks) == min(threads, n)
+  assert ck.runner.chunks[0][0] == 0 and ck.runner.chunks[-1][1] == n
+  np.testing.assert_allclose(out.numpy(), an * bn + 1, rtol=1e-6)
+  np.testing.assert_allclose(a.sum(axis=1).numpy(), an.sum(axis=1), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose((a.T * 2).numpy(), an.T * 2)
+  np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("red", ["sum", "max", "min", "prod", "mean"])
+@pytest.mark.parametrize("shape", [(257 * 263,), (257, 263)], ids=["1d", "2d"])
+def test_split_reduction_to_one_element(red, shape):
+  # 257 and 263 are primes: the core's two-stage reduce split finds no chunk size and leaves a
+  # one-element kernel with a long loop, which the plugin splits itself (partials + finish)
+  an = np.random.default_rng(1).uniform(0.9999, 1.0001, shape).astype(np.float32)
+  an.reshape(-1)[1234] = 0.5
+  an.reshape(-1)[-2] = 1.5
+  t = getattr(Tensor(an, device="CPU"), red)()
+  items = [it for it in t.schedule() if not it.is_copy]
+  ck = compile_for(get_registry().device("CPU"), items[-1].ast)
+  if len(items) == 1 and get_registry().device("CPU").runtime.threads > 1:
+    assert ck.runner.reduce_chunks is not None and len(ck.runner.reduce_chunks) > 1
+  want = getattr(an.astype(np.float64), red)()
+  np.testing.assert_allclose(t.item(), want, rtol=3e-3 if red == "prod" else 1e-4)  # 67591 float32 roundings
+
+
+def test_split_reduction_with_epilogue_and_ints():
+  an = np.arange(400 * 400, dtype=np.int32).reshape(400, 400) % 7
+  t = Tensor(an, device="CPU")
+  assert t.sum().item() == int(an.sum())
+  assert ((t * 2).sum() + 5).item() == int((an * 2).sum() + 5)
+  assert (t == 3).sum().item() == int((an == 3).sum())
+  fn = Tensor(an.astype(np.float32), device="CPU")
+  np.testing.assert_allclose(((fn - 3).relu().sum() / 10).sqrt().item(), np.sqrt(np.maximum(an - 3, 0).sum() / 10), rtol=1e-5)
+
+
+def test_small_kernels_run_on_one_thread():
+  t = Tensor.rand(4, 4, device="CPU") + 1
+  item = [it for it in t.schedule() if not it.is_copy][0]
+  ck = compile_for(get_registry().device("CPU"), item.ast)
+  assert ck.runner.chunks == [(0, 4)] and ck.runner.reduce_chunks is None
+
+
+def test_one_thread_runtime_gives_the_same_answer():
+  n = 700
+  an = np.random.default_rng(2).standard_normal((n, n)).astype(np.float32)
+  item = [it for it in (Tensor(an, device="CPU") * 3).sum(axis=0).schedule() if not it.is_copy][0]
+  dev = get_registry().device("CPU")
+  ck = compile_for(dev, item.ast)
+  results = []
+  for threads in (1, 2, 3):
+    prog = CPURuntime(threads).load(ck.program.name, ck.binary)
+    raws = [b.raw for b in item.bufs]
+    prog(*raws, global_size=ck.program.global_size, local_size=None, wait=True)
+    results.append(item.bufs[0].numpy().copy())
+  np.testing.assert_allclose(results[0], (an * 3).sum(axis=0), rtol=1e-4, atol=1e-3)
+  np.testing.assert_array_equal(results[0], results[1])
+  np.testing.assert_array_equal(results[0], results[2])
+
+
+# ------------------------------------------------------------------ allocator
+
+def test_allocator_aligned_and_reused():
+  alloc = CPUAllocator()
+  bufs = [alloc.alloc(n) for n in (1, 3, 100, 4096, 1 << 20)]
+  assert all(b.addr % ALIGNMENT == 0 for b in bufs)
+  raw = alloc.alloc(1 << 16)
+  alloc.free(raw, 1 << 16)
+  again = alloc.alloc(1 << 16)
+  assert again is raw and alloc.stats.cache_hits == 1
+  src = np.arange(1 << 14, dtype=np.float32)
+  alloc.copyin(again, memoryview(src.view(np.uint8)))
+  out = np.empty_like(src)
+  alloc.copyout(memoryview(out.view(np.uint8)), again)
+  np.testing.assert_array_equal(out, src)
+
+
+def test_repeated_realize_reuses_memory():
+  # gc.collect(): the core's scheduler keeps a dropped result's Buffer in a reference cycle
+  # (the recursive closure in scheduler._build_ast) until the cyclic collector runs
+  a = Tensor.rand(256, 256, device="CPU").realize()
+  alloc = get_registry().device("CPU").allocator
+  for _ in range(3):
+    ((a + 1) * 2).realize()
+    gc.collect()
+  before = alloc.stats.allocations
+  for _ in range(5):
+    ((a + 1) * 2).realize()
+    gc.collect()
+  assert alloc.stats.allocations == before
