@@ -120,6 +120,12 @@ def _lt_of_sum(x: UOp, c1: UOp) -> UOp | None:
   return build_sum([(t, k // g) for t, k in terms], 0, x).lt(bound)
 
 
+def _drop_folded_ranges(r: UOp) -> UOp | None:
+  live = [s for s in r.src[1:] if s.op is Ops.RANGE]
+  if len(live) == len(r.src) - 1: return None
+  return UOp(Ops.REDUCE, r.dtype, (r.src[0], *live), r.arg) if live else r.src[0]
+
+
 symbolic = PatternMatcher([
   # const op x -> x op const for commutative ops, so constants sit on the right
   (UPat(GroupOp.Commutative, name="u", src=(UPat(Ops.CONST), UPat(custom=lambda u: u.op is not Ops.CONST))),
@@ -183,6 +189,14 @@ symbolic = PatternMatcher([
   # (x < c) == False -> c <= x, written as (c - 1) < x for integers
   (UPat(Ops.CMPEQ, src=(UPat(Ops.CMPLT, src=(xi, c1)), UPat(Ops.CONST, arg=False))),
    lambda x, c1: UOp.const(x.dtype, c1.arg - 1).lt(x) if c1.arg - 1 >= x.dtype.min else None),
+  # a reduction over a one-iteration loop (its range folded to 0) drops that loop; with none left it is its body
+  (UPat(Ops.REDUCE, name="r"), _drop_folded_ranges),
+  # load(b, i, True) -> load(b, i) ; load(b, i, False) -> 0
+  (UPat(Ops.LOAD, name="ld", src=(UPat.var("b"), UPat.var("i"), UPat(Ops.CONST, name="g"))),
+   lambda ld, b, i, g: ld.replace(src=(b, i)) if g.arg else UOp.const(ld.dtype, 0)),
+  # store(b, i, v, True) -> store(b, i, v)
+  (UPat(Ops.STORE, name="st", src=(UPat.var("b"), UPat.var("i"), UPat.var("v"), UPat(Ops.CONST, arg=True))),
+   lambda st, b, i, v: st.replace(src=(b, i, v))),
   # cast of a cast-free value to its own dtype -> the value
   (UPat(Ops.CAST, name="c", src=(x,)), lambda c, x: x if c.dtype == x.dtype else None),
 ])

@@ -4,6 +4,14 @@ The kernel's output shape becomes launch indices (SPECIAL), each reduction gets 
 variables (RANGE), and movement ops become index arithmetic on the way down to each PARAM
 (`shape.view_index`). Validity from pads gates loads and selects the pad value. The symbolic
 rules then clean the index arithmetic, the device's own rules run, and `linearize` orders it all.
+
+Register tiling (`_upcasts`): on a device that loops over its launch indices, a kernel with a
+reduction computes several neighbouring outputs per thread. The upcast index is a placeholder
+while lowering; each output copy substitutes gidx*factor + offset for it. On a device whose
+Capabilities set `vector_ops`, the innermost upcast dimension is not copied but vectorised
+(`plugrad.codegen.vectorize`): one copy whose lane-dependent values are vectors, with vector
+loads where neighbouring outputs read neighbouring elements (a matmul's B rows) and one vector
+accumulator per remaining copy.
 """
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from plugrad.codegen.linearize import linearize
 from plugrad.codegen.program import LoopProgram, Param
+from plugrad.codegen.vectorize import vector_rules, vectorize
 from plugrad.device import Capabilities
 from plugrad.dtype import DType, dtypes
 from plugrad.shape import prod, strides_for, view_index
@@ -23,6 +32,8 @@ REDUCE_IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda
 
 
 def reduce_identity(op: Ops, dtype: DType) -> UOp:
+  """The value a reduction starts from (a VECTORIZE of it in every lane for a vector dtype)."""
+  if dtype.count > 1: return UOp(Ops.VECTORIZE, dtype, (reduce_identity(op, dtype.scalar()),) * dtype.count)
   return UOp.const(dtype, REDUCE_IDENTITY[op](dtype))
 
 
@@ -131,7 +142,8 @@ def _group_size(ast: UOp, caps: Capabilities) -> int:
   reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
   if len(reduces) != 1 or any(n.op is Ops.REDUCE_AXIS for n in reduces[0].src[0].toposort): return 0
   red = reduces[0]
-  size = prod(red.src[0].shape[a] for a in red.arg[1])
+  # only the looped part counts: short axes are unrolled and leave no loop to split
+  size = prod(s for s in (red.src[0].shape[a] for a in red.arg[1]) if s > UNROLL_REDUCE)
   if size < 16 or prod(value.shape) > 65536: return 0
   limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], caps.local_memory // max(red.dtype.itemsize, 4))
   return 1 << (min(limit, size).bit_length() - 1) if limit >= 2 else 0
@@ -215,11 +227,21 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
       idx[a] = v % shape[a] if st * shape[a] < size else v
   out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
+  rules = symbolic + vector_rules if caps.vector_ops else symbolic
+  for r in extra_rules or []: rules = rules + r
   if placeholders:
+    pairs = [(out_index, out_value)]
+    copies = list(placeholders.values())
+    ph0, gid0, f0 = placeholders.get(dims[0][0][0], (None, None, 1))
+    if caps.vector_ops and f0 > 1:
+      # one vector-valued copy for the innermost upcast dimension instead of f0 scalar ones
+      lanes = [gid0 * f0 + k if k else gid0 * f0 for k in range(f0)]
+      vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
+      if vectorized is not None: pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
     stores = []
-    for offsets in itertools.product(*(range(f) for _, _, f in placeholders.values())):
-      sub = {ph: gid * f + off if off else gid * f for (ph, gid, f), off in zip(placeholders.values(), offsets)}
-      stores.append(UOp(Ops.STORE, None, (out_param, substitute(out_index, sub), substitute(out_value, sub))))
+    for offsets in itertools.product(*(range(f) for _, _, f in copies)):
+      sub = {ph: gid * f + off if off else gid * f for (ph, gid, f), off in zip(copies, offsets)}
+      stores += [UOp(Ops.STORE, None, (out_param, substitute(i, sub), substitute(v, sub))) for i, v in pairs]
     sink = UOp(Ops.SINK, None, tuple(stores))
     global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))
     local_size = _local_size(global_size, caps)
@@ -234,8 +256,6 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
     global_size = tuple(size for _, size in dims)
     local_size = _local_size(global_size, caps)
   if checker: checker(sink, "lower")
-  rules = symbolic
-  for r in extra_rules or []: rules = rules + r
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")
   uops, flops = linearize(sink)
