@@ -8,7 +8,7 @@ from typing import Any
 
 from plugrad.codegen.lowerer import lower
 from plugrad.codegen.program import LoopProgram
-from plugrad.device import CompileError, DeviceError, Program, check_supported
+from plugrad.device import CompileError, DeviceError, Program, UnsupportedError, check_supported
 from plugrad.registry import Device, Registry
 from plugrad.scheduler import ScheduleItem
 from plugrad.uops import Ops, UOp, check_spec
@@ -30,6 +30,11 @@ def lower_for(device: Device, ast: UOp) -> LoopProgram:
   nodes = ast.toposort
   check_supported(device.name, device.caps, {n.dtype for n in nodes if n.dtype is not None},
                   {n.op.name for n in nodes} | {n.arg[0].name for n in nodes if n.op is Ops.REDUCE_AXIS})
+  nbufs = len({n.arg[0] for n in nodes if n.op is Ops.PARAM})
+  if (limit := device.buffer_limit) is not None and nbufs > limit:
+    # only a kernel scheduled for another device gets here (the scheduler splits for this one)
+    raise UnsupportedError(f"kernel binds {nbufs} buffers and device {device.name} allows {limit}; it was scheduled "
+                           "for another device's limit")
   if not device.registry.config.check_spec: return lower(ast, device.caps, device.rewrite_rules)
   from plugrad.spec import check_program, kernel_spec, program_spec
   check_spec(ast, kernel_spec, "kernel AST")
