@@ -1,0 +1,100 @@
+"""Benchmarks of the CUDA device (plugrad-cuda) against torch on the same GPU.
+
+Cases (as for the CPU device): the fused elementwise chain ((a*b+c).relu()*2).sum() on 4096x4096,
+a.sum(1) and a.max() on 4096x4096, and a 4096x4096 float32 matmul. Prints per case the median
+GPU time of plugrad and of torch (both synchronised), the ratio torch/plugrad (>1: plugrad is
+faster) and the achieved GB/s or GFLOP/s. Needs an NVIDIA GPU, pycuda (pip install
+plugrad-cuda[gpu]) and torch with CUDA; elsewhere it exits with a message saying which is missing.
+
+Run: `python bench/bench_cuda.py` (options: --n N, --repeat R).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def _why_not() -> str | None:
+  try:
+    import plugrad_cuda
+  except ImportError:
+    return "plugrad-cuda is not installed (pip install -e plugins/cuda[gpu])"
+  if (reason := plugrad_cuda.probe()) is not None: return f"the CUDA device cannot run here: {reason}"
+  try:
+    import torch
+  except ImportError:
+    return "torch is not installed (the reference this benchmark compares against)"
+  if not torch.cuda.is_available(): return "torch has no CUDA device"
+  return None
+
+
+def median_time(fn: Callable[[], object], sync: Callable[[], None], repeat: int, warmup: int = 2) -> float:
+  for _ in range(warmup): fn()
+  sync()
+  times = []
+  for _ in range(repeat):
+    st = time.perf_counter()
+    fn()
+    sync()
+    times.append(time.perf_counter() - st)
+  return statistics.median(times)
+
+
+def report(name: str, tp: float, tt: float, work: float, unit: str) -> None:
+  print(f"{name:<36}  plugrad {tp*1e3:9.3f} ms  torch {tt*1e3:9.3f} ms  torch/plugrad {tt / tp:6.2f}x  "
+        f"plugrad {work / tp / 1e9:8.1f} {unit}  (torch {work / tt / 1e9:.1f} {unit})", flush=True)
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--n", type=int, default=4096, help="matrix side (default 4096)")
+  parser.add_argument("--repeat", type=int, default=10, help="timed runs per case (median reported)")
+  args = parser.parse_args()
+  if (reason := _why_not()) is not None:
+    print(f"bench_cuda: not run: {reason}", file=sys.stderr)
+    return 2
+
+  import torch
+
+  from plugrad import Tensor, get_registry
+  runtime = get_registry().device("CUDA").runtime
+  sync_p, sync_t = runtime.synchronize, torch.cuda.synchronize
+  n, repeat = args.n, args.repeat
+  rng = np.random.default_rng(0)
+  an, bn, cn = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(3))
+  a, b, c = (Tensor(x, device="CUDA").realize() for x in (an, bn, cn))
+  at, bt, ct = (torch.from_numpy(x).cuda() for x in (an, bn, cn))
+  print(f"device: {torch.cuda.get_device_name()}  n={n}  median of {repeat}", flush=True)
+
+  # fused elementwise chain + full reduce
+  got = ((a * b + c).relu() * 2).sum().item()
+  ref = float(((an.astype(np.float64) * bn + cn).clip(0) * 2).sum())
+  assert abs(got - ref) <= 1e-3 * abs(ref), (got, ref)
+  tp = median_time(lambda: ((a * b + c).relu() * 2).sum().realize(), sync_p, repeat)
+  tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum(), sync_t, repeat)
+  report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tt, 3 * n * n * 4, "GB/s")
+
+  # reductions
+  np.testing.assert_allclose(a.sum(1).numpy(), an.sum(1), rtol=1e-3, atol=1e-2)
+  assert a.max().item() == an.max()
+  for name, fp, ft in [("a.sum(1)", lambda: a.sum(1).realize(), lambda: at.sum(1)),
+                       ("a.max()", lambda: a.max().realize(), lambda: at.max())]:
+    report(f"{name} {n}x{n}", median_time(fp, sync_p, repeat), median_time(ft, sync_t, repeat), n * n * 4, "GB/s")
+
+  # matmul (TF32 off in torch: plugrad computes in full float32)
+  torch.backends.cuda.matmul.allow_tf32 = False
+  got = (a @ b).numpy()
+  np.testing.assert_allclose(got, an @ bn, rtol=1e-3, atol=1e-2 * np.sqrt(n))
+  tp = median_time(lambda: (a @ b).realize(), sync_p, max(3, repeat // 3), warmup=1)
+  tt = median_time(lambda: at @ bt, sync_t, repeat)
+  report(f"matmul {n}x{n} float32", tp, tt, 2 * n ** 3, "GFLOP/s")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,154 @@
+"""plugrad-cuda: NVIDIA GPUs, kernels rendered as CUDA C, compiled by NVRTC or nvcc, run with pycuda.
+
+The one plugin object is `plugin`; the entry point `CUDA` in the group `plugrad.devices` names it.
+Its roles live in `renderer` (loop program -> CUDA C), `compiler` (CUDA C -> PTX or cubin,
+cached on disk), `allocator` (pycuda device memory) and `runtime` (module loading and launches).
+
+pycuda is optional (`pip install plugrad-cuda[gpu]`): without it, or without an NVIDIA driver,
+the device is unavailable with the reason, but kernels still render and compile (for
+PLUGRAD_CUDA_ARCH), which is how CUDA code is checked on machines without a GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import plugrad
+from plugrad import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, hookimpl
+from plugrad.codegen.renderer import Renderer
+from plugrad.config import Config, ConfigOption
+
+__version__ = "0.1.0"
+
+NAME = "CUDA"
+#: compile PTX for this architecture; unset: a present GPU's own (as cubin), else sm_80
+ARCH = ConfigOption("PLUGRAD_CUDA_ARCH", "sm_80", "compile PTX for this CUDA architecture (e.g. sm_90); unset: the GPU's own (cubin), "
+                    "or sm_80 without a GPU")
+#: which CUDA compiler to use
+COMPILER = ConfigOption("PLUGRAD_CUDA_COMPILER", "auto", "CUDA compiler: auto (NVRTC if it loads, else nvcc), nvrtc or nvcc")
+
+PYCUDA_MISSING = "pycuda not installed (pip install plugrad-cuda[gpu] on a machine with the CUDA toolkit)"
+DRIVER_MISSING = "no NVIDIA driver: libcuda.so.1 not found"
+_LIBCUDA = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+
+#: what the lowering may assume when no GPU can be asked (an sm_80-class GPU)
+DEFAULT_CAPS = Capabilities(max_buffers=None, launch_dims=3, max_global_size=(2**31 - 1, 65535, 65535),
+                            max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024,
+                            max_vector_bytes=16)
+
+
+def has_driver() -> bool:
+  """Whether the NVIDIA driver library loads (checked before pycuda, which needs it, is imported)."""
+  try:
+    ctypes.CDLL(_LIBCUDA)
+  except OSError:
+    return False
+  return True
+
+
+def has_pycuda() -> bool: return importlib.util.find_spec("pycuda") is not None
+
+
+def probe() -> str | None:
+  """None when a CUDA GPU can run kernels here, else why not."""
+  if sys.platform == "darwin": return "CUDA needs an NVIDIA GPU and driver, which macOS does not have"
+  if not has_driver(): return DRIVER_MISSING
+  if not has_pycuda(): return PYCUDA_MISSING
+  try:
+    import pycuda.driver as cuda
+    cuda.init()
+    count = cuda.Device.count()
+  except Exception as e:  # ImportError of a broken build, cuInit failing (no GPU, driver/library mismatch)
+    return f"the CUDA driver did not start through pycuda: {type(e).__name__}: {e}"
+  return None if count > 0 else "the NVIDIA driver reports no CUDA GPU"
+
+
+def _index(device: str) -> int:
+  _, _, idx = device.partition(":")
+  return int(idx or 0)
+
+
+def _ours(device: str) -> bool: return device.split(":")[0].upper() == NAME
+
+
+@lru_cache(maxsize=None)
+def _gpu_caps(index: int) -> tuple[Capabilities, str]:
+  """The limits and architecture read from GPU `index`."""
+  from plugrad_cuda.runtime import context
+  ctx = context(index)
+  a = ctx.attribute
+  caps = Capabilities(max_buffers=None, launch_dims=3,
+                      max_global_size=(min(2**31 - 1, a("MAX_GRID_DIM_X")), a("MAX_GRID_DIM_Y"), a("MAX_GRID_DIM_Z")),
+                      max_local_size=(a("MAX_BLOCK_DIM_X"), a("MAX_BLOCK_DIM_Y"), a("MAX_BLOCK_DIM_Z")),
+                      max_workgroup_threads=a("MAX_THREADS_PER_BLOCK"), local_memory=a("MAX_SHARED_MEMORY_PER_BLOCK"),
+                      max_vector_bytes=16)
+  return caps, ctx.arch
+
+
+@lru_cache(maxsize=None)
+def _gpu_present() -> bool: return probe() is None
+
+
+@lru_cache(maxsize=None)
+def _compiler(arch: str, output: str, backend: str, cache_dir: Path, env: tuple) -> Compiler:
+  from plugrad_cuda.compiler import CUDACompiler
+  return CUDACompiler(arch, cache_dir, output=output, backend=backend, env=dict(env))
+
+
+class CUDAPlugin:
+  """The hook implementations of the CUDA device. With a GPU, capabilities and the target
+  architecture come from it and kernels are compiled to cubin; without one, from DEFAULT_CAPS and
+  PLUGRAD_CUDA_ARCH, and kernels are compiled to PTX (nothing runs). Setting PLUGRAD_CUDA_ARCH
+  always compiles PTX for it."""
+  PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+
+  @hookimpl
+  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+    return [DeviceDecl(NAME, priority=200, probe=probe, description="NVIDIA GPU: CUDA C via NVRTC/nvcc, run with pycuda")]
+
+  @hookimpl
+  def plugrad_config_options(self) -> list[ConfigOption]:
+    return [ARCH, COMPILER]
+
+  @hookimpl
+  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
+    if not _ours(device): return None
+    return _gpu_caps(_index(device))[0] if _gpu_present() else DEFAULT_CAPS
+
+  @hookimpl
+  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
+    if not _ours(device): return None
+    from plugrad_cuda.renderer import CUDARenderer
+    return CUDARenderer(device)
+
+  @hookimpl
+  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
+    if not _ours(device): return None
+    # an explicit PLUGRAD_CUDA_ARCH wins and gives PTX (which the driver JITs for that GPU or newer);
+    # else a present GPU's own architecture as cubin; else the default architecture as PTX
+    explicit = config.env.get(ARCH.env, "").strip()
+    if not explicit and _gpu_present(): arch, output = _gpu_caps(_index(device))[1], "cubin"
+    else: arch, output = explicit or ARCH.default, "ptx"
+    env = tuple(sorted((k, v) for k, v in config.env.items() if k in ("CUDA_HOME", "CUDA_PATH", "PATH")))
+    return _compiler(arch, output, config.option(COMPILER).strip().lower() or "auto", Path(config.cache_dir) / "cuda", env)
+
+  @hookimpl
+  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
+    if not _ours(device): return None
+    from plugrad_cuda.allocator import CUDAAllocator
+    return CUDAAllocator(_index(device))
+
+  @hookimpl
+  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
+    if not _ours(device): return None
+    from plugrad_cuda.runtime import CUDARuntime
+    return CUDARuntime(_index(device))
+
+
+#: The plugin object the entry point names.
+plugin = CUDAPlugin()
+
+__all__ = ["plugin", "CUDAPlugin", "NAME", "ARCH", "COMPILER", "DEFAULT_CAPS", "probe", "PYCUDA_MISSING", "DRIVER_MISSING"]

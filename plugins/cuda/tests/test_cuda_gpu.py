@@ -1,0 +1,79 @@
+"""Tests that run kernels on a real NVIDIA GPU. Without one (or without pycuda) they skip and say why.
+
+On a GPU machine: `pip install plugrad-cuda[gpu]` (pycuda builds against the CUDA toolkit), then
+`python -m pytest plugins/cuda/tests`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
+
+
+def test_allocate_copy_round_trip(gpu) -> None:
+  from plugrad_cuda.allocator import CUDAAllocator
+  alloc = CUDAAllocator(0)
+  data = np.arange(1000, dtype=np.float32)
+  raw = alloc.alloc(data.nbytes)
+  alloc.copyin(raw, memoryview(data.view(np.uint8)))
+  back = np.empty_like(data)
+  alloc.copyout(memoryview(back.view(np.uint8)), raw)
+  np.testing.assert_array_equal(back, data)
+  alloc.free(raw, data.nbytes)
+  assert alloc.alloc(data.nbytes) is raw  # reused, not reallocated
+
+
+def test_launch_and_time_a_kernel(gpu) -> None:
+  from plugrad_cuda import _gpu_caps
+  from plugrad_cuda.allocator import CUDAAllocator
+  from plugrad_cuda.compiler import CUDACompiler
+  from plugrad_cuda.runtime import CUDARuntime
+  src = ('extern "C" __global__ void __launch_bounds__(128) twice(float* __restrict__ data0, const float* __restrict__ data1) {\n'
+         '  int gidx0 = blockIdx.x*blockDim.x+threadIdx.x;\n  data0[gidx0] = 2.0f * data1[gidx0];\n}\n')
+  arch = _gpu_caps(0)[1]
+  alloc, rt = CUDAAllocator(0), CUDARuntime(0)
+  x = np.random.default_rng(0).standard_normal(1024).astype(np.float32)
+  a, b = alloc.alloc(x.nbytes), alloc.alloc(x.nbytes)
+  alloc.copyin(b, memoryview(x.view(np.uint8)))
+  for output in ("cubin", "ptx"):
+    prog = rt.load("twice", CUDACompiler(arch, None, output=output)._compile(src))
+    seconds = prog(a, b, global_size=(1024,), local_size=(128,), wait=True)
+    assert seconds is not None and seconds >= 0
+    out = np.empty_like(x)
+    alloc.copyout(memoryview(out.view(np.uint8)), a)
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_device_limits_come_from_the_gpu(gpu) -> None:
+  from plugrad_cuda import _gpu_caps
+  caps, arch = _gpu_caps(0)
+  assert re.fullmatch(r"sm_\d+", arch)
+  assert caps.max_workgroup_threads >= 1024 and caps.local_memory >= 48 * 1024 and caps.launch_dims == 3
+
+
+def test_tensor_on_cuda(gpu) -> None:
+  from plugrad import Tensor
+  a = np.random.default_rng(1).standard_normal((64, 48)).astype(np.float32)
+  b = np.random.default_rng(2).standard_normal((48, 32)).astype(np.float32)
+  ta, tb = Tensor(a, device="CUDA"), Tensor(b, device="CUDA")
+  np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(ta.sum(1).numpy(), a.sum(1), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(ta.max().numpy(), a.max())
+
+
+def test_conformance_suite_on_cuda(gpu) -> None:
+  """The conformance suite (op tests and random graphs against numpy) and the core's tests, on the GPU."""
+  paths = [str(CORE_TESTS)] if CORE_TESTS.is_dir() else []
+  env = {k: v for k, v in os.environ.items() if k != "DEVICE"}
+  res = subprocess.run([sys.executable, "-m", "pytest", *paths, "--pyargs", "plugrad.testing", "-q", "-p", "no:cacheprovider",
+                        "-p", "plugrad.testing.pytest_plugin", "--plugrad-device", "CUDA"],
+                       capture_output=True, text=True, env=env, timeout=900, cwd=CORE_TESTS.parent if paths else None)
+  assert res.returncode == 0, res.stdout[-20000:] + res.stderr[-5000:]

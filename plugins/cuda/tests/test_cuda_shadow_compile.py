@@ -1,0 +1,56 @@
+"""Every kernel the core's tests and conformance suite (op tests, random graphs) generate, rendered
+as CUDA C and compiled to PTX for sm_80 and sm_90, with zero failures.
+
+The core tests (`tests/`) and the conformance suite that ships in plugrad (`plugrad.testing`)
+run on the PYTHON reference device with `--plugrad-shadow-device CUDA`: each
+kernel it compiles is also lowered for CUDA (its capabilities: work-groups, shared memory),
+rendered and compiled for PLUGRAD_CUDA_ARCH. Both architectures run at once in two subprocesses;
+NVRTC compiles in process and the disk cache makes reruns cheap.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plugrad_cuda.compiler import CUDACompiler
+
+CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
+ARCHS = ("sm_80", "sm_90")
+SHADOW_LINE = re.compile(r"plugrad shadow device CUDA: (\d+) kernels rendered and compiled.*?(\d+) failed")
+
+
+@pytest.fixture(scope="module")
+def shadow_runs() -> dict[str, subprocess.Popen]:
+  if not CUDACompiler("sm_80", None, env=os.environ).available:
+    pytest.skip("no CUDA compiler: neither NVRTC (pip install nvidia-cuda-nvrtc) nor nvcc is available")
+  # the conformance suite ships with plugrad; the core's own tests are there in a source checkout
+  paths = [str(CORE_TESTS)] if CORE_TESTS.is_dir() else []
+  procs = {}
+  for arch in ARCHS:
+    env = {k: v for k, v in os.environ.items() if k != "DEVICE"} | {"PLUGRAD_CUDA_ARCH": arch}
+    procs[arch] = subprocess.Popen(
+      [sys.executable, "-m", "pytest", *paths, "--pyargs", "plugrad.testing", "-q", "-p", "no:cacheprovider",
+       "-p", "plugrad.testing.pytest_plugin", "--plugrad-device", "PYTHON", "--plugrad-shadow-device", "CUDA"],
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+      cwd=CORE_TESTS.parent if CORE_TESTS.is_dir() else None)
+  yield procs
+  for p in procs.values():
+    if p.poll() is None: p.kill()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_core_kernel_compiles(arch: str, shadow_runs: dict[str, subprocess.Popen]) -> None:
+  out, _ = shadow_runs[arch].communicate(timeout=600)
+  tail = "\n".join(out.splitlines()[-40:])
+  m = SHADOW_LINE.search(out)
+  assert m is not None, f"no shadow summary in the core test run for {arch}:\n{tail}"
+  compiled, failed = int(m.group(1)), int(m.group(2))
+  assert failed == 0, f"{failed} CUDA kernel(s) failed for {arch}:\n{out[-20000:]}"
+  # (a core test failing for reasons of its own is the core's business: only the CUDA kernels count here)
+  assert compiled >= 100, f"only {compiled} kernels were compiled for {arch}: is the shadow device wired up?\n{tail}"
+  print(f"{arch}: {m.group(0)}")
