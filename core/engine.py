@@ -49,13 +49,14 @@ def render_for(device: Device, ast: UOp) -> tuple[LoopProgram, str]:
   return prog, device.renderer.render(prog)
 
 
-_compiled: dict[tuple[str, UOp], CompiledKernel] = {}
+_compiled: dict[tuple[Device, UOp], CompiledKernel] = {}
 
 
 def compile_for(device: Device, ast: UOp) -> CompiledKernel:
   """Lower, render, compile and load `ast` on `device`, cached by (device, AST structure): a graph
-  of the same shape on new buffers reuses everything."""
-  key = (device.name, ast)
+  of the same shape on new buffers reuses everything. The key is the Device object, whose roles
+  and capabilities are fixed, so another registry's same-named device compiles its own."""
+  key = (device, ast)
   if (ck := _compiled.get(key)) is not None: return ck
   prog, src = render_for(device, ast)
   st = time.perf_counter()

@@ -234,8 +234,15 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], default_device: str, new_buffer) -
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
     return _reshape(UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, 0, n.dtype)), n.shape)
   if n.op is Ops.ASSIGN:
-    target_base = contiguous_base(new[n.src[0]])
-    out_node = UOp(Ops.BUFFER, n.dtype, (), buffer_of(target_base))
+    target = buffer_of(contiguous_base(new[n.src[0]]))
+    if isinstance(target.options, ImageSpec):
+      # kernels only read images: compute into a plain buffer, then copy that into the image
+      tmp = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, target.size, n.dtype))
+      ast, inputs = _build_ast(n.src[1], new, tmp)
+      computed = UOp(Ops.ASSIGN, n.dtype, (tmp, UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, tmp.arg))))
+      copy = UOp(Ops.KERNEL, None, (computed,), Kernel(None, device, target))
+      return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), target), copy)), n.shape)
+    out_node = UOp(Ops.BUFFER, n.dtype, (), target)
     value = n.src[1]
   else:
     out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, prod(n.shape), n.dtype))
@@ -265,25 +272,14 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
     p = UOp(Ops.PARAM, leaf.dtype, (), (params[buf], buf.size) + ((image,) if image else ()))
     return _reshape(p, shape)
 
-  # walk iteratively, sources first, so deep graphs do not hit the recursion limit; stop at
-  # leaves so the history behind realized nodes is not walked
-  order: list[UOp] = []
-  stack: list[tuple[UOp, bool]] = [(value, False)]
-  seen: set[UOp] = set()
-  while stack:
-    n, expanded = stack.pop()
-    if expanded:
-      order.append(n)
-      continue
-    if n in seen: continue
-    seen.add(n)
-    stack.append((n, True))
+  def is_leaf(n: UOp) -> bool:
     m = new.get(n, n)
-    if not (is_buffer_node(m) or m.op is Ops.CONST or (m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n)):
-      stack.extend((s, False) for s in n.src)
-  # sources come first in `order`, so every source is in memo when its user is built (no
-  # recursive closure: a closure referring to itself is a cycle that would keep buffers alive)
-  for n in order:
+    return is_buffer_node(m) or m.op is Ops.CONST or (m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n)
+
+  # sources come first, so every source is in memo when its user is built; the walk stops at
+  # leaves, so the history behind realized nodes is not visited (and no recursive closure: one
+  # referring to itself is a cycle that would keep buffers alive)
+  for n in toposort([value], descend=lambda n: not is_leaf(n)):
     m = new.get(n, n)
     if is_buffer_node(m): memo[n] = param_for(m, n.shape)
     elif m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n: memo[n] = param_for(m.src[0], n.shape)

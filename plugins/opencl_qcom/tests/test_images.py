@@ -91,3 +91,13 @@ def test_image_inputs_with_movement_ops(qcom_registry):
   np.testing.assert_allclose(t.flip(1).pad(((1, 0), (0, 0), (0, 0))).sum(2).numpy(),
                              np.pad(np.flip(a, 1), ((1, 0), (0, 0), (0, 0))).sum(2), rtol=1e-6)
   np.testing.assert_allclose((t.shrink(((1, 4), None, None)) * 2).numpy(), a[1:] * 2, rtol=1e-6)
+
+
+def test_assign_into_an_image_computes_then_copies(qcom_registry):
+  # kernels only read images: the core computes into a plain buffer and copies it into the image
+  x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+  t = Tensor(x, device="QCOM")
+  sched = t.assign(t * 2 + 1).schedule()
+  assert [it.is_copy for it in sched] == [False, True]
+  np.testing.assert_array_equal(t.numpy(), x * 2 + 1)
+  np.testing.assert_array_equal((t + 1).numpy(), x * 2 + 2)  # later kernels read the image's new contents
