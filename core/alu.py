@@ -61,7 +61,9 @@ def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def exec_alu(op: Ops, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DType]) -> np.ndarray:
-  """Compute `op` on numpy operands; the result has `dtype`'s compute type."""
+  """Compute `op` on numpy operands; the result has `dtype`'s compute type. Vector dtypes compute
+  lane by lane (their lanes are an axis of the operands)."""
+  dtype, src_dtypes = dtype.scalar(), [d.scalar() for d in src_dtypes]
   with np.errstate(all="ignore"):
     if op is Ops.CAST:
       x = srcs[0]

@@ -1,4 +1,9 @@
-"""Scalar data types and torch-style type promotion."""
+"""Data types (scalars and the short vectors of the loop program) and torch-style type promotion.
+
+Tensors only ever have scalar dtypes. Vector dtypes (`dtypes.float32.vec(8)`: `count` lanes of
+one scalar type) exist inside loop programs lowered for devices whose Capabilities set
+`vector_ops`; see `plugrad.codegen.vectorize`.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,13 +14,26 @@ import numpy as np
 
 @dataclass(frozen=True, eq=True)
 class DType:
-  """A scalar type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float)."""
+  """A scalar type, or a vector of `count` lanes of one. `kind` is 'b' (bool), 'i' (signed),
+  'u' (unsigned) or 'f' (float); `name`, `kind` and `priority` are the scalar's, `itemsize` is
+  the whole value's (lanes * the scalar's)."""
   name: str
   itemsize: int
   kind: str
   priority: int  # position in the promotion order within a kind
+  count: int = 1  # lanes: 1 for a scalar
 
-  def __repr__(self) -> str: return f"dtypes.{self.name}"
+  def __repr__(self) -> str: return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
+
+  def vec(self, count: int) -> DType:
+    """The vector of `count` lanes of this scalar type (the scalar itself for count 1)."""
+    if self.count != 1: raise ValueError(f"{self!r} is already a vector")
+    if count < 1: raise ValueError(f"a vector needs at least one lane, not {count}")
+    return self if count == 1 else DType(self.name, self.itemsize * count, self.kind, self.priority, count)
+
+  def scalar(self) -> DType:
+    """The type of one lane (the type itself for a scalar)."""
+    return self if self.count == 1 else _BY_NAME[self.name]
   @property
   def is_float(self) -> bool: return self.kind == "f"
   @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from plugrad.codegen.program import LoopProgram
 from plugrad.device import Buffer
-from plugrad.dtype import dtypes
+from plugrad.dtype import DType, dtypes
 from plugrad.uops import GroupOp, Ops, PatternMatcher, SpecError, UOp, UPat
 
 FLOAT_ONLY = {Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.FDIV}
@@ -17,19 +17,24 @@ BITWISE = {Ops.AND, Ops.OR, Ops.XOR}
 
 
 def _alu_ok(u: UOp) -> bool:
-  """Dtype rules every ALU node obeys, in every stage."""
-  s = u.src
-  if u.dtype is None or any(x.dtype is None for x in s): return False
-  if u.op is Ops.CAST: return len(s) == 1
-  if u.op is Ops.BITCAST: return len(s) == 1 and s[0].dtype.itemsize == u.dtype.itemsize
-  if u.op is Ops.WHERE: return len(s) == 3 and s[0].dtype == dtypes.bool and s[1].dtype == s[2].dtype == u.dtype
-  if u.op in FLOAT_ONLY and not u.dtype.is_float: return False
-  if u.op in INT_ONLY and not u.dtype.is_int: return False
-  if u.op in BITWISE and u.dtype.is_float: return False
-  if u.op in GroupOp.Comparison: return len(s) == 2 and s[0].dtype == s[1].dtype and u.dtype == dtypes.bool
-  if u.op in (Ops.SHL, Ops.SHR): return len(s) == 2 and s[0].dtype == u.dtype and s[1].dtype.is_int
-  if u.op in GroupOp.Unary: return len(s) == 1 and s[0].dtype == u.dtype
-  return len(s) == 2 and s[0].dtype == s[1].dtype == u.dtype
+  """Dtype rules every ALU node obeys, in every stage. A vector op obeys them lane by lane: its
+  sources have as many lanes as it does."""
+  if u.dtype is None or any(x.dtype is None for x in u.src): return False
+  if any(x.dtype.count != u.dtype.count for x in u.src): return False
+  return _alu_types_ok(u.op, u.dtype.scalar(), [x.dtype.scalar() for x in u.src])
+
+
+def _alu_types_ok(op: Ops, dt: DType, s: list[DType]) -> bool:
+  if op is Ops.CAST: return len(s) == 1
+  if op is Ops.BITCAST: return len(s) == 1 and s[0].itemsize == dt.itemsize
+  if op is Ops.WHERE: return len(s) == 3 and s[0] == dtypes.bool and s[1] == s[2] == dt
+  if op in FLOAT_ONLY and not dt.is_float: return False
+  if op in INT_ONLY and not dt.is_int: return False
+  if op in BITWISE and dt.is_float: return False
+  if op in GroupOp.Comparison: return len(s) == 2 and s[0] == s[1] and dt == dtypes.bool
+  if op in (Ops.SHL, Ops.SHR): return len(s) == 2 and s[0] == dt and s[1].is_int
+  if op in GroupOp.Unary: return len(s) == 1 and s[0] == dt
+  return len(s) == 2 and s[0] == s[1] == dt
 
 
 def _movement_ok(u: UOp) -> bool:
@@ -85,16 +90,31 @@ kernel_spec = PatternMatcher([
 def _index_ok(i: UOp) -> bool: return i.dtype in (dtypes.int32, dtypes.int64)
 
 
+def _element_ok(value, buf: UOp) -> bool:
+  # a buffer's element, or a vector of its elements (read/written at consecutive indices; PARAMs only)
+  return value == buf.dtype or (value is not None and value.count > 1 and buf.op is Ops.PARAM and value.scalar() == buf.dtype)
+
+
 def _load_ok(u: UOp) -> bool:
   ok_buf = u.src[0].op in (Ops.PARAM, Ops.BARRIER)
   gate_ok = len(u.src) == 2 or (len(u.src) == 3 and u.src[2].dtype == dtypes.bool)
-  return ok_buf and _index_ok(u.src[1]) and gate_ok and u.dtype == u.src[0].dtype
+  return ok_buf and _index_ok(u.src[1]) and gate_ok and _element_ok(u.dtype, u.src[0])
 
 
 def _store_ok(u: UOp) -> bool:
   ok_buf = u.src[0].op in (Ops.PARAM, Ops.DEFINE_LOCAL)
   gate_ok = len(u.src) == 3 or (len(u.src) == 4 and u.src[3].dtype == dtypes.bool)
-  return ok_buf and _index_ok(u.src[1]) and gate_ok and u.src[2].dtype == u.src[0].dtype
+  return ok_buf and _index_ok(u.src[1]) and gate_ok and _element_ok(u.src[2].dtype, u.src[0])
+
+
+def _vectorize_ok(u: UOp) -> bool:
+  return u.dtype is not None and u.dtype.count == len(u.src) > 1 and all(s.dtype == u.dtype.scalar() for s in u.src)
+
+
+def _gep_ok(u: UOp) -> bool:
+  if len(u.src) != 1 or u.src[0].dtype is None or u.dtype is None: return False
+  v = u.src[0].dtype
+  return v.count > 1 and u.dtype == v.scalar() and isinstance(u.arg, int) and 0 <= u.arg < v.count
 
 
 # the lowered graph: index arithmetic, loads and stores, reductions over explicit ranges
@@ -111,6 +131,8 @@ program_spec = PatternMatcher([
   (UPat(Ops.DEFINE_LOCAL, name="u"), lambda u: u.src == () and u.dtype is not None),
   (UPat(Ops.BARRIER, name="u"), lambda u: all(s.op is Ops.STORE for s in u.src)),
   (UPat(GroupOp.ALU, name="u"), _alu_ok),
+  (UPat(Ops.VECTORIZE, name="u"), _vectorize_ok),
+  (UPat(Ops.GEP, name="u"), _gep_ok),
 ])
 
 

@@ -52,6 +52,9 @@ class Ops(Enum):
   ACCUMULATE = auto()   # acc = op(acc, value): src (acc, value), arg op
   DEFINE_LOCAL = auto() # work-group shared memory: dtype the element type, arg (id, size)
   BARRIER = auto()      # work-group barrier after the local STOREs in src; a LOAD from it reads that memory
+  # vectors (loop program, only for devices whose Capabilities set vector_ops)
+  VECTORIZE = auto()    # lanes -> vector: src the scalar lanes in order, dtype scalar.vec(len(src))
+  GEP = auto()          # vector -> one lane: src (vector,), arg the lane index, dtype the scalar
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
 
@@ -72,6 +75,7 @@ class GroupOp:
   Reduce = frozenset({Ops.REDUCE_AXIS, Ops.REDUCE})
   ReduceOps = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN})
   Control = frozenset({Ops.RANGE, Ops.SPECIAL, Ops.ENDRANGE, Ops.DEFINE_ACC, Ops.ACCUMULATE, Ops.DEFINE_LOCAL, Ops.BARRIER})
+  Vector = frozenset({Ops.VECTORIZE, Ops.GEP})
 
 
 def _key_arg(arg: Any) -> Any:
@@ -181,8 +185,9 @@ class UOp(metaclass=_UOpMeta):
     return "\n".join(lines)
 
 
-def toposort(roots: Iterable[UOp]) -> tuple[UOp, ...]:
-  """All nodes reachable from `roots`, every node after its sources."""
+def toposort(roots: Iterable[UOp], descend: Callable[[UOp], bool] | None = None) -> tuple[UOp, ...]:
+  """All nodes reachable from `roots`, every node after its sources (iterative: graphs may be
+  deep). With `descend`, the sources of a node are visited only when descend(node) is true."""
   seen: set[UOp] = set()
   order: list[UOp] = []
   for root in roots:
@@ -195,7 +200,7 @@ def toposort(roots: Iterable[UOp]) -> tuple[UOp, ...]:
       if node in seen: continue
       seen.add(node)
       stack.append((node, True))
-      stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+      if descend is None or descend(node): stack.extend((s, False) for s in reversed(node.src) if s not in seen)
   return tuple(order)
 
 

@@ -1,8 +1,9 @@
 """Order a lowered kernel graph into a flat loop program.
 
 Each REDUCE becomes an accumulator defined before its loops, the loops, the body, an ACCUMULATE
-and the loop ends; users of the REDUCE read the accumulator. Anything the body needs that does
-not depend on the loop's variables is emitted before the loop (loop-invariant hoisting).
+and the loop ends; users of the REDUCE read the accumulator (a vector REDUCE gets one vector
+accumulator). Anything the body needs that does not depend on the loop's variables is emitted
+before the loop (loop-invariant hoisting), broadcasts (VECTORIZE) of loop-invariant values too.
 """
 from __future__ import annotations
 
@@ -57,12 +58,12 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
       for g, acc in zip(group, group_accs):
         value = emit(g.src[0], open_ranges | set(ranges), inner_mult)
         out.append(UOp(Ops.ACCUMULATE, g.dtype, (acc, value), g.arg))
-        flops += inner_mult
+        flops += inner_mult * g.dtype.count
       for r in reversed(ranges): out.append(UOp(Ops.ENDRANGE, None, (emitted[r],)))
       for g, acc in zip(group, group_accs): emitted[g] = acc
       return emitted[n]
     new = n.replace(src=tuple(emit(s, open_ranges, mult) for s in n.src))
-    if n.op in GroupOp.ALU and not index_only[n]: flops += mult
+    if n.op in GroupOp.ALU and not index_only[n]: flops += mult * n.dtype.count
     emitted[n] = new
     out.append(new)
     return new

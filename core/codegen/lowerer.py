@@ -120,14 +120,23 @@ def kernel_name(ast: UOp) -> str:
 def _upcasts(value: UOp, dims: list[tuple[list[int], int]], caps: Capabilities) -> list[int]:
   """How many outputs each launch dimension computes per thread (register tiling), for devices
   that loop over their launch indices: a reduction gets `vector width` outputs along the innermost
-  dimension and 4 along the next, so one pass over the reduce loop feeds many accumulators and
-  the loads of neighbouring outputs vectorise. Elementwise kernels are left to the compiler."""
+  dimension and several along the next, so one pass over the reduce loop feeds many accumulators
+  and the loads of neighbouring outputs vectorise. Elementwise kernels are left to the compiler.
+
+  Without vector ops every output is a scalar copy: 8 x 4 of them at most. With vector ops
+  (`vectorize`) the innermost dimension is one vector as wide as the device's vector register
+  (up to 16 lanes: a 64-byte cache line of float32 on AVX-512) and the next dimension makes 8
+  vector accumulators, each load of the vectorised operand feeding 8 FMAs. Each factor is the
+  largest power of two up to that which divides the dimension."""
   if caps.launch_dims != 0 or not any(n.op is Ops.REDUCE_AXIS for n in value.toposort): return []
-  width = min(8, caps.max_vector_bytes // max(value.dtype.itemsize, 1))
+  lanes = caps.max_vector_bytes // max(value.dtype.itemsize, 1)
+  width, rows = (min(16, lanes), 8) if caps.vector_ops else (min(8, lanes), 4)
   out = []
   for d, (axes, size) in enumerate(dims[:2]):
-    f = width if d == 0 else 4
-    out.append(f if f > 1 and len(axes) == 1 and size % f == 0 and size >= f else 1)
+    f = width if d == 0 else rows
+    while f > 1 and (len(axes) != 1 or size % f): f //= 2
+    if not caps.vector_ops and f != (width if d == 0 else rows): f = 1  # scalar copies: all or nothing, as before
+    out.append(f)
   return out
 
 
@@ -237,7 +246,9 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
       # one vector-valued copy for the innermost upcast dimension instead of f0 scalar ones
       lanes = [gid0 * f0 + k if k else gid0 * f0 for k in range(f0)]
       vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
-      if vectorized is not None: pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
+      # vectors would not help: lower again as for a scalar device (fewer, scalar copies)
+      if vectorized is None: return lower(ast, replace(caps, vector_ops=False), extra_rules, checker)
+      pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
       sub = {ph: gid * f + off if off else gid * f for (ph, gid, f), off in zip(copies, offsets)}

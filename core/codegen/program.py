@@ -35,6 +35,12 @@ class LoopProgram:
   it), and ALU ops. Every source of a UOp comes earlier in the list; a value defined inside a
   loop is used only inside it, except accumulators.
 
+  Vectors appear only for devices whose Capabilities set `vector_ops`: a value of dtype
+  `scalar.vec(n)` has n lanes; VECTORIZE builds one from n scalars, GEP (arg: the lane) takes
+  one lane out; ALU ops, DEFINE_ACC and ACCUMULATE on vectors work lane by lane; a LOAD with
+  a vector dtype reads n consecutive elements from its (scalar) index, under a scalar gate; a
+  STORE of a vector writes n consecutive elements from its index.
+
   :param global_size: threads per launch dimension (the sizes of the SPECIALs, in dim order).
   :param local_size: threads per work-group per dimension, None on devices without work-groups.
   :param flops: an estimate of the operations the kernel performs.
@@ -55,7 +61,7 @@ class LoopProgram:
     for i, u in enumerate(self.uops):
       if u.op is Ops.ENDRANGE: depth -= 1
       srcs = " ".join(f"%{num[s]}" for s in u.src)
-      dt = f":{u.dtype.name}" if u.dtype is not None else ""
+      dt = f":{u.dtype.name}" + (f"x{u.dtype.count}" if u.dtype.count > 1 else "") if u.dtype is not None else ""
       arg = "" if u.arg is None else f" {u.arg!r}"
       lines.append(f"{'  ' * depth}%{i:<3} {u.op.name}{dt}{arg} {srcs}".rstrip())
       if u.op is Ops.RANGE: depth += 1

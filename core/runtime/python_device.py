@@ -5,6 +5,9 @@ that text, and its runtime interprets it with numpy, vectorised over the launch 
 registered through the same hooks as any other device plugin, so core runs and is tested with no
 plugin installed. Speed is not its purpose: exactness and checking are (out-of-bounds accesses
 raise instead of reading garbage).
+
+It takes vector ops (Capabilities.vector_ops), so the core tests run the vectorised lowering: a
+vector of n lanes is an array with a trailing axis of n after the launch-grid axes.
 """
 from __future__ import annotations
 
@@ -33,6 +36,17 @@ def _enc_arg(arg: Any) -> str:
   return repr(arg)
 
 
+def _enc_dtype(dt: DType | None) -> str:
+  if dt is None: return "-"
+  return dt.name if dt.count == 1 else f"{dt.name}x{dt.count}"
+
+
+def _dec_dtype(text: str) -> DType | None:
+  if text == "-": return None
+  name, _, count = text.partition("x")
+  return _DTYPES[name].vec(int(count)) if count else _DTYPES[name]
+
+
 def _dec_arg(text: str) -> Any:
   if text.startswith("f"): return float.fromhex(text[1:])
   if text.startswith("op:"): return Ops[text[3:]]
@@ -46,7 +60,7 @@ class PythonRenderer(Renderer):
     num = {u: i for i, u in enumerate(prog.uops)}
     head = [f"# {prog.name}", "global " + " ".join(map(str, prog.global_size)),
             "params " + " ".join(f"{p.index}:{p.dtype.name}:{p.size}" for p in prog.params)]
-    body = [f"{u.op.name} {u.dtype.name if u.dtype else '-'} {_enc_arg(u.arg)} | {' '.join(str(num[s]) for s in u.src)}"
+    body = [f"{u.op.name} {_enc_dtype(u.dtype)} {_enc_arg(u.arg)} | {' '.join(str(num[s]) for s in u.src)}"
             for u in prog.uops]
     return "\n".join(head + body) + "\n"
 
@@ -74,7 +88,7 @@ def _parse(src: str) -> tuple[tuple[int, ...], list[tuple[Ops, DType | None, Any
   for ln in lines[2:]:
     head, _, srcs = ln.partition(" | ")
     op, dt, arg = head.split(" ", 2)
-    prog.append((Ops[op], None if dt == "-" else _DTYPES[dt], _dec_arg(arg), tuple(int(s) for s in srcs.split())))
+    prog.append((Ops[op], _dec_dtype(dt), _dec_arg(arg), tuple(int(s) for s in srcs.split())))
   return global_size, prog
 
 
@@ -125,8 +139,18 @@ class PythonProgram(Program):
       elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
       elif op is Ops.ACCUMULATE:
         vals[src[0]] = exec_alu(arg, dt, [vals[src[0]], vals[src[1]]], [dt, dt])
-      elif op is Ops.LOAD: vals[pc] = self._load(views[src[0]], vals[src[1]], vals[src[2]] if len(src) > 2 else None)
-      elif op is Ops.STORE: self._store(views[src[0]], vals[src[1]], vals[src[2]], vals[src[3]] if len(src) > 3 else None, grid)
+      elif op is Ops.LOAD:
+        idx, gate = vals[src[1]], vals[src[2]] if len(src) > 2 else None
+        if dt.count > 1:  # a vector of consecutive elements: the lanes on a trailing axis
+          idx, gate = _lanes(idx, dt.count), None if gate is None else np.asarray(gate)[..., None]
+        vals[pc] = self._load(views[src[0]], idx, gate)
+      elif op is Ops.STORE:
+        idx, gate, shape = vals[src[1]], vals[src[3]] if len(src) > 3 else None, grid
+        if (n := self.prog[src[2]][1].count) > 1:
+          idx, gate, shape = _lanes(idx, n), None if gate is None else np.asarray(gate)[..., None], grid + (n,)
+        self._store(views[src[0]], idx, vals[src[2]], gate, shape)
+      elif op is Ops.VECTORIZE: vals[pc] = np.stack(np.broadcast_arrays(*(vals[s] for s in src)), axis=-1)
+      elif op is Ops.GEP: vals[pc] = vals[src[0]][..., arg]
       elif op in GroupOp.ALU:
         vals[pc] = exec_alu(op, dt, [vals[s] for s in src], [self.prog[s][1] for s in src])
       else: raise RuntimeError(f"PYTHON device cannot run {op}")
@@ -156,6 +180,11 @@ class PythonProgram(Program):
     buf[idx] = f32_to_bf16(val) if dt == dtypes.bfloat16 else val.astype(dt.storage_np, copy=False)
 
 
+def _lanes(idx: np.ndarray, n: int) -> np.ndarray:
+  """The indices of the n consecutive elements a vector access at `idx` touches (trailing axis)."""
+  return np.asarray(idx)[..., None] + np.arange(n, dtype=np.asarray(idx).dtype)
+
+
 class PythonRuntime(Runtime):
   def load(self, name: str, binary: bytes) -> Program: return PythonProgram(name, binary.decode())
 
@@ -170,7 +199,7 @@ class PythonDevicePlugin:
 
   @hookimpl
   def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
-    return Capabilities() if device.split(":")[0] == NAME else None
+    return Capabilities(vector_ops=True) if device.split(":")[0] == NAME else None
 
   @hookimpl
   def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:

@@ -51,7 +51,7 @@ class CPULLVMPlugin:
   def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
     if not _ours(device): return None
     from plugrad_cpu_llvm.compiler import host_vector_bytes
-    return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes())
+    return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(), vector_ops=True)
 
   @hookimpl
   def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:

@@ -16,6 +16,14 @@ bfloat16 (round to nearest even) after every op and stored as its upper 16 bits.
 
 Fast-math is limited to the reductions: an ACCUMULATE of floats may be reassociated (so the loop
 vectoriser can keep one partial sum per lane) and the multiply feeding it may contract into an FMA.
+
+Vectors (the device sets Capabilities.vector_ops, so the lowering vectorises register-tiled
+reductions such as a matmul): a `scalar.vec(n)` value is an LLVM `<n x T>`; VECTORIZE is an
+insertelement chain (a splat when every lane is the same value), GEP an extractelement, a
+vector LOAD/STORE one `load/store <n x T>` of n consecutive elements, and the arithmetic ops LLVM
+has for vectors (float add/sub/mul/div/neg/max/min/sqrt, integer add/sub/mul/bitwise,
+comparisons, select) stay vector instructions; every other vector op is computed lane by lane
+with the scalar code, so each op keeps exactly the scalar semantics.
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ _FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 
 def reg_type(dt: DType) -> str:
   """The LLVM type a value of `dt` has in registers."""
+  if dt.count > 1: return f"<{dt.count} x {reg_type(dt.scalar())}>"
   if dt == dtypes.bool: return "i1"
   if dt.is_float: return _FLOAT_TYPES[dt]
   return _INT_TYPES[dt.itemsize]
@@ -45,13 +54,17 @@ def reg_type(dt: DType) -> str:
 
 def mem_type(dt: DType) -> str:
   """The LLVM type a value of `dt` has in memory."""
+  if dt.count > 1: return f"<{dt.count} x {mem_type(dt.scalar())}>"
   if dt == dtypes.bool: return "i8"
   if dt == dtypes.bfloat16: return "i16"
   return reg_type(dt)
 
 
 def render_const(value: Any, dt: DType) -> str:
-  """A constant as an LLVM literal of `reg_type(dt)`."""
+  """A constant as an LLVM literal of `reg_type(dt)` (every lane of a vector holds it)."""
+  if dt.count > 1:
+    sty, lit = reg_type(dt.scalar()), render_const(value, dt.scalar())
+    return "<" + ", ".join([f"{sty} {lit}"] * dt.count) + ">"
   if dt == dtypes.bool: return "true" if value else "false"
   if dt.is_int:
     bits = dt.itemsize * 8
@@ -153,10 +166,10 @@ class _Kernel:
   # ---------------------------------------------------------------- helpers
 
   def _tiled_loops(self) -> set[UOp]:
-    """Innermost RANGE loops that update several accumulators (the lowering tiled the output into
-    registers, as for a matmul). Vectorising such a loop along its own variable would need a
-    vector per accumulator and gathers for the strided operand; left alone, the SLP vectoriser
-    packs the accumulators whose loads are contiguous into vectors instead."""
+    """Innermost RANGE loops that update several accumulators or a vector one (the lowering tiled
+    the output into registers, as for a matmul). Vectorising such a loop along its own variable
+    would need a vector per accumulator and gathers for the strided operand; the lowering's
+    vectors (or, on scalar copies, the SLP vectoriser) already run across the outputs."""
     open_: list[UOp] = []
     accs: dict[UOp, int] = {}
     inner: set[UOp] = set()
@@ -166,7 +179,7 @@ class _Kernel:
         open_.append(u)
         accs[u] = 0
       elif u.op is Ops.ENDRANGE: open_.pop()
-      elif u.op is Ops.ACCUMULATE and open_: accs[open_[-1]] += 1
+      elif u.op is Ops.ACCUMULATE and open_: accs[open_[-1]] += 4 if u.dtype.count > 1 else 1
     return {r for r, n in accs.items() if n >= 4 and r not in inner}
 
   def _address_only(self) -> set[UOp]:
@@ -308,7 +321,7 @@ class _Kernel:
       self.close_loop(f"r{r.arg}", reg_type(r.dtype), hi, vectorize=r not in self.tiled_loops)
     elif op is Ops.DEFINE_ACC:
       ty = reg_type(u.dtype)
-      self.allocas.append(f"%acc{u.arg} = alloca {ty}, align {max(1, u.dtype.itemsize)}")
+      self.allocas.append(f"%acc{u.arg} = alloca {ty}, align {max(1, u.dtype.scalar().itemsize)}")
       self.emit(f"store {ty} {self.val(u.src[0])}, ptr %acc{u.arg}")
       if self.mode == "fin" and u is self.plan[0]: self.combine_partials(u)
     elif op is Ops.ACCUMULATE:
@@ -318,6 +331,8 @@ class _Kernel:
       self.emit(f"store {ty} {new}, ptr %acc{acc.arg}")
     elif op is Ops.LOAD: self.vals[u] = self.load(u)
     elif op is Ops.STORE: self.store(u)
+    elif op is Ops.VECTORIZE: self.vals[u] = self.build_vector([self.val(s) for s in u.src], u.dtype)
+    elif op is Ops.GEP: self.vals[u] = self.op(f"extractelement {reg_type(u.src[0].dtype)} {self.val(u.src[0])}, i32 {u.arg}")
     elif op in GroupOp.ALU: self.vals[u] = self.alu(op, u.dtype, list(u.src), node=u)
     else: raise NotImplementedError(f"the CPU renderer cannot render {op}")
 
@@ -340,31 +355,64 @@ class _Kernel:
       return self.op(f"trunc i32 {self.op(f'lshr i32 {b}, 16')} to i16")
     return v
 
+  def build_vector(self, lanes: list[str], dt: DType) -> str:
+    """A `<n x T>` of the lane values (a splat when they are all the same)."""
+    ty, sty = reg_type(dt), reg_type(dt.scalar())
+    if all(v == lanes[0] for v in lanes):
+      one = self.op(f"insertelement {ty} poison, {sty} {lanes[0]}, i32 0")
+      return self.op(f"shufflevector {ty} {one}, {ty} poison, <{dt.count} x i32> zeroinitializer")
+    vec = "poison"
+    for k, v in enumerate(lanes): vec = self.op(f"insertelement {ty} {vec}, {sty} {v}, i32 {k}")
+    return vec
+
+  def lane(self, v: str, dt: DType, k: int) -> str:
+    return self.op(f"extractelement {reg_type(dt)} {v}, i32 {k}")
+
+  def _load_value(self, param: UOp, idx: UOp, dt: DType) -> str:
+    """The load itself: a scalar, or n consecutive elements as one vector."""
+    sdt, align = dt.scalar(), max(1, param.dtype.itemsize)
+    ptr = self._gep(param, idx)
+    if dt.count == 1 or sdt == dtypes.bool:  # bool vectors: load the bytes, compare with 0
+      v = self.op(f"load {mem_type(dt)}, ptr {ptr}, align {align}")
+      return self.op(f"icmp ne {mem_type(dt)} {v}, zeroinitializer") if dt.count > 1 else self._from_mem(v, dt)
+    if mem_type(sdt) == reg_type(sdt): return self.op(f"load {mem_type(dt)}, ptr {ptr}, align {align}")
+    lanes = []  # bfloat16: lane by lane
+    for k in range(dt.count):
+      p = self.op(f"getelementptr inbounds {mem_type(sdt)}, ptr {ptr}, i64 {k}")
+      lanes.append(self._from_mem(self.op(f"load {mem_type(sdt)}, ptr {p}, align {align}"), sdt))
+    return self.build_vector(lanes, dt)
+
   def load(self, u: UOp) -> str:
     param, idx = u.src[0], u.src[1]
-    mt, align = mem_type(param.dtype), max(1, param.dtype.itemsize)
-    if len(u.src) == 2:
-      return self._from_mem(self.op(f"load {mt}, ptr {self._gep(param, idx)}, align {align}"), u.dtype)
+    if len(u.src) == 2: return self._load_value(param, idx, u.dtype)
     gate = self.val(u.src[2])
     n = self.new_label()
     pre = self.block
     self.emit(f"br i1 {gate}, label %ld{n}.yes, label %ld{n}.done")
     self.label(f"ld{n}.yes")
-    v = self._from_mem(self.op(f"load {mt}, ptr {self._gep(param, idx)}, align {align}"), u.dtype)
+    v = self._load_value(param, idx, u.dtype)
     yes = self.block
     self.emit(f"br label %ld{n}.done")
     self.label(f"ld{n}.done")
-    return self.op(f"phi {reg_type(u.dtype)} [{v}, %{yes}], [{render_const(0, u.dtype)}, %{pre}]")
+    zero = render_const(0, u.dtype) if u.dtype.count == 1 else "zeroinitializer"
+    return self.op(f"phi {reg_type(u.dtype)} [{v}, %{yes}], [{zero}, %{pre}]")
 
   def store(self, u: UOp) -> None:
     param, idx, value = u.src[0], u.src[1], u.src[2]
-    mt, align = mem_type(param.dtype), max(1, param.dtype.itemsize)
+    vdt, sdt = value.dtype, param.dtype
+    mt, align = mem_type(sdt), max(1, sdt.itemsize)
     n = self.new_label()
     if len(u.src) > 3:
       self.emit(f"br i1 {self.val(u.src[3])}, label %st{n}.yes, label %st{n}.done")
       self.label(f"st{n}.yes")
-    v = self._to_mem(self.val(value), param.dtype)
-    self.emit(f"store {mt} {v}, ptr {self._gep(param, idx)}, align {align}")
+    v, ptr = self.val(value), self._gep(param, idx)
+    if vdt.count == 1: self.emit(f"store {mt} {self._to_mem(v, sdt)}, ptr {ptr}, align {align}")
+    elif sdt == dtypes.bool: self.emit(f"store {mem_type(vdt)} {self.op(f'zext {reg_type(vdt)} {v} to {mem_type(vdt)}')}, ptr {ptr}, align 1")
+    elif mt == reg_type(sdt): self.emit(f"store {mem_type(vdt)} {v}, ptr {ptr}, align {align}")
+    else:  # bfloat16: lane by lane
+      for k in range(vdt.count):
+        p = self.op(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {k}")
+        self.emit(f"store {mt} {self._to_mem(self.lane(v, vdt, k), sdt)}, ptr {p}, align {align}")
     if len(u.src) > 3:
       self.emit(f"br label %st{n}.done")
       self.label(f"st{n}.done")
@@ -377,6 +425,16 @@ class _Kernel:
   def alu_vals(self, op: Ops, dt: DType, vals: list[str], src_dtypes: list[DType], node: UOp | None = None,
                reduce: bool = False) -> str:
     sdt = src_dtypes[0]
+    if dt.count > 1 or sdt.count > 1:
+      if not self.vector_native(op, dt, sdt):  # lane by lane, with the scalar code
+        lanes = [self.alu_vals(op, dt.scalar(), [self.lane(v, d, k) for v, d in zip(vals, src_dtypes)],
+                               [d.scalar() for d in src_dtypes], None, reduce) for k in range(dt.count)]
+        return self.build_vector(lanes, dt)
+      if op is Ops.WHERE: return self.op(f"select {reg_type(sdt)} {vals[0]}, {reg_type(dt)} {vals[1]}, {reg_type(dt)} {vals[2]}")
+      if sdt.is_float:
+        return self.float_alu(op, reg_type(sdt), vals, reduce=reduce, contract=node in self.fma_muls,
+                              sfx=f"v{sdt.count}{_FLOAT_SUFFIX[reg_type(sdt.scalar())]}")
+      return self.int_alu(op, sdt, vals, nsw=False, src_dtypes=src_dtypes)
     if op is Ops.CAST: return self.cast(vals[0], sdt, dt)
     if op is Ops.BITCAST: return self.bitcast(vals[0], sdt, dt)
     if op is Ops.WHERE: return self.op(f"select i1 {vals[0]}, {reg_type(dt)} {vals[1]}, {reg_type(dt)} {vals[2]}")
@@ -385,6 +443,15 @@ class _Kernel:
       out = self.float_alu(op, reg_type(sdt), vals, reduce=reduce, contract=node in self.fma_muls)
       return self.bf16_round(out) if dt == dtypes.bfloat16 else out
     return self.int_alu(op, sdt, vals, nsw=node in self.addr_only, src_dtypes=src_dtypes)
+
+  @staticmethod
+  def vector_native(op: Ops, dt: DType, sdt: DType) -> bool:
+    """Whether a vector op is one LLVM vector instruction with the scalar op's exact semantics."""
+    if op is Ops.WHERE: return dt.scalar() not in (dtypes.bool, dtypes.bfloat16)
+    if sdt.scalar() in (dtypes.bool, dtypes.bfloat16): return False
+    if sdt.is_float: return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MIN, Ops.SQRT,
+                                   Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
+    return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
 
   def bool_alu(self, op: Ops, v: list[str]) -> str:
     simple = {Ops.ADD: "or", Ops.MAX: "or", Ops.OR: "or", Ops.MUL: "and", Ops.MIN: "and", Ops.AND: "and",
@@ -396,8 +463,9 @@ class _Kernel:
     if op is Ops.TRUNC: return v[0]
     raise NotImplementedError(f"the CPU renderer has no {op} for bool")
 
-  def float_alu(self, op: Ops, ty: str, v: list[str], reduce: bool = False, contract: bool = False) -> str:
-    sfx = _FLOAT_SUFFIX[ty]
+  def float_alu(self, op: Ops, ty: str, v: list[str], reduce: bool = False, contract: bool = False,
+                sfx: str | None = None) -> str:
+    sfx = sfx or _FLOAT_SUFFIX[ty]
     flags = "reassoc contract " if reduce else ("contract " if contract else "")
     binary = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
     if op in binary: return self.op(f"{binary[op]} {flags}{ty} {v[0]}, {v[1]}")

@@ -108,3 +108,17 @@ def test_ops_on_cl_match_numpy(cl_registry):
 @pytest.mark.usefixtures("needs_cl")
 def test_missing_device_index_says_how_many():
   with pytest.raises(RuntimeError, match="only"): open_device("CL:99", Config.from_env({}))
+
+
+@pytest.mark.usefixtures("needs_images")
+def test_conformance_suite_on_qcom_with_the_switch(tmp_path):
+  """The op, graph and device-contract tests on QCOM (PLUGRAD_QCOM_ANY=1 on pocl): the CI's run of
+  the QCOM code paths. CL runs them in the main test run, where it is an available device."""
+  import os
+  import subprocess
+  import sys
+  env = {**os.environ, "PLUGRAD_QCOM_ANY": "1", "PLUGRAD_CACHE_DIR": str(tmp_path)}
+  env.pop("DEVICE", None)
+  res = subprocess.run([sys.executable, "-m", "plugrad", "conformance", "QCOM", "-q", "-p", "no:warnings"], env=env,
+                       capture_output=True, text=True, timeout=600)
+  assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
