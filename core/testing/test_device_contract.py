@@ -88,23 +88,25 @@ def test_declared_dtype_round_trips_and_computes(device, dtype):
     np.testing.assert_allclose(t.cast(dtypes.float32).numpy(), x.astype(np.float32), rtol=1e-2)
 
 
-def test_undeclared_dtype_is_refused_clearly(device):
-  missing = [d for d in ALL if d not in dev_of(device).caps.dtypes]
-  if not missing: pytest.skip(f"device {device} declares every dtype")
-  with pytest.raises(UnsupportedError, match=missing[0].name): Tensor(np.zeros(3), device=device, dtype=missing[0])
+def test_undeclared_dtypes_are_refused_clearly(device):
+  declared = dev_of(device).caps.dtypes
+  for dt in ALL:
+    if dt in declared: Tensor(np.zeros(3), device=device, dtype=dt)  # every declared dtype uploads
+    else:
+      with pytest.raises(UnsupportedError, match=dt.name): Tensor(np.zeros(3), device=device, dtype=dt)
 
 
 # ------------------------------------------------------------------ scheduling limits
 
 def test_buffer_limit_is_respected(device):
   limit = dev_of(device).buffer_limit
-  if limit is None: pytest.skip(f"device {device} has no buffer limit")
-  n = limit + 5
+  n = 40 if limit is None else limit + 5
   xs = [Tensor(np.full(16, i, np.float32), device=device) for i in range(n)]
   out = xs[0]
   for x in xs[1:]: out = out + x
   sched = out.schedule()
-  assert count_kernels(sched) > 1 and all(len(it.bufs) <= limit for it in sched)
+  if limit is None: assert count_kernels(sched) == 1  # no limit: the whole sum fuses
+  else: assert count_kernels(sched) > 1 and all(len(it.bufs) <= limit for it in sched)
   np.testing.assert_allclose(out.numpy(), np.full(16, sum(range(n)), np.float32))
 
 
@@ -133,7 +135,9 @@ def test_compile_cache_hits_and_survives_corruption(device, tmp_path):
   (item,) = [it for it in (a * 3 + 1).schedule() if not it.is_copy]
   _, src = render_for(d, item.ast)
   compiler = d.compiler
-  if compiler.cache_dir is None: pytest.skip(f"the compiler of {device} keeps no disk cache")
+  if compiler.cache_dir is None:  # no disk cache: compiling is at least deterministic
+    assert compiler.compile(src) == compiler.compile(src) and not compiler.compile(src)[1]
+    return
   saved = compiler.cache_dir
   compiler.cache_dir = tmp_path
   try:
