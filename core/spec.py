@@ -156,3 +156,19 @@ def check_program(prog: LoopProgram) -> None:
     scope_of[u] = tuple(open_loops)
     if u.op is Ops.RANGE: open_loops.append(u)
   if open_loops: raise SpecError(f"{prog.name}: {len(open_loops)} loop(s) never closed")
+  _check_launch(prog)
+
+
+def _check_launch(prog: LoopProgram) -> None:
+  """Every launch index reads a dimension the program launches, with that dimension's size: a
+  global index the global size, a work-group index the local size (a mismatch would silently
+  compute on the wrong threads)."""
+  for u in prog.uops:
+    if u.op is not Ops.SPECIAL: continue
+    name, dim, size = u.arg
+    if name.startswith("gidx"): sizes = prog.global_size
+    elif name.startswith("lidx"): sizes = prog.local_size or ()
+    else: raise SpecError(f"{prog.name}: unknown launch index {name}")
+    if dim >= len(sizes) or sizes[dim] != size:
+      raise SpecError(f"{prog.name}: launch index {name} of size {size} but the program launches "
+                      f"global {prog.global_size} local {prog.local_size}")
