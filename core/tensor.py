@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 

@@ -159,7 +159,6 @@ class CStyleRenderer(Renderer):
 
   def render(self, prog: LoopProgram) -> str:
     names: dict[UOp, str] = {}
-    dtypes_of: dict[UOp, DType] = {}
     body: list[str] = []
     depth = 1
     counter = 0

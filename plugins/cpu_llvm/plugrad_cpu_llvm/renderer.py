@@ -295,7 +295,7 @@ class _Kernel:
     """fin: fold the pieces' accumulators (8-byte slots, in order) into `acc`."""
     ty, op = reg_type(acc.dtype), next(u.arg for u in self.prog.uops if u.op is Ops.ACCUMULATE and u.src[0] is acc)
     self.open_loop("p", "i64", "0", "%nparts")
-    slot = self.op(f"getelementptr inbounds i64, ptr %partials, i64 %p")
+    slot = self.op("getelementptr inbounds i64, ptr %partials, i64 %p")
     part = self.op(f"load {ty}, ptr {slot}")
     new = self.alu_vals(op, acc.dtype, [self.val(acc), part], [acc.dtype, acc.dtype])
     self.emit(f"store {ty} {new}, ptr %acc{acc.arg}")

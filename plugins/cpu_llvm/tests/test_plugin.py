@@ -18,7 +18,7 @@ from plugrad.registry import Registry, get_registry
 from plugrad_cpu_llvm import CPULLVMPlugin, plugin
 from plugrad_cpu_llvm.allocator import ALIGNMENT, CPUAllocator
 from plugrad_cpu_llvm.compiler import LLVMCompiler, pack_binary, unpack_binary
-from plugrad_cpu_llvm.runtime import SPLIT_THRESHOLD, CPURuntime
+from plugrad_cpu_llvm.runtime import CPURuntime
 
 def kernel_source(t: Tensor) -> str:
   """The LLVM IR of the (only) compute kernel realizing `t`."""

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 
 CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"

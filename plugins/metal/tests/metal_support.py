@@ -8,7 +8,6 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-import pytest
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"

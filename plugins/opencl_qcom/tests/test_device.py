@@ -8,7 +8,7 @@ import pytest
 from plugrad import Buffer, CompileError, Tensor, dtypes
 from plugrad.config import Config
 
-from plugrad_opencl_qcom import MAX_BUFFERS_CAP, QCOM_MAX_THREADS, buffer_limit, capabilities, plugin
+from plugrad_opencl_qcom import MAX_BUFFERS_CAP, QCOM_MAX_THREADS, buffer_limit, plugin
 from plugrad_opencl_qcom.cldevice import CL, GENERIC_INFO, QCOM, open_device, qcom_any
 from plugrad_opencl_qcom.compiler import CLCompiler
 
