@@ -63,9 +63,10 @@ from {pkg}.runtime import {Cls}Runtime
 NAME = "{NAME}"
 
 
-def probe() -> str | None:
+def probe(config) -> str | None:
   """None when {NAME} can run here, else the reason it cannot."""
-  # TODO: check for your driver or toolchain and return a reason string when it is missing
+  # TODO: check for your driver or toolchain and return a reason string when it is missing;
+  # settings come from `config` (declare them in plugrad_config_options), never from os.environ
   return None
 
 
@@ -76,7 +77,8 @@ class {Cls}Plugin:
 
   @hookimpl
   def plugrad_declare_devices(self, config):
-    return [DeviceDecl(NAME, priority=10, probe=probe, install_hint="pip install {dist}", description="{NAME} device")]
+    return [DeviceDecl(NAME, priority=10, probe=lambda: probe(config), install_hint="pip install {dist}",
+                       description="{NAME} device")]
 
   @hookimpl
   def plugrad_device_capabilities(self, device, config):

@@ -8,16 +8,16 @@ from __future__ import annotations
 from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, hookimpl
 
 from plugrad_c.allocator import CAllocator
-from plugrad_c.compiler import CCompiler, find_cc
+from plugrad_c.compiler import CC_OPTION, CCompiler, find_cc
 from plugrad_c.renderer import CRenderer
 from plugrad_c.runtime import CRuntime
 
 NAME = "C"
 
 
-def probe() -> str | None:
+def probe(config) -> str | None:
   """None when C can run here, else the reason it cannot."""
-  return None if find_cc() else "no C compiler (cc, gcc or clang) on PATH"
+  return None if find_cc(config.option(CC_OPTION)) else "no C compiler (cc, gcc or clang) on PATH"
 
 
 class CPlugin:
@@ -26,8 +26,12 @@ class CPlugin:
   def _mine(self, device: str) -> bool: return device.split(":")[0] == NAME
 
   @hookimpl
+  def plugrad_config_options(self):
+    return [CC_OPTION]
+
+  @hookimpl
   def plugrad_declare_devices(self, config):
-    return [DeviceDecl(NAME, priority=10, probe=probe, install_hint="install gcc or clang, or set CC",
+    return [DeviceDecl(NAME, priority=10, probe=lambda: probe(config), install_hint="install gcc or clang, or set CC",
                        description="C compiled with the system compiler, run with ctypes")]
 
   @hookimpl
@@ -41,7 +45,7 @@ class CPlugin:
 
   @hookimpl
   def plugrad_compiler(self, device, config):
-    return CCompiler(config.cache_dir / NAME.lower()) if self._mine(device) else None
+    return CCompiler(config.cache_dir / NAME.lower(), find_cc(config.option(CC_OPTION))) if self._mine(device) else None
 
   @hookimpl
   def plugrad_allocator(self, device, config):
