@@ -23,8 +23,8 @@ def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-  # remainder with the sign of the dividend (C semantics) with x%0 -> 0
-  return (a - _idiv(a, b) * np.where(b == 0, 0, b)).astype(a.dtype)
+  # remainder with the sign of the dividend (C semantics) with x%0 -> 0 (numpy's answer)
+  return np.where(b == 0, 0, a - _idiv(a, b) * b).astype(a.dtype)
 
 
 def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:

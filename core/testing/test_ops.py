@@ -432,6 +432,17 @@ def test_int_floor_division_and_modulo(device):
   np.testing.assert_array_equal((10 % b).numpy(), 10 % np.array([2, 2, -2, -2, 3, 4]))
 
 
+@pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.int8, dtypes.uint32, dtypes.int64], ids=lambda d: d.name)
+def test_int_division_by_zero_is_zero_never_a_crash(device, dtype):
+  # C would trap (SIGFPE) or be undefined; plugrad defines x // 0 == x % 0 == 0, numpy's answer
+  a = Tensor([7, 0, 5, 1], device=device, dtype=dtype)
+  zero = Tensor([0, 0, 0, 0], device=device, dtype=dtype)
+  np.testing.assert_array_equal((a // zero).numpy(), [0, 0, 0, 0])
+  np.testing.assert_array_equal((a % zero).numpy(), [0, 0, 0, 0])
+  np.testing.assert_array_equal((a // 0).numpy(), [0, 0, 0, 0])
+  np.testing.assert_array_equal((a % 0).numpy(), [0, 0, 0, 0])
+
+
 INT_DTYPES = [(np.int8, dtypes.int8), (np.int16, dtypes.int16), (np.int32, dtypes.int32), (np.int64, dtypes.int64),
               (np.uint8, dtypes.uint8), (np.uint16, dtypes.uint16), (np.uint32, dtypes.uint32),
               (np.uint64, dtypes.uint64)]

@@ -479,7 +479,7 @@ class _Kernel:
     cmp = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
     if op in cmp: return self.op(f"fcmp {cmp[op]} {ty} {v[0]}, {v[1]}")
     if op in (Ops.IDIV, Ops.MOD):
-      # alu: trunc(a / b) with b == 0 -> 0, and a % b = a - (a // b) * b (so a % 0 == a)
+      # alu: trunc(a / b) with b == 0 -> 0, and a % b = a - (a // b) * b
       zero = "0xH0000" if ty == "half" else "0x0"
       q = self.intrinsic(f"llvm.trunc.{sfx}", ty, [(ty, self.op(f"fdiv {ty} {v[0]}, {v[1]}"))])
       bz = self.op(f"fcmp oeq {ty} {v[1]}, {zero}")
@@ -517,7 +517,7 @@ class _Kernel:
       bz = self.op(f"icmp eq {ty} {b}, 0")
       if op is Ops.MOD:
         r = self.op(f"{'srem' if signed else 'urem'} {ty} {a}, {safe}")
-        return self.op(f"select i1 {bz}, {ty} {a}, {ty} {r}")  # a % 0 == a
+        return self.op(f"select i1 {bz}, {ty} 0, {ty} {r}")  # a % 0 == 0
       q = self.op(f"{'sdiv' if signed else 'udiv'} {ty} {a}, {safe}")
       return self.op(f"select i1 {bz}, {ty} 0, {ty} {q}")
     raise NotImplementedError(f"the CPU renderer has no {op} for {dt.name}")
