@@ -117,7 +117,8 @@ class PythonProgram(Program):
     while pc < len(self.prog):
       op, dt, arg, src = self.prog[pc]
       if op is Ops.PARAM:
-        views[pc] = (bufs[arg[0]].view(dt.storage_np), dt)
+        # the allocator rounds empty buffers up to one byte: view exactly the param's elements
+        views[pc] = (bufs[arg[0]][:arg[1] * dt.itemsize].view(dt.storage_np), dt)
       elif op is Ops.CONST: vals[pc] = to_np_compute(arg, dt)
       elif op is Ops.SPECIAL:
         shape = [1] * len(grid)
@@ -160,12 +161,15 @@ class PythonProgram(Program):
   def _load(self, view: tuple[np.ndarray, DType], idx: np.ndarray, gate: np.ndarray | None) -> np.ndarray:
     buf, dt = view
     idx = np.asarray(idx)
-    if gate is not None: idx = np.where(gate, idx, 0)
-    if idx.size and (idx.min() < 0 or idx.max() >= len(buf)):
-      raise IndexError(f"{self.name}: load out of bounds: index range [{idx.min()}, {idx.max()}] for a buffer of {len(buf)}")
-    v = buf[idx]
-    if dt == dtypes.bfloat16: v = bf16_to_f32(v)
-    return np.where(gate, v, np.zeros((), v.dtype)) if gate is not None else v
+    if gate is not None: idx, gate = np.broadcast_arrays(idx, np.asarray(gate))
+    live = idx[gate] if gate is not None else idx  # a false gate reads nothing, not even index 0
+    if live.size and (live.min() < 0 or live.max() >= len(buf)):
+      raise IndexError(f"{self.name}: load out of bounds: index range [{live.min()}, {live.max()}] for a buffer of {len(buf)}")
+    if gate is None: v = buf[idx]
+    else:
+      v = np.zeros(idx.shape, buf.dtype)
+      v[gate] = buf[live]
+    return bf16_to_f32(v) if dt == dtypes.bfloat16 else v
 
   def _store(self, view: tuple[np.ndarray, DType], idx: np.ndarray, val: np.ndarray, gate: np.ndarray | None, grid) -> None:
     buf, dt = view

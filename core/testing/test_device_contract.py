@@ -63,6 +63,9 @@ def test_zero_size_tensors(device):
   t = Tensor(np.zeros((0, 3), np.float32), device=device)
   assert (t + 1).numpy().shape == (0, 3)
   assert (t.sum(0)).numpy().tolist() == [0.0, 0.0, 0.0]
+  # an empty input behind a pad or a cat is never read
+  assert t.pad(((1, 1), (0, 0)), value=2).numpy().tolist() == [[2.0] * 3] * 2
+  assert t.cat(Tensor.ones(1, 3, device=device)).numpy().tolist() == [[1.0] * 3]
 
 
 # ------------------------------------------------------------------ dtypes
