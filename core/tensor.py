@@ -786,6 +786,7 @@ class Tensor:
     countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
       (n,) + (1,) * (self.ndim - ax - 1))
     hit = (self == best)
+    if self.dtype.is_float: hit = hit | ((self != self) & (best != best))  # a NaN is the max (and min), like numpy
     return (n - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:

@@ -623,6 +623,13 @@ def test_argmax_keepdim(device):
           device=device)
 
 
+def test_argmax_argmin_with_nan_pick_the_first_nan(device):
+  a = np.array([[1, np.nan, 3, np.nan], [0, 2, 1, 0]], dtype=np.float32)
+  for axis in (None, 1):
+    check(lambda x: np.argmax(x, axis=axis), lambda t: t.argmax(axis=axis), a, device=device)
+    check(lambda x: np.argmin(x, axis=axis), lambda t: t.argmin(axis=axis), a, device=device)
+
+
 def test_argmax_ties_pick_first_index(device):
   a = np.array([[1, 3, 3, 2], [0, 0, 0, 0], [5, 1, 5, 1]], dtype=np.float32)
   for axis in (None, 0, 1):
