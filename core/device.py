@@ -315,5 +315,6 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
   return ImageSpec(h, w)
 
 
-__all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported", "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler",
-           "CompileError", "Program", "Runtime", "default_dtypes_without", "dtypes"]
+__all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
+           "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
+           "Runtime", "default_dtypes_without", "dtypes"]

@@ -16,7 +16,7 @@ import numpy as np
 from plugrad.device import Buffer, check_supported, image_spec_for
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.registry import canonical_device, get_registry
-from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, count_kernels, create_schedule, kernelize,
+from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, create_schedule, kernelize,
                                pending_kernel)
 from plugrad.shape import prod
 from plugrad.uops import Ops, UOp
@@ -971,4 +971,4 @@ def _finish_realize() -> None:
       t.uop = _reshape(base.src[0], t.shape)
 
 
-__all__ = ["Tensor", "broadcast_shape", "count_kernels"]
+__all__ = ["Tensor", "broadcast_shape"]
