@@ -24,6 +24,11 @@ class DType:
   count: int = 1  # lanes: 1 for a scalar
 
   def __repr__(self) -> str: return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
+  # dtypes are hashed constantly (every UOp key holds one): hash the identifying pair, computed once
+  def __hash__(self) -> int:
+    h = self.__dict__.get("_hash")
+    if h is None: object.__setattr__(self, "_hash", h := hash((self.name, self.count)))
+    return h
 
   def vec(self, count: int) -> DType:
     """The vector of `count` lanes of this scalar type (the scalar itself for count 1)."""

@@ -18,6 +18,7 @@ from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar,
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, create_schedule, kernelize,
                                pending_kernel)
+from plugrad.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.shape import prod
 from plugrad.uops import Ops, UOp
 
@@ -954,13 +955,32 @@ def _live_buffers() -> set[Buffer]:
   return out
 
 
+_schedule_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # registry -> ScheduleCache
+
+
 def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
-  if get_registry().config.check_spec:
+  """Kernelize the tensors and list their pending kernels; a graph whose structure was scheduled
+  before reuses that schedule on its new buffers."""
+  registry = get_registry()
+  if registry.config.check_spec:
     from plugrad.spec import tensor_spec
     from plugrad.uops import check_spec
     for t in tensors: check_spec(t.uop, tensor_spec, "tensor graph")
+  cache = _schedule_caches.setdefault(registry, ScheduleCache())
+  roots = [t.uop for t in tensors]
+  found = structure_key(roots, (tuple(t.device for t in tensors), limit_device))
+  if found is not None and (template := cache.get(found[0])) is not None:
+    items, new_roots = template.instantiate(found[1], lambda dev, size, dt, opts: Buffer(dev, size, dt, registry.device(dev).allocator,
+                                                                                         opts), _live_buffers())
+    becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
+    for t in list(Tensor._live):
+      if (n := becomes.get(t.uop)) is not None: t.uop = n
+    return items
   _kernelize(tensors, limit_device)
-  return create_schedule([t.uop for t in tensors], _live_buffers())
+  items = create_schedule([t.uop for t in tensors], _live_buffers())
+  if found is not None and (template := ScheduleTemplate.record(found[1], [t.uop for t in tensors], items)) is not None:
+    cache.put(found[0], template)
+  return items
 
 
 def _finish_realize() -> None:

@@ -103,7 +103,12 @@ class UOp(metaclass=_UOpMeta):
   __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
 
   def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any):
-    self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+    # straight to the slots: __setattr__ below only guards against later mutation
+    setattr_ = object.__setattr__
+    setattr_(self, "op", op)
+    setattr_(self, "dtype", dtype)
+    setattr_(self, "src", src)
+    setattr_(self, "arg", arg)
 
   def __reduce__(self): return (UOp, (self.op, self.dtype, self.src, self.arg))
   def __setattr__(self, name: str, value: Any) -> None:

@@ -164,3 +164,45 @@ def test_large_reduction_runs_in_two_stages():
   assert kernels(x.sum()) == 2 and kernels(x.max()) == 2
   assert x.sum().item() == 512 * 256
   assert kernels(x.sum(1)) == 1  # many outputs: already parallel
+
+
+def _cache():
+  from plugrad.registry import get_registry
+  from plugrad.tensor import _schedule_caches
+  return _schedule_caches[get_registry()]
+
+
+def test_same_structure_reuses_the_schedule():
+  def step(seed):
+    p, q = realized(6, seed=seed), realized(6, seed=seed + 10)
+    out = (p * q + 1).realize()
+    assert_close(out, p.numpy() * q.numpy() + 1)
+  step(1)
+  misses = _cache().misses
+  for seed in range(3, 6): step(seed)  # new buffers, same graph shape: nothing is scheduled anew
+  assert _cache().misses == misses
+
+
+def test_schedule_cache_tells_a_shared_leaf_from_two_leaves():
+  a, b = realized(5, seed=1), realized(5, seed=2)
+  assert_close((a + b).realize(), a.numpy() + b.numpy())
+  assert_close((a + a).realize(), a.numpy() * 2)  # same ops, but one buffer read twice: another structure
+  assert_close((b + a).realize(), a.numpy() + b.numpy())
+
+
+def test_assign_repeated_through_the_schedule_cache():
+  counter = Tensor(np.zeros(4, np.float32), device="PYTHON").realize()
+  for _ in range(5): counter.assign(counter + 1).realize()
+  np.testing.assert_array_equal(counter.numpy(), np.full(4, 5, np.float32))
+
+
+def test_cached_schedule_with_a_live_intermediate():
+  a, b, c = (realized(4, 4, seed=i) for i in range(3))
+  for _ in range(3):  # the second and third runs come from the cache
+    s = (a * b).sum(1, keepdim=True)
+    out1, out2 = s + c, s * c
+    Tensor.realize(out1, out2)
+    ref = (a.numpy() * b.numpy()).sum(1, keepdims=True)
+    assert_close(out1, ref + c.numpy(), atol=1e-5)
+    assert_close(out2, ref * c.numpy(), atol=1e-5)
+    assert_close(s, ref, atol=1e-5)

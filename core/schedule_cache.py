@@ -1,0 +1,122 @@
+"""Reusing schedules by structure.
+
+A training step or a serving loop realizes the same graph again and again on new buffers. The
+graph's structure (ops, dtypes, arguments, shapes, and which leaves are the same buffer) decides
+the whole schedule, so the first realize records it as a template and later ones only make fresh
+output buffers and new KERNEL nodes. The result is the schedule kernelize and create_schedule
+would have made, except that intermediate results are never handed to live tensors that
+happen to hold the same graph (they recompute them if realized later: correct, rarely seen).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Hashable
+
+from plugrad.device import Buffer
+from plugrad.dtype import DType
+from plugrad.scheduler import Kernel, ScheduleItem, _plan_frees, buffer_of, contiguous_base, pending_kernel
+from plugrad.uops import Ops, UOp, _key_arg, toposort
+
+# a buffer of a template: ("leaf", i) is the i-th distinct input buffer, ("out", j) the j-th one it creates
+Ref = tuple[str, int]
+
+
+def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buffer]] | None:
+  """A key equal for graphs of the same structure, and the distinct leaf buffers in the order the
+  key numbers them; None for graphs holding kernelized nodes (not cached)."""
+  ids: dict[UOp, int] = {}
+  reps: list[tuple] = []
+  leaves: list[Buffer] = []
+  leaf_index: dict[Buffer, int] = {}
+  for n in toposort(roots, descend=lambda n: n.op is not Ops.BUFFER):
+    if n.op is Ops.KERNEL: return None
+    if n.op is Ops.BUFFER:
+      buf = n.arg
+      if buf not in leaf_index:
+        leaf_index[buf] = len(leaves)
+        leaves.append(buf)
+      rep: tuple = ("BUFFER", leaf_index[buf], buf.dtype, buf.size, buf.device, buf.options)
+    else:
+      rep = (n.op, n.dtype, _key_arg(n.arg), tuple(ids[s] for s in n.src))
+    ids[n] = len(reps)
+    reps.append(rep)
+  return (tuple(reps), tuple(ids[r] for r in roots), extra), leaves
+
+
+@dataclass(frozen=True)
+class _Step:
+  ast: UOp | None
+  device: str
+  out: Ref
+  ins: tuple[Ref, ...]
+
+
+@dataclass(frozen=True)
+class ScheduleTemplate:
+  """A schedule with its buffers replaced by references, and what each root becomes."""
+  steps: tuple[_Step, ...]
+  outputs: tuple[tuple[str, int, DType, object], ...]  # (device, size, dtype, options) of each created buffer
+  roots: tuple[tuple[Ref, tuple[int, ...]] | None, ...]  # per root: the buffer it becomes and its shape
+
+  @staticmethod
+  def record(leaves: list[Buffer], new_roots: list[UOp], items: list[ScheduleItem]) -> ScheduleTemplate | None:
+    """The template of a schedule just made; None when it uses buffers it cannot name."""
+    refs: dict[Buffer, Ref] = {b: ("leaf", i) for i, b in enumerate(leaves)}
+    outputs, steps = [], []
+    for it in items:
+      out = it.kernel.buffer
+      if out not in refs:
+        refs[out] = ("out", len(outputs))
+        outputs.append((out.device, out.size, out.dtype, out.options))
+      if any(b not in refs for b in it.bufs[1:]): return None
+      steps.append(_Step(it.ast, it.device, refs[out], tuple(refs[b] for b in it.bufs[1:])))
+    roots = []
+    for r in new_roots:
+      base = contiguous_base(r)
+      if base is None or pending_kernel(base) is None: roots.append(None)
+      elif buffer_of(base) not in refs: return None
+      else: roots.append((refs[buffer_of(base)], r.shape))
+    return ScheduleTemplate(tuple(steps), tuple(outputs), tuple(roots))
+
+  def instantiate(self, leaves: list[Buffer], new_buffer: Callable[[str, int, DType, object], Buffer],
+                  live: set[Buffer]) -> tuple[list[ScheduleItem], list[UOp | None]]:
+    """The schedule on these leaves with fresh outputs, and each root's new node (None: unchanged)."""
+    created = [new_buffer(*spec) for spec in self.outputs]
+    buffer = {("leaf", i): b for i, b in enumerate(leaves)} | {("out", j): b for j, b in enumerate(created)}
+    node: dict[Ref, UOp] = {ref: UOp(Ops.BUFFER, b.dtype, (), b) for ref, b in buffer.items()}
+    items = []
+    for st in self.steps:
+      out = buffer[st.out]
+      kernel = Kernel(st.ast, st.device, out)
+      k = UOp(Ops.KERNEL, None, tuple(node[r] for r in st.ins), kernel)
+      node[st.out] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k))
+      items.append(ScheduleItem(st.ast, st.device, (out,) + tuple(buffer[r] for r in st.ins), kernel))
+    _plan_frees(items, live | {buffer[r[0]] for r in self.roots if r is not None})
+    roots = []
+    for r in self.roots:
+      if r is None: roots.append(None)
+      else:
+        n = node[r[0]]
+        roots.append(n if n.shape == r[1] else UOp(Ops.RESHAPE, n.dtype, (n,), r[1]))
+    return items, roots
+
+
+class ScheduleCache:
+  """A bounded map from structure keys to schedule templates (least recently used dropped)."""
+
+  def __init__(self, size: int = 512) -> None:
+    self.size, self.entries = size, OrderedDict()
+    self.hits = self.misses = 0
+
+  def get(self, key: Hashable) -> ScheduleTemplate | None:
+    tpl = self.entries.get(key)
+    if tpl is None: self.misses += 1
+    else:
+      self.hits += 1
+      self.entries.move_to_end(key)
+    return tpl
+
+  def put(self, key: Hashable, tpl: ScheduleTemplate) -> None:
+    self.entries[key] = tpl
+    if len(self.entries) > self.size: self.entries.popitem(last=False)
