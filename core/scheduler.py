@@ -116,7 +116,7 @@ def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) 
     if n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL and _assign_hazard(n): realized.add(n.src[1])
   while True:
     _group(nodes, realized)
-    if not (split := _split_for_limit(nodes, realized, buffer_limit)): return realized
+    if not (split := _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized)): return realized
     realized |= split
 
 
@@ -186,17 +186,44 @@ def _split_for_limit(nodes: tuple[UOp, ...], realized: set[UOp], buffer_limit: C
   return cuts
 
 
+MAX_KERNEL_DEPTH = 256  # longest chain of ops fused into one kernel; deeper chains get a buffer midway
+
+
+def _split_for_depth(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """Nodes to realize so that no kernel's expression is deeper than MAX_KERNEL_DEPTH: a chain of
+  thousands of ops would otherwise make every later pass (and the device compiler) recurse that deep."""
+  depth: dict[UOp, int] = {}
+  cuts: set[UOp] = set()
+  for n in nodes:
+    if _is_leaf(n, realized) or n.op is Ops.KERNEL:
+      depth[n] = 0
+      continue
+    d = 1 + max((0 if s in realized or s in cuts else depth.get(s, 0) for s in n.src), default=0)
+    if d > MAX_KERNEL_DEPTH and n.op not in GroupOp.Movement:
+      cuts.add(n)
+      d = 0
+    depth[n] = d
+  return cuts
+
+
 def _assign_hazard(assign: UOp) -> bool:
   """Whether the assigned value reads its own target at other positions than it writes, so that
   writing in place could clobber elements still to be read."""
   target = contiguous_base(assign.src[0])
   if target is None: return False
-  def walk(n: UOp, moved: bool) -> bool:
-    if n is target: return moved
-    if is_buffer_node(n): return False
+  # (node, moved) pairs: each is visited once, so shared subgraphs cost nothing extra
+  stack, seen = [(assign.src[1], False)], set()
+  while stack:
+    n, moved = stack.pop()
+    if (n, moved) in seen: continue
+    seen.add((n, moved))
+    if n is target:
+      if moved: return True
+      continue
+    if is_buffer_node(n): continue
     step = moved or (n.op in GroupOp.Movement and n.op is not Ops.RESHAPE) or n.op is Ops.REDUCE_AXIS
-    return any(walk(s, step) for s in n.src)
-  return walk(assign.src[1], False)
+    stack.extend((s, step) for s in n.src)
+  return False
 
 
 # ---------------------------------------------------------------- building kernels

@@ -206,3 +206,13 @@ def test_cached_schedule_with_a_live_intermediate():
     assert_close(out1, ref + c.numpy(), atol=1e-5)
     assert_close(out2, ref * c.numpy(), atol=1e-5)
     assert_close(s, ref, atol=1e-5)
+
+
+def test_very_deep_chain_is_cut_into_kernels():
+  from plugrad.scheduler import MAX_KERNEL_DEPTH
+  x = realized(4)
+  out = x
+  for _ in range(3000): out = out + 1  # deeper than any pass should recurse
+  n = kernels(out)
+  assert 3000 // MAX_KERNEL_DEPTH <= n <= 3000 // MAX_KERNEL_DEPTH + 2
+  assert_close(out, x.numpy() + 3000, atol=1e-3)
