@@ -110,6 +110,11 @@ class PythonProgram(Program):
   def __call__(self, *bufs: np.ndarray, global_size=None, local_size=None, wait: bool = False) -> float | None:
     st = time.perf_counter()
     grid = tuple(self.global_size)
+    # work-groups: each grid point's group coordinates, which pick its group's copy of local memory
+    local = tuple(local_size) if local_size else (1,) * len(grid)
+    groups = tuple(g // lo for g, lo in zip(grid, local))
+    group_of = tuple(np.broadcast_to((np.arange(g) // lo).reshape([g if i == d else 1 for i in range(len(grid))]), grid)
+                     for d, (g, lo) in enumerate(zip(grid, local)))
     views: dict[int, tuple[np.ndarray, DType]] = {}
     vals: list[Any] = [None] * len(self.prog)
     loops: list[tuple[int, int, int]] = []  # (pc of RANGE, current, end)
@@ -140,6 +145,18 @@ class PythonProgram(Program):
       elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
       elif op is Ops.ACCUMULATE:
         vals[src[0]] = exec_alu(arg, dt, [vals[src[0]], vals[src[1]]], [dt, dt])
+      elif op is Ops.DEFINE_LOCAL: vals[pc] = np.zeros((arg[1],) + groups, dtype=dt.np)
+      elif op is Ops.BARRIER:  # every op runs on the whole grid at once: the stores before it are all done
+        vals[pc] = vals[self.prog[src[0]][3][0]]
+      elif op is Ops.LOAD and self.prog[src[0]][0] is Ops.BARRIER:
+        vals[pc] = vals[src[0]][(np.broadcast_to(vals[src[1]], grid),) + group_of]
+      elif op is Ops.STORE and self.prog[src[0]][0] is Ops.DEFINE_LOCAL:
+        sel = (np.broadcast_to(vals[src[1]], grid),) + group_of
+        val = np.broadcast_to(vals[src[2]], grid)
+        if len(src) > 3:
+          gate = np.broadcast_to(vals[src[3]], grid)
+          sel, val = tuple(x[gate] for x in sel), val[gate]
+        vals[src[0]][sel] = val
       elif op is Ops.LOAD:
         idx, gate = vals[src[1]], vals[src[2]] if len(src) > 2 else None
         if dt.count > 1:  # a vector of consecutive elements: the lanes on a trailing axis

@@ -1,0 +1,53 @@
+"""The lowering for devices with launch dimensions and work-group memory, executed by the PYTHON
+reference interpreter (which runs any loop program, whatever device it was lowered for)."""
+import numpy as np
+import pytest
+
+from plugrad import Tensor
+from plugrad.codegen.lowerer import lower
+from plugrad.device import Capabilities
+from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.spec import check_program
+from plugrad.uops import Ops
+
+GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
+
+
+def run_lowered(out: Tensor, caps: Capabilities) -> tuple[np.ndarray, list]:
+  """Schedule `out` on PYTHON, lower every kernel for `caps`, run the programs on the reference
+  interpreter, and return the result and the programs."""
+  programs = []
+  for item in out.schedule():
+    prog = lower(item.ast, caps)
+    check_program(prog)
+    programs.append(prog)
+    runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    item.kernel.done = True
+  from plugrad.tensor import _finish_realize
+  _finish_realize()
+  return out.numpy(), programs
+
+
+@pytest.mark.parametrize("shape,axis", [((8, 40), 1), ((40,), 0), ((3, 5, 70), (0, 2)), ((16, 16), 0), ((300,), 0)])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_group_reduce_matches_numpy(shape, axis, op):
+  x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+  got, progs = run_lowered(getattr(Tensor(x, device="PYTHON"), op)(axis) * 2, GPU)
+  assert any(u.op is Ops.DEFINE_LOCAL for p in progs for u in p.uops), "expected a group reduce"
+  np.testing.assert_allclose(got, getattr(x, op)(axis=axis) * 2, rtol=1e-5, atol=1e-5)
+
+
+def test_group_reduce_matmul_and_launch_dims():
+  a = np.random.default_rng(1).standard_normal((6, 33)).astype(np.float32)
+  b = np.random.default_rng(2).standard_normal((33, 5)).astype(np.float32)
+  got, progs = run_lowered(Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON"), GPU)
+  np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+  assert progs[0].local_size is not None and len(progs[0].global_size) == 3
+
+
+def test_many_output_dims_merge_into_three_launch_dims():
+  x = np.arange(2 * 3 * 4 * 5 * 6, dtype=np.float32).reshape(2, 3, 4, 5, 6)
+  got, progs = run_lowered(Tensor(x, device="PYTHON").permute(4, 3, 2, 1, 0) + 1, GPU)
+  assert len(progs[0].global_size) <= 3
+  np.testing.assert_array_equal(got, x.transpose(4, 3, 2, 1, 0) + 1)
