@@ -14,7 +14,7 @@ from plugrad.dtype import bf16_to_f32, f32_to_bf16
 from plugrad.registry import get_registry
 from plugrad.scheduler import count_kernels
 
-ALL = [d for d in dtypes.all()]
+ALL = list(dtypes.all())
 
 
 def dev_of(device):

@@ -55,13 +55,18 @@ class CLAllocator(LRUAllocator):
   def _pitch(self, w: int, pixel: int) -> int:
     return _round_up(w * pixel, self.pitch_alignment) if self.pitch_alignment else w * pixel
 
+  def _image_rows(self, image: Any) -> tuple[int, int, int, int]:
+    """(width, height, bytes per pixel, row pitch in bytes) of an image's host copies."""
+    import pyopencl as cl
+    w, h = image.shape
+    pixel = image.get_image_info(cl.image_info.ELEMENT_SIZE)
+    return w, h, pixel, self._pitch(w, pixel)
+
   def _copyin(self, raw: Any, src: memoryview) -> None:
     import pyopencl as cl
     host = np.frombuffer(src, dtype=np.uint8)
     if isinstance(raw, cl.Image):
-      w, h = raw.shape
-      pixel = raw.get_image_info(cl.image_info.ELEMENT_SIZE)
-      pitch = self._pitch(w, pixel)
+      w, h, pixel, pitch = self._image_rows(raw)
       if pitch != w * pixel:  # stage through rows padded to the device's pitch
         staged = np.zeros((h, pitch), np.uint8)
         staged[:, :w * pixel] = host.reshape(h, w * pixel)
@@ -74,9 +79,7 @@ class CLAllocator(LRUAllocator):
     import pyopencl as cl
     out = np.frombuffer(dest, dtype=np.uint8)
     if isinstance(raw, cl.Image):
-      w, h = raw.shape
-      pixel = raw.get_image_info(cl.image_info.ELEMENT_SIZE)
-      pitch = self._pitch(w, pixel)
+      w, h, pixel, pitch = self._image_rows(raw)
       staged = out if pitch == w * pixel else np.empty((h, pitch), np.uint8)
       cl.enqueue_copy(self.cldev.queue, staged, raw, origin=(0, 0), region=(w, h), pitches=(pitch,), is_blocking=True)
       if staged is not out: out.reshape(h, w * pixel)[:] = staged[:, :w * pixel]
