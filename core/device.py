@@ -3,8 +3,7 @@ roles that plugins implement. Public methods check and explain; plugins implemen
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plugrad.dtype import ALL_DTYPES, DType, dtypes
+from plugrad.kernel_cache import KernelCache, package_version
 
 
 @dataclass(frozen=True)
@@ -230,53 +230,52 @@ class CompileError(RuntimeError):
 
 
 class Compiler:
-  """Source text -> binary bytes, cached on disk under a key made of the source and `identity()`.
+  """Source text -> binary bytes, cached under a key made of the source, `identity()`, and the
+  plugrad and plugin versions (see `plugrad.kernel_cache` for when a disk entry is trusted).
 
   Plugins implement `_compile` and `identity` (everything besides the source that changes the
-  binary: compiler version, target architecture, flags)."""
+  binary: compiler version, target architecture, flags).
+
+  :param cache_dir: the private directory for this compiler's binaries; None: no cache.
+  """
 
   def __init__(self, cache_dir: Path | None = None) -> None:
     self.cache_dir = cache_dir
+    self._caches: dict[Path, KernelCache] = {}
 
   def identity(self) -> str: return type(self).__qualname__
   def _compile(self, src: str) -> bytes: raise NotImplementedError(f"{type(self).__name__} must implement _compile")
 
-  def cache_key(self, src: str) -> str:
-    return hashlib.sha256(f"{self.identity()}\0{src}".encode()).hexdigest()
+  def versions(self) -> dict[str, str]:
+    """What built a binary besides its source: plugrad, the plugin's package, and `identity()`."""
+    return {"plugrad": package_version("plugrad"), "plugin": package_version(type(self).__module__),
+            "identity": self.identity()}
+
+  def cache_key(self, src: str, versions: dict[str, str] | None = None) -> str:
+    """The entry name of `src`: a digest of it and of `versions()`."""
+    stamp = json.dumps(versions if versions is not None else self.versions(), sort_keys=True)
+    return hashlib.sha256(f"{stamp}\0{src}".encode()).hexdigest()
+
+  def cache(self) -> KernelCache | None:
+    """The cache of the current `cache_dir` (opened, and its directory checked, once per directory)."""
+    if self.cache_dir is None: return None
+    path = Path(self.cache_dir)
+    if (kc := self._caches.get(path)) is None: kc = self._caches[path] = KernelCache(path)
+    return kc
 
   def compile(self, src: str) -> tuple[bytes, bool]:
     """The binary for `src` and whether it came from the cache."""
-    key = self.cache_key(src)
-    path = self.cache_dir / key[:2] / key if self.cache_dir is not None else None
-    if path is not None and (cached := _read_cache(path)) is not None: return cached, True
+    if (kc := self.cache()) is None: return self._compile(src), False
+    versions = self.versions()
+    key = self.cache_key(src, versions)
+    if (cached := kc.get(key, versions)) is not None: return cached, True
     binary = self._compile(src)
-    if path is not None: _write_cache(self.cache_dir, path, binary)
+    kc.put(key, versions, binary)
     return binary, False
 
-
-_MAGIC = b"PLUGRAD1"
-
-
-def _read_cache(path: Path) -> bytes | None:
-  # entries are MAGIC + sha256(payload) + payload; a truncated or corrupted entry reads as a miss
-  try:
-    data = path.read_bytes()
-  except OSError:
-    return None
-  if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]: return None
-  return data[40:]
-
-
-def _write_cache(root: Path, path: Path, binary: bytes) -> None:
-  # write to a private temp file and rename: readers never see a partial entry, even across processes
-  try:
-    root.parent.mkdir(parents=True, exist_ok=True)
-    for d in (root, path.parent): d.mkdir(exist_ok=True, mode=0o700)  # the cache's own folders are private
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f: f.write(_MAGIC + hashlib.sha256(binary).digest() + binary)
-    os.replace(tmp, path)
-  except OSError:
-    pass  # a read-only or full cache directory only costs a recompile
+  def evict(self, src: str) -> None:
+    """Drop the cached binary of `src` (one the runtime could not load), so the next compile redoes it."""
+    if (kc := self.cache()) is not None: kc.discard(self.cache_key(src))
 
 
 # ---------------------------------------------------------------- runtime

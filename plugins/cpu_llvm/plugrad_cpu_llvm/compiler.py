@@ -8,7 +8,6 @@ object file's bytes: plain bytes, so the core's disk cache stores it without pic
 from __future__ import annotations
 
 import json
-import os
 import struct
 import threading
 from functools import lru_cache
@@ -57,11 +56,71 @@ def pack_binary(meta: dict[str, Any], obj: bytes) -> bytes:
 
 
 def unpack_binary(binary: bytes) -> tuple[dict[str, Any], bytes]:
-  """Inverse of `pack_binary`; raises ValueError for bytes this compiler did not make."""
+  """Inverse of `pack_binary`, checking what can be checked before the object is mapped into the
+  process: the metadata's fields and types, and that the object file is a relocatable object for
+  this host (format, word size, byte order, machine, section table in bounds). Raises ValueError
+  for bytes this compiler did not make."""
   if len(binary) < 12 or binary[:8] != BINARY_MAGIC: raise ValueError("not a plugrad-cpu-llvm binary (bad magic)")
   (n,) = struct.unpack("<I", binary[8:12])
   if 12 + n > len(binary): raise ValueError("truncated plugrad-cpu-llvm binary")
-  return json.loads(binary[12:12 + n]), binary[12 + n:]
+  try:
+    meta = json.loads(binary[12:12 + n])
+  except ValueError:
+    raise ValueError("plugrad-cpu-llvm binary with an unreadable metadata header") from None
+  obj = binary[12 + n:]
+  check_meta(meta)
+  check_object(obj, host_target()[0])
+  return meta, obj
+
+
+def check_meta(meta: Any) -> None:
+  """Raise ValueError unless `meta` has the launch fields the runtime reads, of the right types."""
+  def need(d: Any, key: str, types: type | tuple[type, ...]) -> Any:
+    v = d.get(key) if isinstance(d, dict) else None
+    if not isinstance(v, types) or (isinstance(v, bool) and types is int):
+      raise ValueError(f"plugrad-cpu-llvm binary: metadata field {key!r} is {v!r}")
+    return v
+  need(meta, "fn", str)
+  if need(meta, "nparams", int) < 0 or need(meta, "outer", int) < 0:
+    raise ValueError("plugrad-cpu-llvm binary: negative parameter or iteration count")
+  need(meta, "splittable", bool)
+  need(meta, "cost", (int, float))
+  if meta.get("reduce_split") is not None:
+    split = meta["reduce_split"]
+    need(split, "part", str)
+    need(split, "fin", str)
+    need(split, "outer", int)
+
+
+#: ELF e_machine of the architectures LLVM names first in a target triple
+_ELF_MACHINES = {"x86_64": 62, "aarch64": 183, "arm64": 183, "riscv64": 243, "powerpc64le": 21, "ppc64le": 21, "s390x": 22}
+
+
+def check_object(obj: bytes, triple: str) -> None:
+  """Raise ValueError unless `obj` looks like a relocatable object file for `triple`. (On ELF
+  hosts every header field LLVM trusts is checked; Mach-O and COFF get a magic and machine check.)"""
+  arch = triple.split("-")[0]
+  if "linux" in triple or "bsd" in triple or "elf" in triple:
+    if len(obj) < 64 or obj[:4] != b"\x7fELF": raise ValueError("the object is not an ELF file")
+    if obj[4] != 2 or obj[5] != 1: raise ValueError("the object is not 64-bit little-endian ELF")
+    e_type, e_machine = struct.unpack_from("<HH", obj, 16)
+    if e_type != 1: raise ValueError(f"the object is ELF type {e_type}, not a relocatable object")
+    if arch in _ELF_MACHINES and e_machine != _ELF_MACHINES[arch]:
+      raise ValueError(f"the object is for ELF machine {e_machine}, not {arch}")
+    (shoff,) = struct.unpack_from("<Q", obj, 40)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", obj, 58)
+    if shentsize != 64 or shnum == 0 or shstrndx >= shnum or shoff + shnum * shentsize > len(obj):
+      raise ValueError("the object's section table lies outside it")
+    for i in range(shnum):  # every section's data must lie inside the file (SHT_NOBITS has none)
+      sh_type, = struct.unpack_from("<I", obj, shoff + i * 64 + 4)
+      off, size = struct.unpack_from("<QQ", obj, shoff + i * 64 + 24)
+      if sh_type != 8 and off + size > len(obj): raise ValueError(f"the object's section {i} lies outside it")
+  elif "apple" in triple or "darwin" in triple:
+    if obj[:4] != b"\xcf\xfa\xed\xfe": raise ValueError("the object is not a 64-bit Mach-O file")
+  elif "windows" in triple:
+    machine = {"x86_64": 0x8664, "aarch64": 0xAA64}.get(arch)
+    if len(obj) < 2 or (machine is not None and struct.unpack_from("<H", obj)[0] != machine):
+      raise ValueError(f"the object is not a COFF file for {arch}")
 
 
 class LLVMCompiler(Compiler):
@@ -74,7 +133,6 @@ class LLVMCompiler(Compiler):
   def __init__(self, cache_dir: Path | None = None, opt_level: int = 3) -> None:
     super().__init__(cache_dir)
     self.opt_level = opt_level
-    self._dir_ready = False
 
   def identity(self) -> str:
     import llvmlite
@@ -82,12 +140,6 @@ class LLVMCompiler(Compiler):
     triple, cpu, feats = host_target()
     version = ".".join(map(str, llvm.llvm_version_info))
     return f"plugrad-cpu-llvm/{BINARY_MAGIC.decode()} llvmlite {llvmlite.__version__} LLVM {version} {triple} {cpu} {feats} O{self.opt_level}"
-
-  def compile(self, src: str) -> tuple[bytes, bool]:
-    if self.cache_dir is not None and not self._dir_ready:
-      _private_dir(self.cache_dir)
-      self._dir_ready = True
-    return super().compile(src)
 
   def _compile(self, src: str) -> bytes:
     first = src.split("\n", 1)[0]
@@ -130,24 +182,3 @@ class LLVMCompiler(Compiler):
       pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=self.opt_level))
       pb.getModulePassManager().run(mod, pb)
       return tm.emit_assembly(mod)
-
-
-def _private_dir(path: Path) -> None:
-  """Create `path` (and any missing parents) readable by this user only; tighten it if it exists."""
-  missing = []
-  p = Path(path)
-  while not p.exists():
-    missing.append(p)
-    if p.parent == p: break
-    p = p.parent
-  for d in reversed(missing):
-    try:
-      d.mkdir(mode=0o700)
-    except FileExistsError:
-      pass
-    except OSError:
-      return  # an unwritable cache only costs recompiles; Compiler.compile copes
-  try:
-    if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077: os.chmod(path, 0o700)
-  except OSError:
-    pass

@@ -102,7 +102,9 @@ class CPURuntime(Runtime):
     try:
       meta, obj = unpack_binary(binary)
     except ValueError as e:
-      raise DeviceError(f"cannot load CPU kernel {name}: {e}; clear the compile cache (PLUGRAD_CACHE_DIR) and retry") from e
+      # not from the compile cache (it only returns entries this user's plugrad signed): the caller passed other bytes
+      raise DeviceError(f"cannot load CPU kernel {name}: {e}; load only what LLVMCompiler.compile returned in this "
+                        f"plugrad-cpu-llvm version") from e
     llvm = _llvm()
     triple, cpu, feats = host_target()
     with _llvm_lock:

@@ -1,7 +1,10 @@
 """The CPU plugin's own machinery: registration, the compile cache, the thread split, the allocator."""
 import gc
+import hashlib
+import hmac
 import os
 import stat
+import struct
 import subprocess
 import sys
 import textwrap
@@ -81,8 +84,9 @@ def test_cache_is_private_and_bytes(tmp_path):
   meta, obj = unpack_binary(binary)
   assert obj[:4] == b"\x7fELF" and meta["nparams"] == 2
   assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700 and stat.S_IMODE(os.stat(tmp_path / "deep").st_mode) == 0o700
-  entries = [p for p in cache.rglob("*") if p.is_file()]
+  entries = [p for p in cache.rglob("*") if p.is_file() and p.name != ".key"]
   assert len(entries) == 1 and stat.S_IMODE(entries[0].stat().st_mode) == 0o600
+  assert stat.S_IMODE((cache / ".key").stat().st_mode) == 0o600  # the signing key is the user's alone
   assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in cache.rglob("*") if p.is_dir())
   assert b"pickle" not in entries[0].read_bytes()[:16]
 
@@ -91,7 +95,7 @@ def test_cache_is_private_and_bytes(tmp_path):
 def test_cache_survives_damaged_entry(tmp_path, damage):
   src = kernel_source(Tensor.rand(8, device="CPU") * 3)
   good, _ = compile_in(tmp_path, src)
-  (entry,) = [p for p in tmp_path.rglob("*") if p.is_file()]
+  (entry,) = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != ".key"]
   data = entry.read_bytes()
   entry.write_bytes({"truncate": data[:len(data) // 2], "garbage": b"\x00junk" * 50, "empty": b""}[damage])
   binary, cached = compile_in(tmp_path, src)
@@ -126,8 +130,55 @@ def test_cache_two_processes_at_once(tmp_path):
 
 def test_binary_format_rejects_foreign_bytes():
   with pytest.raises(ValueError): unpack_binary(b"PLUGRAD1" + b"\x00" * 40)
-  assert unpack_binary(pack_binary({"a": 1}, b"obj")) == ({"a": 1}, b"obj")
-  with pytest.raises(plugrad.DeviceError, match="clear the compile cache"): CPURuntime().load("k", b"garbage")
+  good = LLVMCompiler(None).compile(kernel_source(Tensor.rand(8, device="CPU") - 4))[0]
+  meta, obj = unpack_binary(good)
+  assert unpack_binary(pack_binary(meta, obj)) == (meta, obj)
+  with pytest.raises(plugrad.DeviceError, match="LLVMCompiler.compile"): CPURuntime().load("k", b"garbage")
+
+
+def elf_with(obj: bytes, offset: int, fmt: str, value: int) -> bytes:
+  """`obj` with one header field overwritten."""
+  out = bytearray(obj)
+  struct.pack_into(fmt, out, offset, value)
+  return bytes(out)
+
+
+def test_junk_objects_are_refused_before_llvm_maps_them():
+  # what the runtime checks before MCJIT sees the bytes: junk must be an error, never a crash
+  meta, obj = unpack_binary(LLVMCompiler(None).compile(kernel_source(Tensor.rand(8, device="CPU") * 5))[0])
+  junk = {
+    "not ELF": b"\x00junk" * 40,
+    "32-bit": elf_with(obj, 4, "<B", 1),
+    "shared object": elf_with(obj, 16, "<H", 3),
+    "other machine": elf_with(obj, 18, "<H", 40),  # ARM
+    "section table past the end": elf_with(obj, 40, "<Q", len(obj)),
+    "truncated": obj[:len(obj) // 2],
+  }
+  for what, bad in junk.items():
+    try:
+      unpack_binary(pack_binary(meta, bad))
+    except ValueError:
+      continue
+    pytest.fail(f"an object file that is {what} was accepted")
+  for field, value in [("nparams", "2"), ("fn", None), ("outer", -1), ("splittable", 1), ("reduce_split", {"part": 1})]:
+    with pytest.raises(ValueError, match="plugrad-cpu-llvm binary"): unpack_binary(pack_binary({**meta, field: value}, obj))
+  with pytest.raises(plugrad.DeviceError): CPURuntime().load("k", pack_binary(meta, junk["other machine"]))
+
+
+def test_forged_cache_entry_is_discarded_not_loaded(tmp_path):
+  # someone (with a recomputed checksum, but not this user's key) replaces an entry with junk code
+  src = kernel_source(Tensor.rand(8, device="CPU") + 7)
+  good, _ = compile_in(tmp_path, src)
+  (entry,) = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != ".key"]
+  meta, obj = unpack_binary(good)
+  forged_binary = pack_binary(meta, obj[:64] + b"\xcc" * (len(obj) - 64))
+  old = entry.read_bytes()
+  body = old[40:44 + struct.unpack("<I", old[40:44])[0]] + forged_binary
+  entry.write_bytes(old[:8] + hmac.new(b"not the key", body, hashlib.sha256).digest() + body)
+  binary, cached = compile_in(tmp_path, src)
+  assert not cached and binary == good  # a miss, recompiled
+  assert compile_in(tmp_path, src) == (good, True)  # and the entry was replaced
+  assert CPURuntime().load("k", binary).nparams == 2
 
 
 # ------------------------------------------------------------------ threads
