@@ -540,6 +540,27 @@ def test_bitcast_after_compute_roundtrip(device):
   np.testing.assert_array_equal(t.bitcast(dtypes.float32).numpy(), arr * 2)
 
 
+def test_cast_every_declared_pair(device):
+  # every conversion the device can be asked for, with values every dtype holds exactly (so the
+  # expected result is plain: the value, its truncation toward zero, or != 0); a conversion that
+  # needs a runtime helper the device lacks fails here instead of in a user's program. One kernel
+  # per source dtype: its casts to every dtype, each widened to a common float to compare.
+  from plugrad.registry import get_registry
+  declared = sorted(get_registry().device(device).caps.dtypes, key=lambda d: d.name)
+  common = dtypes.float64 if dtypes.float64 in declared else dtypes.float32
+  for src in declared:
+    if src == dtypes.bool: values = [True, False, True, True, False, True]
+    elif src.is_int: values = [0, 1, 2, 100, 127, -3 if src.kind == "i" else 3]
+    else: values = [0.0, 1.0, 2.75, 100.5, 127.0, -3.25]
+    signed = Tensor(values, dtype=src, device=device)
+    unsigned = Tensor([abs(v) for v in values], dtype=src, device=device)  # negative -> unsigned is out of range
+    got = Tensor.stack(*[(unsigned if dst.kind == "u" else signed).cast(dst).cast(common) for dst in declared]).numpy()
+    for row, dst in zip(got, declared):
+      vals = [abs(v) for v in values] if dst.kind == "u" else values
+      want = [bool(v) if dst == dtypes.bool else float(v) if dst.is_float else math.trunc(v) for v in vals]
+      np.testing.assert_array_equal(row, np.array(want, dtype=np.float64), err_msg=f"cast {src.name} -> {dst.name}")
+
+
 # --------------------------------------------------------------------------------------------
 # reductions
 # --------------------------------------------------------------------------------------------

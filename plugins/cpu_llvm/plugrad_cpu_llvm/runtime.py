@@ -17,6 +17,7 @@ from typing import Any
 from plugrad import DeviceError, Program, Runtime
 
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, unpack_binary
+from plugrad_cpu_llvm.support import check_symbols, install_helpers
 
 #: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread:
 #: waking a pool thread costs tens of microseconds.
@@ -106,10 +107,11 @@ class CPURuntime(Runtime):
       raise DeviceError(f"cannot load CPU kernel {name}: {e}; load only what LLVMCompiler.compile returned in this "
                         f"plugrad-cpu-llvm version") from e
     llvm = _llvm()
-    triple, cpu, feats = host_target()
+    triple = host_target()[0]
     with _llvm_lock:
-      tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=0, reloc="pic",
-                                                                  codemodel="default", jit=True)
+      install_helpers(llvm, _jit_target_machine)
+      check_symbols(llvm, obj, name)
+      tm = _jit_target_machine()
       empty = llvm.parse_assembly("")
       empty.triple = triple
       engine = llvm.create_mcjit_compiler(empty, tm)
@@ -124,6 +126,13 @@ class CPURuntime(Runtime):
           engine.get_function_address(split["part"]))
         fns["fin"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(split["fin"]))
     return CPUProgram(name, meta, fns, engine, self.threads)
+
+
+def _jit_target_machine() -> Any:
+  """The host's target machine for MCJIT."""
+  triple, cpu, feats = host_target()
+  return _llvm().Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=0, reloc="pic",
+                                                                   codemodel="default", jit=True)
 
 
 def _pieces(n: int, parts: int) -> list[tuple[int, int]]:
