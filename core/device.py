@@ -65,12 +65,18 @@ class DeviceDecl:
   :param probe: returns None when the device can run here, else the reason it cannot.
   :param install_hint: what to install or do to make the device available.
   :param description: one line for `python -m plugrad devices`.
+  :param count: how many devices of this name the machine has (NAME:0 .. NAME:count-1); asked only
+    when the device is available.
+  :param replaces: this plugin means to take over a device name another plugin (or plugrad itself)
+    also declares. Without it a contested name is refused rather than silently taken over.
   """
   name: str
   priority: int
   probe: Callable[[], str | None] = lambda: None
   install_hint: str = ""
   description: str = ""
+  count: Callable[[], int] = lambda: 1
+  replaces: bool = False
 
 
 class DeviceError(RuntimeError):

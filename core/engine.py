@@ -66,16 +66,14 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
     raise
   except Exception as e:
     raise CompileError(f"{device.name} failed to compile kernel {prog.name}: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
-  device.registry.pm.hook.plugrad_kernel_compiled(device=device.name, name=prog.name, source=src,
-                                                  seconds=0.0 if cached else time.perf_counter() - st, cached=cached,
-                                                  ast=ast)
+  device.registry.notify("plugrad_kernel_compiled", device=device.name, name=prog.name, source=src,
+                         seconds=0.0 if cached else time.perf_counter() - st, cached=cached, ast=ast)
   ck = _compiled[key] = CompiledKernel(prog, src, binary, device.runtime.load(prog.name, binary))
   return ck
 
 
 def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
   """Run every item in order; buffers listed in an item's `frees` are released after it."""
-  hook = registry.pm.hook
   timing = registry.wants_timing()
   st = time.perf_counter()
   kernels = copies = 0
@@ -85,7 +83,8 @@ def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
       dest, src = it.bufs
       dest.copyin(src.numpy())
       copies += 1
-      hook.plugrad_copy_ran(src_device=src.device, dest_device=dest.device, nbytes=dest.nbytes, seconds=time.perf_counter() - t0)
+      registry.notify("plugrad_copy_ran", src_device=src.device, dest_device=dest.device, nbytes=dest.nbytes,
+                      seconds=time.perf_counter() - t0)
     else:
       device = registry.device(it.device)
       ck = compile_for(device, it.ast)
@@ -97,11 +96,11 @@ def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
       except Exception as e:
         raise DeviceError(f"kernel {ck.program.name} failed on {device.name}: {type(e).__name__}: {e}") from e
       kernels += 1
-      hook.plugrad_kernel_ran(device=device.name, name=ck.program.name, seconds=seconds, flops=ck.program.flops,
-                              bytes_moved=ck.program.bytes_moved, global_size=ck.program.global_size,
-                              local_size=ck.program.local_size)
+      registry.notify("plugrad_kernel_ran", device=device.name, name=ck.program.name, seconds=seconds,
+                      flops=ck.program.flops, bytes_moved=ck.program.bytes_moved, global_size=ck.program.global_size,
+                      local_size=ck.program.local_size)
     it.kernel.done = True
     for b in it.frees: b.deallocate(final=True)
   if timing:
     for name in {it.device for it in items if not it.is_copy}: registry.device(name).runtime.synchronize()
-  hook.plugrad_schedule_ran(kernels=kernels, copies=copies, seconds=time.perf_counter() - st)
+  registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st)

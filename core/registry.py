@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -21,9 +22,17 @@ import pluggy
 from plugrad import hookspecs
 from plugrad.config import Config
 from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, Runtime
+from plugrad.uops import PatternMatcher
 
 DEVICE_GROUP = "plugrad.devices"
 PLUGIN_GROUP = "plugrad.plugins"
+#: Where a user who has only the reference device is pointed (the README's device table lists every plugin).
+INSTALL_A_DEVICE = "install a device plugin, e.g. `pip install plugrad-cpu-llvm` for this machine's CPU"
+
+
+class PluginWarning(UserWarning):
+  """A plugin misbehaved (an observer raised, a rule table is junk, a device name was taken over);
+  plugrad carries on without the misbehaving part and says so once."""
 
 
 @dataclass
@@ -77,9 +86,13 @@ class Registry:
     self._loaded: dict[str, list[PluginInfo]] = {}   # device name -> plugins loaded for it
     self._devices: dict[str, Device] = {}
     self._general_loaded = False
+    self._general: list[PluginInfo] = []
     self.plugin_errors: list[PluginInfo] = []
     self._shadowed: dict[str, list[PluginInfo]] = {}  # plugins that lost a device name to a higher priority
     self._status: dict[str, DeviceStatus] = {}
+    self._ep_cache: dict[str, list[importlib.metadata.EntryPoint]] = {}
+    self._default: str | None = None
+    self._disabled_observers: set[tuple[int, str]] = set()  # (id of plugin object, hook name)
     if builtins is None:
       from plugrad.runtime.debug import DebugPlugin
       from plugrad.runtime.python_device import PythonDevicePlugin
@@ -93,9 +106,21 @@ class Registry:
   # ---------------------------------------------------------------- discovery
 
   def _eps(self, group: str) -> list[importlib.metadata.EntryPoint]:
-    eps = list(self._entry_points(group))
-    if self.config.disable_autoload: eps = [ep for ep in eps if ep.name in self.config.plugins]
+    """The entry points of `group`, read from the installed distributions' metadata once per registry
+    (reading it costs milliseconds; creating a tensor must not)."""
+    if (eps := self._ep_cache.get(group)) is None:
+      eps = list(self._entry_points(group))
+      if self.config.disable_autoload: eps = [ep for ep in eps if ep.name in self.config.plugins]
+      self._ep_cache[group] = eps
     return eps
+
+  def rescan(self) -> None:
+    """Read the entry points again (after installing a plugin into a running process); devices already
+    resolved keep their plugins."""
+    with self._lock:
+      self._ep_cache.clear()
+      self._default = None
+      self._status = {k: v for k, v in self._status.items() if v.available}
 
   def device_names(self) -> list[str]:
     """Every device name known without importing any plugin (entry-point metadata and built-ins)."""
@@ -143,7 +168,7 @@ class Registry:
     with self._lock:
       if self._general_loaded: return
       self._general_loaded = True
-      for ep in self._eps(PLUGIN_GROUP): self._load_entry_point(ep)
+      self._general = [self._load_entry_point(ep) for ep in self._eps(PLUGIN_GROUP)]
 
   def _load_device_plugins(self, name: str) -> list[PluginInfo]:
     with self._lock:
@@ -176,17 +201,39 @@ class Registry:
       if failed: return DeviceStatus(name, failed[0], reason=failed[0].error, others=failed[1:])
       known = ", ".join(self.device_names())
       return DeviceStatus(name, PluginInfo(name="?", dist="?"),
-                          reason=f"unknown device {name!r}; known devices: {known}. Device plugins are separate packages, "
-                                 f"e.g. `pip install plugrad-{name.lower().replace('_', '-')}`")
-    # several plugins may claim one name: the highest priority wins (its roles answer the hooks),
-    # and the others are reported, never silently mixed in
-    candidates.sort(key=lambda c: -c[0].priority)
+                          reason=f"unknown device {name!r}: no installed plugin declares it (known devices: {known}); device "
+                                 f"plugins are separate packages, listed in plugrad's README")
+    # several plugins may claim one name: only one that declares `replaces=True` may take it over (the
+    # highest priority among those), the takeover is reported, and the others' roles never answer
+    claimants = {id(i.obj) for _, i in candidates}
+    if len(claimants) > 1:
+      takers = [c for c in candidates if c[0].replaces]
+      builtin = [c for c in candidates if c[1].name.startswith("builtin:")]
+      if not takers and builtin:  # plugrad's own device stays; the intruder is reported, never used
+        for _, i in candidates:
+          if i.obj is not builtin[0][1].obj:
+            i.error = f"not used for {name}: it declares plugrad's built-in device without DeviceDecl(replaces=True)"
+            warnings.warn(f"plugin {i.name} ({i.label()}) is {i.error}", PluginWarning, stacklevel=2)
+        candidates = builtin + [c for c in candidates if c not in builtin]
+      elif not takers:
+        names = " and ".join(sorted({f"{i.name} ({i.label()})" for _, i in candidates}))
+        return DeviceStatus(name, candidates[0][1], decl=None, others=[i for _, i in candidates[1:]],
+                            reason=f"device {name} is declared by {names}, and none declares that it replaces the other "
+                                   f"(DeviceDecl(replaces=True)); uninstall one of them")
+      else:
+        candidates = sorted(takers, key=lambda c: -c[0].priority) + [c for c in candidates if not c[0].replaces]
+        taker = candidates[0][1]
+        replaced = sorted({f"{i.name} ({i.label()})" for _, i in candidates[1:] if i.obj is not taker.obj})
+        warnings.warn(f"device {name} is provided by {taker.name} ({taker.label()}), replacing {', '.join(replaced)}, "
+                      f"as it declares", PluginWarning, stacklevel=2)
+    else:
+      candidates.sort(key=lambda c: -c[0].priority)
     decl, info = candidates[0]
     for _, loser in candidates[1:]:
       if loser.obj is not info.obj and self.pm.is_registered(loser.obj) and \
          all(d.name == name for d in _call_declare(loser.obj, self.config)):
         self.pm.unregister(loser.obj)
-        loser.error = f"not used for {name}: {info.name} ({info.label()}) declares it with a higher priority"
+        loser.error = loser.error or f"not used for {name}: {info.name} ({info.label()}) provides it"
         self._shadowed.setdefault(name, []).append(loser)
     others: list[PluginInfo] = []
     for i in [i for _, i in candidates[1:]] + self._shadowed.get(name, []) + [i for i in infos if i.error]:
@@ -208,11 +255,25 @@ class Registry:
     return [self.status(n) for n in self.device_names()]
 
   def default_device(self) -> str:
-    """DEVICE if set, else the available device with the highest priority."""
-    if self.config.device: return canonical_device(self.config.device)
-    best = [s for s in self.all_status() if s.available and s.decl is not None]
-    if not best: raise DeviceError("no device is available; the built-in PYTHON device should always be: reinstall plugrad")
-    return max(best, key=lambda s: s.decl.priority).name
+    """DEVICE if set, else the available device with the highest priority (decided once per registry).
+    When that is the reference device, a PluginWarning says once what to install."""
+    if self._default is not None: return self._default
+    with self._lock:
+      if self.config.device: self._default = canonical_device(self.config.device)
+      else:
+        statuses = self.all_status()
+        best = [s for s in statuses if s.available and s.decl is not None]
+        if not best: raise DeviceError("no device is available; the built-in PYTHON device should always be: reinstall plugrad")
+        top = max(best, key=lambda s: s.decl.priority)
+        if top.name in self._builtin_names and len(best) == 1: self._warn_reference_device(top.name, statuses)
+        self._default = top.name
+      return self._default
+
+  def _warn_reference_device(self, name: str, statuses: list[DeviceStatus]) -> None:
+    unavailable = [f"{s.name}: {s.reason}" for s in statuses if not s.available and s.name not in self._builtin_names]
+    fix = f"devices installed but unavailable: {'; '.join(unavailable)}" if unavailable else INSTALL_A_DEVICE
+    warnings.warn(f"plugrad is running on {name}, the reference interpreter, which checks rather than computes fast: {fix}",
+                  PluginWarning, stacklevel=4)
 
   # ---------------------------------------------------------------- devices
 
@@ -226,6 +287,10 @@ class Registry:
       if not st.available:
         avail = ", ".join(s.name for s in self.all_status() if s.available)
         raise DeviceError(f"device {device} cannot be used: {st.reason}. Available devices: {avail}")
+      index = split_device(device)[1]
+      if index and index >= (count := _device_count(st)):
+        raise DeviceError(f"device {device} does not exist: this machine has {count} {st.name} device"
+                          f"{'s' if count != 1 else ''} ({', '.join(f'{st.name}:{i}' for i in range(count))})")
       d = self._devices[device] = Device(device, self)
       return d
 
@@ -248,7 +313,53 @@ class Registry:
                         f"(plugins implementing it: {', '.join(names)})")
     return result
 
-  def wants_timing(self) -> bool: return any(self.pm.hook.plugrad_wants_timing())
+  def wants_timing(self) -> bool: return any(self.notify("plugrad_wants_timing"))
+
+  def notify(self, hook: str, **kwargs: Any) -> list[Any]:
+    """Call every implementation of an observe-phase hook and return their results. An observer
+    that raises is reported once (PluginWarning, naming its plugin) and not called again in this
+    process: a profiler's bug must not stop every realize on every device."""
+    results = []
+    for impl in getattr(self.pm.hook, hook).get_hookimpls():
+      key = (id(impl.plugin), hook)
+      if key in self._disabled_observers: continue
+      try:
+        result = impl.function(*[kwargs[a] for a in impl.argnames])
+      except Exception as e:
+        self._disabled_observers.add(key)
+        warnings.warn(f"plugin {self._plugin_label(impl.plugin)} raised in {hook} ({type(e).__name__}: {e}); "
+                      f"it is not called for {hook} again in this process", PluginWarning, stacklevel=2)
+        continue
+      if result is not None: results.append(result)
+    return results
+
+  def rewrite_rules(self, device: str) -> list[PatternMatcher]:
+    """The rule tables plugins add to `device`'s lowering, each checked to be a PatternMatcher. Junk
+    from the device's own plugin is a DeviceError for that device; junk from any other plugin is
+    reported once (PluginWarning, naming it) and left out, so it cannot break every device."""
+    owner = self.status(device).plugin.obj
+    tables: list[PatternMatcher] = []
+    for impl in self.pm.hook.plugrad_rewrite_rules.get_hookimpls():
+      if (id(impl.plugin), "plugrad_rewrite_rules") in self._disabled_observers: continue
+      try:
+        table = impl.function(device=device, config=self.config)
+        problem = None if table is None or isinstance(table, PatternMatcher) else \
+          f"returned {type(table).__name__} {table!r:.60}, not a PatternMatcher"
+      except Exception as e:
+        table, problem = None, f"raised {type(e).__name__}: {e}"
+      if problem is None:
+        if table is not None: tables.append(table)
+        continue
+      msg = f"plugrad_rewrite_rules of plugin {self._plugin_label(impl.plugin)} for device {device} {problem}"
+      if impl.plugin is owner: raise DeviceError(msg)
+      self._disabled_observers.add((id(impl.plugin), "plugrad_rewrite_rules"))
+      warnings.warn(f"{msg}; its rules are left out", PluginWarning, stacklevel=2)
+    return tables
+
+  def _plugin_label(self, plugin: Any) -> str:
+    for i in [*self._general, *(i for infos in self._loaded.values() for i in infos)]:
+      if i.obj is plugin: return f"{i.name} ({i.label()})"
+    return self.pm.get_name(plugin) or type(plugin).__name__
 
 
 class Device:
@@ -283,10 +394,8 @@ class Device:
     return self._roles["limit"]
 
   @property
-  def rewrite_rules(self) -> list:
-    if "rules" not in self._roles:
-      self._roles["rules"] = [r for r in self.registry.pm.hook.plugrad_rewrite_rules(device=self.name, config=self.registry.config)
-                              if r is not None]
+  def rewrite_rules(self) -> list[PatternMatcher]:
+    if "rules" not in self._roles: self._roles["rules"] = self.registry.rewrite_rules(self.name)
     return self._roles["rules"]
 
   def __repr__(self) -> str: return f"<Device {self.name}>"
@@ -299,6 +408,15 @@ def _call_declare(plugin: Any, config: Config) -> list[DeviceDecl]:
   if not all(isinstance(d, DeviceDecl) for d in decls):
     raise DeviceError(f"plugrad_declare_devices of {plugin!r} must return a list of DeviceDecl, got {decls!r}")
   return list(decls)
+
+
+def _device_count(st: DeviceStatus) -> int:
+  try:
+    return max(1, int(st.decl.count()))
+  except Exception as e:  # a broken count only costs the extra indices
+    warnings.warn(f"device {st.name}: its plugin's device count raised {type(e).__name__}: {e}; assuming one",
+                  PluginWarning, stacklevel=3)
+    return 1
 
 
 def _typename(t: type | tuple[type, ...]) -> str:

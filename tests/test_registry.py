@@ -1,12 +1,14 @@
 """Plugin discovery and device selection, with fake entry points (no packages installed)."""
 import importlib.metadata
+import warnings
 from types import SimpleNamespace
 
 import pytest
 
 from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, DeviceError, hookimpl
 from plugrad.config import Config
-from plugrad.registry import Registry
+from plugrad import Tensor
+from plugrad.registry import PluginWarning, Registry, set_registry
 from plugrad.runtime.python_device import PythonDevicePlugin
 
 
@@ -22,11 +24,12 @@ class FakeEP:
     return self._obj
 
 
-def device_plugin(name, priority=50, probe=lambda: None, contract=CONTRACT_VERSION, caps=Capabilities()):
+def device_plugin(name, priority=50, probe=lambda: None, contract=CONTRACT_VERSION, caps=Capabilities(), **decl):
   class Plugin:
     PLUGRAD_CONTRACT = contract
     @hookimpl
-    def plugrad_declare_devices(self, config): return [DeviceDecl(name, priority, probe, install_hint=f"pip install plugrad-{name.lower()}")]
+    def plugrad_declare_devices(self, config):
+      return [DeviceDecl(name, priority, probe, install_hint=f"pip install plugrad-{name.lower()}", **decl)]
     @hookimpl
     def plugrad_device_capabilities(self, device, config): return caps if device.split(":")[0] == name else None
   return Plugin()
@@ -55,7 +58,7 @@ def test_default_device_is_highest_priority_available():
   reg = make_registry([FakeEP("GPU", device_plugin("GPU", 90, probe=lambda: "no driver")),
                        FakeEP("CPU", device_plugin("CPU", 60))])
   assert reg.default_device() == "CPU"
-  assert make_registry([]).default_device() == "PYTHON"
+  with pytest.warns(PluginWarning, match="reference interpreter"): assert make_registry([]).default_device() == "PYTHON"
 
 
 def test_device_env_selects_and_index_is_kept():
@@ -67,7 +70,8 @@ def test_unknown_device_names_the_known_ones_and_a_package():
   reg = make_registry([FakeEP("CPU", device_plugin("CPU"))])
   with pytest.raises(DeviceError) as e: reg.device("TPU")
   msg = str(e.value)
-  assert "unknown device 'TPU'" in msg and "CPU" in msg and "PYTHON" in msg and "pip install plugrad-tpu" in msg
+  assert "unknown device 'TPU'" in msg and "CPU" in msg and "PYTHON" in msg and "README" in msg
+  assert "plugrad-tpu" not in msg  # no invented package names
 
 
 def test_unavailable_device_says_why_and_how_to_fix():
@@ -115,12 +119,108 @@ def test_wrong_return_type_is_reported():
   with pytest.raises(DeviceError, match="expected Capabilities"): reg.device("LIAR").caps
 
 
-def test_same_device_name_from_two_plugins_is_reported_and_priority_decides():
+def test_same_device_name_from_two_plugins_is_refused_unless_one_replaces_the_other():
   reg = make_registry([FakeEP("CPU", device_plugin("CPU", 10), dist="plugrad-cpu-a"),
                        FakeEP("CPU", device_plugin("CPU", 20), dist="plugrad-cpu-b")])
-  st = reg.status("CPU")
-  assert st.plugin.dist == "plugrad-cpu-b"
-  assert [o.dist for o in st.others] == ["plugrad-cpu-a"]
+  with pytest.raises(DeviceError, match=r"declared by .*plugrad-cpu-a.* and .*plugrad-cpu-b.*replaces=True"):
+    reg.device("CPU")
+  reg = make_registry([FakeEP("CPU", device_plugin("CPU", 10, replaces=True), dist="plugrad-cpu-a"),
+                       FakeEP("CPU", device_plugin("CPU", 20), dist="plugrad-cpu-b")])
+  with pytest.warns(PluginWarning, match="CPU is provided by CPU \\(plugrad-cpu-a 1.2.3\\), replacing"):
+    st = reg.status("CPU")
+  assert st.plugin.dist == "plugrad-cpu-a"  # the declared replacement wins, whatever the priorities
+  assert [o.dist for o in st.others] == ["plugrad-cpu-b"]
+
+
+def test_a_built_in_device_is_not_taken_over_without_saying_so():
+  intruder = FakeEP("PYTHON", device_plugin("PYTHON", 1000), dist="evil-python")
+  reg = make_registry([intruder])
+  with pytest.warns(PluginWarning, match="evil-python.*not used for PYTHON.*replaces=True"):
+    st = reg.status("PYTHON")
+  assert st.available and st.plugin.name.startswith("builtin:")
+  assert type(reg.device("PYTHON").renderer).__name__ == "PythonRenderer"
+  taker = FakeEP("PYTHON", device_plugin("PYTHON", 1, replaces=True), dist="better-python")
+  with pytest.warns(PluginWarning, match="PYTHON is provided by PYTHON \\(better-python"):
+    assert make_registry([taker]).status("PYTHON").plugin.dist == "better-python"
+
+
+def test_entry_points_are_read_once_until_rescan():
+  calls = []
+  eps = {"plugrad.devices": [FakeEP("CPU", device_plugin("CPU", 60))], "plugrad.plugins": []}
+  def entry_points(group):
+    calls.append(group)
+    return eps[group]
+  reg = Registry(Config.from_env({}), builtins=[PythonDevicePlugin()], entry_points=entry_points)
+  for _ in range(3):
+    assert reg.default_device() == "CPU"
+    reg.device_names()
+  assert calls.count("plugrad.devices") == 1
+  eps["plugrad.devices"].append(FakeEP("GPU", device_plugin("GPU", 90)))
+  reg.rescan()
+  assert reg.default_device() == "GPU" and calls.count("plugrad.devices") == 2
+
+
+def test_device_index_beyond_the_plugins_count_is_refused():
+  reg = make_registry([FakeEP("GPU", device_plugin("GPU", count=lambda: 2))])
+  assert reg.device("GPU:1").name == "GPU:1"
+  with pytest.raises(DeviceError, match=r"GPU:2 does not exist: this machine has 2 GPU devices \(GPU:0, GPU:1\)"):
+    reg.device("GPU:2")
+  with pytest.raises(DeviceError, match="has 1 PYTHON device"): make_registry([]).device("PYTHON:99")
+
+
+def test_only_the_reference_device_warns_once_what_to_install():
+  reg = make_registry([FakeEP("GPU", device_plugin("GPU", 90, probe=lambda: "no driver"))])
+  with pytest.warns(PluginWarning, match="reference interpreter.*GPU: no driver"):
+    assert reg.default_device() == "PYTHON"
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert reg.default_device() == "PYTHON"  # once
+  with pytest.warns(PluginWarning, match="pip install"): make_registry([]).default_device()
+
+
+def general_plugin(name, obj):
+  ep = FakeEP(name, obj, dist=f"{name}-dist")
+  ep.general = True
+  return ep
+
+
+def test_an_observer_that_raises_is_reported_once_and_disabled():
+  calls = []
+  class Profiler:
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    @hookimpl
+    def plugrad_kernel_ran(self, device, name):
+      calls.append(name)
+      raise RuntimeError("profiler bug")
+  reg = make_registry([general_plugin("profiler", Profiler())])
+  reg.load_general_plugins()
+  prev = set_registry(reg)
+  try:
+    with pytest.warns(PluginWarning, match=r"profiler \(profiler-dist 1.2.3\) raised in plugrad_kernel_ran.*profiler bug"):
+      assert (Tensor([1.0, 2.0], device="PYTHON") * 3).tolist() == [3.0, 6.0]  # the realize still completes
+    with warnings.catch_warnings():
+      warnings.simplefilter("error")
+      assert (Tensor([1.0], device="PYTHON") + 1).tolist() == [2.0]
+  finally:
+    set_registry(prev)
+  assert len(calls) == 1
+
+
+def test_junk_rule_tables_name_their_plugin():
+  class Junk:
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    @hookimpl
+    def plugrad_rewrite_rules(self, device, config): return "not rules"
+  reg = make_registry([general_plugin("junk", Junk())])
+  reg.load_general_plugins()
+  with pytest.warns(PluginWarning, match=r"junk \(junk-dist 1.2.3\) for device PYTHON returned str"):
+    assert reg.device("PYTHON").rewrite_rules == []
+  class OwnJunk(type(device_plugin("ACC"))):
+    @hookimpl
+    def plugrad_rewrite_rules(self, device, config): return 42 if device == "ACC" else None
+  reg = make_registry([FakeEP("ACC", OwnJunk(), dist="acc-dist")])
+  with pytest.raises(DeviceError, match=r"plugrad_rewrite_rules of plugin ACC \(acc-dist 1.2.3\) for device ACC returned int"):
+    reg.device("ACC").rewrite_rules
 
 
 def test_autoload_off_loads_only_named_plugins():

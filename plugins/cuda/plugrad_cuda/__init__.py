@@ -66,6 +66,13 @@ def probe() -> str | None:
   return None if count > 0 else "the NVIDIA driver reports no CUDA GPU"
 
 
+def gpu_count() -> int:
+  """How many CUDA GPUs the driver reports (asked only once `probe` found one)."""
+  import pycuda.driver as cuda
+  cuda.init()
+  return cuda.Device.count()
+
+
 def _index(device: str) -> int:
   _, _, idx = device.partition(":")
   return int(idx or 0)
@@ -107,7 +114,8 @@ class CUDAPlugin:
 
   @hookimpl
   def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
-    return [DeviceDecl(NAME, priority=200, probe=probe, description="NVIDIA GPU: CUDA C via NVRTC/nvcc, run with pycuda")]
+    return [DeviceDecl(NAME, priority=200, probe=probe, description="NVIDIA GPU: CUDA C via NVRTC/nvcc, run with pycuda",
+                       count=gpu_count)]
 
   @hookimpl
   def plugrad_config_options(self) -> list[ConfigOption]:

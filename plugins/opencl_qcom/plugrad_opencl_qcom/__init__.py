@@ -21,8 +21,8 @@ from plugrad.config import Config, ConfigOption
 from plugrad.device import default_dtypes_without
 from plugrad.dtype import dtypes
 
-from plugrad_opencl_qcom.cldevice import (ADRENO_PITCH_ALIGNMENT, CL, QCOM, QCOM_ANY, DeviceInfo, device_info, open_device,
-                                          probe, qcom_any)
+from plugrad_opencl_qcom.cldevice import (ADRENO_PITCH_ALIGNMENT, CL, QCOM, QCOM_ANY, DeviceInfo, device_info,
+                                          enumerate_devices, open_device, probe, qcom_any)
 
 __version__ = "0.1.0"
 PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
@@ -70,12 +70,14 @@ class OpenCLPlugin:
     return [
       DeviceDecl(CL, priority=50, probe=lambda: probe(CL, False),
                  install_hint="pip install pyopencl and an OpenCL driver, e.g. apt-get install pocl-opencl-icd",
-                 description="any OpenCL device (GPU preferred), via pyopencl"),
+                 description="any OpenCL device (GPU preferred), via pyopencl",
+                 count=lambda: len(enumerate_devices(CL, False))),
       # an Adreno outranks the CPU device; the test switch must not make pocl the default device
       DeviceDecl(QCOM, priority=60 if qcom_any(config) else 110, probe=lambda: probe(QCOM, qcom_any(config)),
                  install_hint=f"needs a Qualcomm Adreno GPU with its OpenCL driver, or {sw}=1 with any OpenCL device "
                               f"with images",
-                 description="OpenCL tuned for Qualcomm Adreno: images, half, 64-byte pitch"),
+                 description="OpenCL tuned for Qualcomm Adreno: images, half, 64-byte pitch",
+                 count=lambda: len(enumerate_devices(QCOM, qcom_any(config)))),
     ]
 
   @hookimpl
