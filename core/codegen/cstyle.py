@@ -115,6 +115,12 @@ class CStyleRenderer(Renderer):
     name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}[op]
     return f"{name}{'f' if self.ctype(dtype) == 'float' else ''}({x})"
 
+  def render_int_abs(self, x: str, dtype: DType) -> str | None:
+    """|x| of a signed integer, for a dialect whose toolchains need a builtin instead of the select
+    `x < 0 ? -x : x` (C compilers turn that select into an intrinsic some runtimes cannot load).
+    None, the default, keeps the select."""
+    return None
+
   def render_load(self, buf: str, idx: str, dtype: DType) -> str:
     if dtype == dtypes.bfloat16 and self.bf16_storage: return f"plugrad_bf16_to_f32({buf}[{idx}])"
     return f"{buf}[{idx}]"
@@ -219,7 +225,10 @@ class CStyleRenderer(Renderer):
       elif op in GroupOp.ALU:
         srcs = [names[s] for s in u.src]
         consts = [s if s.op is Ops.CONST else None for s in u.src]
-        expr = self.render_alu(op, srcs, u.dtype, [s.dtype for s in u.src], consts)
+        expr = None
+        if op is Ops.WHERE and (idiom := int_abs_idiom(u)) is not None:
+          if (expr := self.render_int_abs(names[idiom[0]], u.dtype)) is not None and idiom[1]: expr = f"(-{expr})"
+        if expr is None: expr = self.render_alu(op, srcs, u.dtype, [s.dtype for s in u.src], consts)
         names[u] = f"alu{counter}"
         counter += 1
         line(f"{self.ctype(u.dtype)} {names[u]} = {expr};")
@@ -231,6 +240,20 @@ class CStyleRenderer(Renderer):
     return "\n".join(self.prelude(prog) + [self.render_signature(prog) + " {"] + body + ["}"]) + "\n"
 
 
+def int_abs_idiom(u: UOp) -> tuple[UOp, bool] | None:
+  """(x, negated) when the signed-integer WHERE `u` computes |x| (negated: -|x|) for every x, as
+  `x < c ? -x : x` (c = 0 or 1) and `x > c ? x : -x` (c = 0 or -1) do, with either arm order."""
+  cond, t, f = u.src
+  if not (u.dtype.is_int and not u.dtype.is_unsigned) or cond.op is not Ops.CMPLT: return None
+  if t.op is Ops.NEG and t.src[0] is f: x, neg_when_true = f, True
+  elif f.op is Ops.NEG and f.src[0] is t: x, neg_when_true = t, False
+  else: return None
+  lhs, rhs = cond.src
+  if lhs is x and rhs.op is Ops.CONST and rhs.arg in (0, 1): return x, not neg_when_true  # x < c: negative side true
+  if rhs is x and lhs.op is Ops.CONST and lhs.arg in (0, -1): return x, neg_when_true  # c < x: negative side false
+  return None
+
+
 # bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in
 BF16_HELPERS_C = [
   "static inline float plugrad_bf16_to_f32(unsigned short x) { unsigned int u = ((unsigned int)x) << 16; float f; "
@@ -239,4 +262,4 @@ BF16_HELPERS_C = [
   "if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
 ]
 
-__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C"]
+__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom"]

@@ -1,6 +1,7 @@
 """OpenCL C -> program binary, with pyopencl, cached on disk by source, device and driver."""
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,8 +74,7 @@ class ProfileCompiler(Compiler):
                   "-Xclang", clang_extensions_flag(info.extensions), "-emit-llvm", "-c")
 
   def identity(self) -> str:
-    version = subprocess.run([self.clang, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    return f"opencl-profile|{self.info.name}|{self.clang} {version}|{' '.join(self.flags)}"
+    return f"opencl-profile|{self.info.name}|{self.clang} {clang_version(self.clang)}|{' '.join(self.flags)}"
 
   def _compile(self, src: str) -> bytes:
     res = subprocess.run([self.clang, *self.flags, "-", "-o", "-"], input=src.encode(), capture_output=True)
@@ -82,6 +82,13 @@ class ProfileCompiler(Compiler):
       raise CompileError(f"OpenCL C for the {self.info.name} profile of {self.device} does not compile (clang):\n"
                          f"{res.stderr.decode(errors='replace').strip()}\n--- source ---\n{src}")
     return res.stdout
+
+
+@functools.lru_cache(maxsize=None)
+def clang_version(clang: str) -> str:
+  """The first line of `clang --version` (asked once per process: it is part of every cache key)."""
+  out = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()
+  return out[0] if out else "unknown"
 
 
 def clang_extensions_flag(extensions: frozenset[str]) -> str:

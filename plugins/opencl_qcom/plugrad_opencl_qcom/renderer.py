@@ -141,6 +141,11 @@ class OpenCLRenderer(CStyleRenderer):
     name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}[op]
     return f"{name}({x})"  # OpenCL's math builtins are overloaded for half, float and double
 
+  def render_int_abs(self, x: str, dtype: DType) -> str:
+    # OpenCL's abs builtin (unsigned result, cast back: abs(INT_MIN) wraps to INT_MIN as -x does), not the select:
+    # clang turns the select into llvm.abs, an intrinsic oclgrind (and older OpenCL runtimes) cannot load
+    return f"(({self.ctype(dtype)})abs({x}))"
+
   def render_alu(self, op: Ops, srcs: list[str], dtype: DType, src_dtypes: list[DType], const_srcs: list[UOp | None]) -> str:
     expr = super().render_alu(op, srcs, dtype, src_dtypes, const_srcs)
     if op in _EXACT: return expr

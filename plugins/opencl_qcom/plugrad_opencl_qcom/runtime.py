@@ -19,18 +19,33 @@ def _fit_local(global_size: tuple[int, ...], local_size: tuple[int, ...], limit:
   return tuple(local)
 
 
+def _build_log(program, cldev: CLDevice) -> str:
+  """The driver's build log of `program`, as a message suffix ('' when it has none)."""
+  import pyopencl as cl
+  try:
+    log = program.get_build_info(cldev.device, cl.program_build_info.LOG).strip()
+  except cl.Error:
+    return ""
+  return f"\n--- build log ---\n{log}\n---" if log else ""
+
+
 class CLProgram(Program):
   """One kernel of a built program."""
 
   def __init__(self, cldev: CLDevice, name: str, binary: bytes):
     import pyopencl as cl
     self.cldev, self.name = cldev, name
+    self.program = None
     try:
       self.program = cl.Program(cldev.context, [cldev.device], [binary]).build()
       self.kernel = cl.Kernel(self.program, name)
     except cl.Error as e:
-      raise DeviceError(f"{cldev.info.name} could not load kernel {name} from its binary: {e} "
-                        f"(clear the plugrad cache directory if the driver changed)") from e
+      # the binary is this driver's own build of the source (cache entries are keyed by the driver and its version),
+      # so clearing the cache cannot help: the driver cannot run what it compiled
+      log = _build_log(self.program, cldev) if self.program is not None else ""
+      raise DeviceError(f"{cldev.info.name} could not load kernel {name} from the binary it built: {e}{log}\n"
+                        f"Clearing the cache will not help (entries are per driver version). Run with DEBUG=4 to see "
+                        f"the kernel's source and report it to plugrad-opencl-qcom with any driver messages above.") from e
     wi = cl.kernel_work_group_info
     self.max_threads = int(self.kernel.get_work_group_info(wi.WORK_GROUP_SIZE, cldev.device))
     self.uses_local = int(self.kernel.get_work_group_info(wi.LOCAL_MEM_SIZE, cldev.device)) > 0

@@ -81,6 +81,18 @@ def test_binaries_are_cached_by_source_and_device(tmp_path):
 
 
 @pytest.mark.usefixtures("needs_cl")
+def test_load_failure_says_what_helps(tmp_path):
+  from plugrad import DeviceError
+  from plugrad_opencl_qcom.runtime import CLRuntime
+  cldev = open_device(CL, Config.from_env({}))
+  binary, _ = CLCompiler(tmp_path, cldev).compile("__kernel void k(__global float* a) { a[0] = 1.0f; }")
+  with pytest.raises(DeviceError) as e: CLRuntime(cldev).load("not_in_the_binary", binary)
+  msg = str(e.value)
+  assert "not_in_the_binary" in msg and "DEBUG=4" in msg and "will not help" in msg
+  assert "clear the" not in msg.lower()  # clearing the cache never changes what the driver builds
+
+
+@pytest.mark.usefixtures("needs_cl")
 @pytest.mark.parametrize("kind", [CL, QCOM])
 def test_allocator_buffers(kind, request):
   cfg = Config.from_env({"PLUGRAD_QCOM_ANY": "1"})

@@ -61,3 +61,26 @@ def test_core_op_subset_on_cl_is_memory_clean(tmp_path):
 
 def test_image_paths_on_qcom_are_memory_clean(tmp_path):
   run_under_oclgrind(tmp_path, "QCOM", [str(HERE / "test_images.py"), "--pyargs", "plugrad.testing"], {"PLUGRAD_QCOM_ANY": "1"})
+
+
+def test_integer_abs_loads_and_matches_numpy(tmp_path):
+  # clang turns `x < 0 ? -x : x` into llvm.abs, which oclgrind cannot load: the renderer uses OpenCL's abs()
+  vendors = tmp_path / "vendors"
+  vendors.mkdir()
+  (vendors / "oclgrind.icd").write_text(oclgrind_icd_library() + "\n")
+  env = {**os.environ, "OCL_ICD_VENDORS": str(vendors), "OCLGRIND_LOG": str(tmp_path / "oclgrind.log"),
+         "PLUGRAD_CACHE_DIR": str(tmp_path / "cache")}
+  script = """
+import numpy as np
+from plugrad import Tensor
+for dt in (np.int8, np.int16, np.int32, np.int64):
+  info = np.iinfo(dt)
+  a = np.array([info.min, info.min + 1, -7, -1, 0, 1, 7, info.max], dt)
+  x = Tensor(a, device="CL")
+  np.testing.assert_array_equal(x.abs().numpy(), np.abs(a))  # |min| wraps to min, as numpy's
+  np.testing.assert_array_equal((x > 0).where(-x, x).numpy(), -np.abs(a))
+print("abs ok")
+"""
+  res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+  assert "Oclgrind" in _platforms(env), "the OpenCL platform under test is not oclgrind"
+  assert res.returncode == 0 and "abs ok" in res.stdout, res.stdout[-4000:] + res.stderr[-4000:]

@@ -154,3 +154,13 @@ def test_written_image_is_refused_clearly():
 def test_local_memory_and_barrier():
   src = render_all(T(_arr((2, 300))).sum(1), CL, POCL_LIKE)
   assert "__local float temp0[" in src and "barrier(CLK_LOCAL_MEM_FENCE);" in src and "get_local_id(0)" in src
+
+
+@pytest.mark.parametrize("dtype, ctype", [(np.int8, "char"), (np.int16, "short"), (np.int32, "int"), (np.int64, "long")])
+def test_integer_abs_uses_the_builtin(dtype, ctype):
+  # the select clang turns into llvm.abs, which oclgrind cannot load: OpenCL's abs() instead
+  x = T(np.array([-3, 4], dtype))
+  src = render_all(x.abs(), CL, POCL_LIKE)
+  assert f"(({ctype})abs(val0))" in src and "? alu" not in src
+  assert f"(-(({ctype})abs(val0)))" in render_all((x < 0).where(x, -x), CL, POCL_LIKE)
+  assert "abs(" not in render_all(T(np.array([-3.0, 4.0], np.float32)).abs(), CL, POCL_LIKE)  # floats keep the select
