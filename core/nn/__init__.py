@@ -1,0 +1,286 @@
+"""Neural network layers with tinygrad 0.14's names, constructor arguments and initialisation.
+
+A layer is a plain object: its tensors are attributes (`weight`, `bias`, `running_mean`, ...), so
+`nn.state.get_state_dict(model)` gives the same keys as tinygrad and PyTorch for the same model,
+and calling the layer builds a lazy graph like any Tensor method. Training mode (`with
+Tensor.train():` or `with Context(TRAINING=1):`) switches BatchNorm to batch statistics.
+`nn.optim` holds the optimizers and `nn.state` the state dicts and weight files.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from plugrad.dtype import dtypes
+from plugrad.nn import optim, state  # noqa: F401  (nn.optim and nn.state, as in tinygrad)
+from plugrad.registry import get_registry
+from plugrad.shape import prod
+from plugrad.tensor import Tensor
+
+
+def _tuple(x: int | Sequence[int], n: int) -> tuple[int, ...]:
+  return (x,) * n if isinstance(x, int) else tuple(x)
+
+
+def _affine_shape(x: Tensor) -> tuple[int, ...]:
+  """Where a per-channel vector goes to broadcast over (N, C, ...): (1, C, 1, ...)."""
+  return (1, -1) + (1,) * (x.ndim - 2)
+
+
+def _check_channels(name: str, x: Tensor, channels: int) -> None:
+  if x.ndim < 2 or x.shape[1] != channels:
+    raise ValueError(f"{name} expects input of shape (N, {channels}, ...), got {x.shape}")
+
+
+class BatchNorm:
+  """Batch normalisation over axis 1 of (N, C, ...) input (BatchNorm1d/2d/3d alike).
+
+  In training mode it normalises with the batch's mean and (biased) variance and moves
+  `running_mean` and `running_var` (unbiased) toward them by `momentum`; otherwise it normalises
+  with the running statistics. Without `track_running_stats` it always uses the batch's.
+
+  :param sz: the number of channels C.
+  :param affine: learn a per-channel scale `weight` (ones) and shift `bias` (zeros).
+  """
+  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
+               momentum: float = 0.1):
+    self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+    self.weight: Tensor | None = Tensor.ones(sz) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+    if track_running_stats:
+      self.running_mean = Tensor.zeros(sz).requires_grad_(False)
+      self.running_var = Tensor.ones(sz).requires_grad_(False)
+    # PyTorch counts in int64; a device without int64 gets int32, as in tinygrad
+    caps = get_registry().device(get_registry().default_device()).caps
+    count_dtype = dtypes.int64 if dtypes.int64 in caps.dtypes else dtypes.int32
+    self.num_batches_tracked = Tensor.zeros(1, dtype=count_dtype).requires_grad_(False)
+    self.sz = sz
+
+  def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    """The mean and variance this call normalises with: the batch's in training mode, else the running ones."""
+    if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    mean = x.mean(axis=axes)
+    # the variance's own dependence on the mean has zero gradient (sum of deviations is 0): detach saves work
+    y = x - mean.detach().reshape(_affine_shape(x))
+    return mean, (y * y).mean(axis=axes)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    _check_channels("BatchNorm", x, self.sz)
+    mean, var = self.calc_stats(x)
+    if self.track_running_stats and Tensor.training:
+      n = x.numel() // x.shape[1]
+      unbiased = var.detach() * (n / max(n - 1, 1))
+      self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
+      self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
+      self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+
+
+BatchNorm2d = BatchNorm3d = BatchNorm
+
+
+class Conv2d:
+  """An N-d convolution (2-d for an int `kernel_size`, else one axis per entry) of (N, C, ...) input.
+
+  Weight (out_channels, in_channels // groups, *kernel_size) and bias are uniform in
+  ±1/sqrt(in_channels * prod(kernel_size)), as in tinygrad.
+
+  :param padding: an int, one int per spatial axis, PyTorch's flat (left, right, top, bottom, ...),
+    or "same" (output as large as the input; stride 1 only).
+  """
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...],
+               stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] | str = 0,
+               dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True):
+    if groups < 1 or in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
+                       f"groups={groups}")
+    self.kernel_size = _tuple(kernel_size, 2)
+    if isinstance(padding, str):
+      if padding.lower() != "same": raise ValueError(f"padding must be an int, a tuple or 'same', not {padding!r}")
+      if any(s != 1 for s in _tuple(stride, len(self.kernel_size))):
+        raise ValueError("padding='same' needs stride 1")
+      # PyTorch's flat order starts from the last axis; an odd total puts the extra row after
+      total = [d * (k - 1) for d, k in zip(_tuple(dilation, len(self.kernel_size)), self.kernel_size)]
+      padding = tuple(p for t in reversed(total) for p in (t // 2, t - t // 2))
+    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+    scale = 1 / math.sqrt(in_channels * prod(self.kernel_size))
+    self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-scale, high=scale)
+    self.bias: Tensor | None = Tensor.uniform(out_channels, low=-scale, high=scale) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                    padding=self.padding)
+
+
+def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int | str = 0,
+           dilation: int = 1, groups: int = 1, bias: bool = True) -> Conv2d:
+  """A 1-d convolution of (N, C, L) input: a Conv2d with a one-axis kernel (as tinygrad)."""
+  return Conv2d(in_channels, out_channels, (kernel_size,), stride, padding, dilation, groups, bias)
+
+
+class ConvTranspose2d(Conv2d):
+  """The transpose (gradient) of Conv2d: upsamples (N, C, ...) input.
+
+  Weight (in_channels, out_channels // groups, *kernel_size), uniform in ±1/sqrt(in_channels *
+  prod(kernel_size)) as in tinygrad; `output_padding` adds rows at the end of each spatial axis.
+  """
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...],
+               stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
+               output_padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True):
+    super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
+    scale = 1 / math.sqrt(in_channels * prod(self.kernel_size))
+    self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-scale, high=scale)
+    self.output_padding = output_padding
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                              padding=self.padding, output_padding=self.output_padding)
+
+
+def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0,
+                    output_padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True) -> ConvTranspose2d:
+  """A 1-d transposed convolution of (N, C, L) input: a ConvTranspose2d with a one-axis kernel."""
+  return ConvTranspose2d(in_channels, out_channels, (kernel_size,), stride, padding, output_padding, dilation, groups,
+                         bias)
+
+
+class Linear:
+  """y = x @ weight.T + bias, with weight (out_features, in_features) as in PyTorch; both uniform
+  in ±1/sqrt(in_features)."""
+  def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    bound = 1 / math.sqrt(in_features)
+    self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound)
+    self.bias: Tensor | None = Tensor.uniform(out_features, low=-bound, high=bound) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim == 0 or x.shape[-1] != self.weight.shape[1]:
+      raise ValueError(f"Linear({self.weight.shape[1]}, {self.weight.shape[0]}) expects input of shape "
+                       f"(..., {self.weight.shape[1]}), got {x.shape}")
+    return x.linear(self.weight.transpose(), self.bias)
+
+
+class GroupNorm:
+  """Normalise (N, C, ...) input over each group of C // num_groups channels and the spatial axes,
+  then scale and shift per channel (`weight` ones, `bias` zeros when `affine`)."""
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+    if num_groups < 1 or num_channels % num_groups:
+      raise ValueError(f"num_channels {num_channels} must be divisible by num_groups {num_groups}")
+    self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+    self.weight: Tensor | None = Tensor.ones(num_channels) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(num_channels) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    _check_channels("GroupNorm", x, self.num_channels)
+    x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
+    if self.weight is None or self.bias is None: return x
+    return x * self.weight.reshape(_affine_shape(x)) + self.bias.reshape(_affine_shape(x))
+
+
+class InstanceNorm:
+  """Normalise each channel of each sample of (N, C, ...) input over its spatial axes, then scale
+  and shift per channel (`weight` ones, `bias` zeros when `affine`)."""
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+    self.num_features, self.eps = num_features, eps
+    self.weight: Tensor | None = Tensor.ones(num_features) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(num_features) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    _check_channels("InstanceNorm", x, self.num_features)
+    x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
+    if self.weight is None or self.bias is None: return x
+    return x * self.weight.reshape(_affine_shape(x)) + self.bias.reshape(_affine_shape(x))
+
+
+class LayerNorm:
+  """Normalise over the last len(normalized_shape) axes, then scale by `weight` (ones) and shift by
+  `bias` (zeros) of that shape when `elementwise_affine`."""
+  def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True):
+    self.normalized_shape: tuple[int, ...] = _tuple(normalized_shape, 1)
+    self.axis = tuple(-1 - i for i in range(len(self.normalized_shape)))
+    self.eps, self.elementwise_affine = eps, elementwise_affine
+    self.weight: Tensor | None = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
+    self.bias: Tensor | None = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    n = len(self.normalized_shape)
+    if x.shape[x.ndim - n:] != self.normalized_shape:
+      raise ValueError(f"LayerNorm{self.normalized_shape} expects input ending in {self.normalized_shape}, "
+                       f"got {x.shape}")
+    x = x.layernorm(eps=self.eps, axis=self.axis)
+    if self.weight is None or self.bias is None: return x
+    return x * self.weight + self.bias
+
+
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channels of (N, C, H, W) input, at every position."""
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 4: raise ValueError(f"LayerNorm2d expects (N, C, H, W) input, got {x.shape}")
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class RMSNorm:
+  """x / sqrt(mean(x**2 over the last axis) + eps), computed in float32, times `weight` (ones)."""
+  def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
+    self.eps = eps
+    self.weight: Tensor | None = Tensor.ones(dim) if elementwise_affine else None
+
+  def _norm(self, x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if self.weight is not None and (x.ndim == 0 or x.shape[-1] != self.weight.shape[0]):
+      dim = self.weight.shape[0]
+      raise ValueError(f"RMSNorm({dim}) expects input of shape (..., {dim}), got {x.shape}")
+    x = self._norm(x.float()).cast(x.dtype)
+    return x if self.weight is None else x * self.weight
+
+
+class Embedding:
+  """A lookup table: integer indices of any shape -> rows of `weight` (vocab_size, embed_size),
+  initialised glorot-uniform as in tinygrad. The lookup is a one-hot product, so it differentiates
+  into `weight` like any other op."""
+  def __init__(self, vocab_size: int, embed_size: int):
+    self.vocab_sz, self.embed_sz = vocab_size, embed_size
+    self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
+
+  def __call__(self, idx: Tensor) -> Tensor:
+    if not isinstance(idx, Tensor) or not idx.dtype.is_int:
+      raise TypeError(f"Embedding takes a Tensor of integer indices, got {getattr(idx, 'dtype', type(idx).__name__)}")
+    # not kept as an attribute: it is no weight, and state dicts must hold weights only
+    arange = Tensor.arange(self.vocab_sz, device=self.weight.device).reshape(self.vocab_sz, 1)
+    big = idx.shape + (self.vocab_sz, self.embed_sz)
+    hit = arange.expand(big) == idx.reshape(idx.shape + (1, 1)).expand(big)
+    return (hit.cast(self.weight.dtype) * self.weight.expand(big)).sum(-2)
+
+
+class LSTMCell:
+  """One step of an LSTM: (x, (h, c)) -> (h', c') with PyTorch's gate order (input, forget, cell, output).
+
+  Weights uniform in ±1/sqrt(hidden_size), biases zeros (tinygrad's initialisation); `weight_ih`
+  (4*hidden, input), `weight_hh` (4*hidden, hidden), `bias_ih`, `bias_hh` (4*hidden) as in PyTorch.
+  """
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    stdv = 1.0 / math.sqrt(hidden_size)
+    self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-stdv, high=stdv)
+    self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-stdv, high=stdv)
+    self.bias_ih: Tensor | None = Tensor.zeros(hidden_size * 4) if bias else None
+    self.bias_hh: Tensor | None = Tensor.zeros(hidden_size * 4) if bias else None
+
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    hidden = self.weight_hh.shape[1]
+    if x.ndim != 2 or x.shape[1] != self.weight_ih.shape[1]:
+      raise ValueError(f"LSTMCell expects input of shape (batch, {self.weight_ih.shape[1]}), got {x.shape}")
+    if hc is None: hc = (Tensor.zeros(x.shape[0], hidden, dtype=x.dtype, device=x.device),) * 2
+    if any(t.shape != (x.shape[0], hidden) for t in hc):
+      raise ValueError(f"LSTMCell expects h and c of shape ({x.shape[0]}, {hidden}), "
+                       f"got {hc[0].shape} and {hc[1].shape}")
+    gates = x.linear(self.weight_ih.T, self.bias_ih) + hc[0].linear(self.weight_hh.T, self.bias_hh)
+    i, f, g, o = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+    new_c = f.sigmoid() * hc[1] + i.sigmoid() * g.tanh()
+    new_h = o.sigmoid() * new_c.tanh()
+    return new_h.contiguous(), new_c.contiguous()
+
+
+__all__ = ["BatchNorm", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+           "Linear", "GroupNorm", "InstanceNorm", "LayerNorm", "LayerNorm2d", "RMSNorm", "Embedding", "LSTMCell",
+           "optim", "state"]

@@ -1,0 +1,193 @@
+"""nn.optim: every optimizer takes the same 20 steps as PyTorch's (or, where PyTorch has none, as
+its paper's rule written in torch) on a small two-layer network; plus argument checks."""
+import numpy as np
+import pytest
+import torch
+
+from plugrad import Tensor
+from plugrad.nn import optim
+
+STEPS = 20
+rng = np.random.default_rng(0)
+X = rng.standard_normal((8, 5)).astype(np.float32)
+INIT = {k: (rng.standard_normal(shape) * scale).astype(np.float32)
+        for k, shape, scale in [("w1", (6, 5), 0.5), ("b1", (6,), 0.1), ("w2", (3, 6), 0.5), ("b2", (3,), 0.1)]}
+
+
+def loss_of(p, x):
+  """The same loss in plugrad and torch: a tanh MLP's squared output, averaged."""
+  h = (x @ p["w1"].T + p["b1"]).tanh()
+  return ((h @ p["w2"].T + p["b2"]) ** 2).mean()
+
+
+def train_plugrad(make_opt):
+  params = {k: Tensor(v.copy(), requires_grad=True) for k, v in INIT.items()}
+  opt = make_opt(params)
+  x = Tensor(X)
+  with Tensor.train():
+    for _ in range(STEPS):
+      opt.zero_grad()
+      loss_of(params, x).backward()
+      opt.step()
+  return {k: v.numpy() for k, v in params.items()}
+
+
+def train_torch(make_opt):
+  params = {k: torch.tensor(v, requires_grad=True) for k, v in INIT.items()}
+  opt = make_opt(params)
+  x = torch.tensor(X)
+  for _ in range(STEPS):
+    opt.zero_grad()
+    loss_of(params, x).backward()
+    opt.step()
+  return {k: v.detach().numpy() for k, v in params.items()}
+
+
+class TorchLAMB(torch.optim.Optimizer):
+  """LAMB as in its paper (and tinygrad): Adam's step plus weight decay, times |w| / |step|."""
+  def __init__(self, params, lr, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.0):
+    super().__init__(params, dict(lr=lr, b1=b1, b2=b2, eps=eps, wd=weight_decay))
+
+  @torch.no_grad()
+  def step(self):
+    for g in self.param_groups:
+      for p in g["params"]:
+        s = self.state[p]
+        if not s: s.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+        s["t"] += 1
+        s["m"].mul_(g["b1"]).add_(p.grad, alpha=1 - g["b1"])
+        s["v"].mul_(g["b2"]).add_(p.grad * p.grad, alpha=1 - g["b2"])
+        m_hat, v_hat = s["m"] / (1 - g["b1"] ** s["t"]), s["v"] / (1 - g["b2"] ** s["t"])
+        up = m_hat / (v_hat.sqrt() + g["eps"]) + g["wd"] * p
+        r1, r2 = p.norm(), up.norm()
+        ratio = (r1 / r2) if r1 > 0 and r2 > 0 else 1.0
+        p.sub_(g["lr"] * ratio * up)
+
+
+class TorchLARS(torch.optim.Optimizer):
+  """LARS as in its paper (and tinygrad): g += wd*w; b = m*b + lr * tcoef*|w|/(|g|+wd*|w|) * g; w -= b."""
+  def __init__(self, params, lr, momentum=0.9, weight_decay=1e-4, tcoef=0.001):
+    super().__init__(params, dict(lr=lr, momentum=momentum, wd=weight_decay, tcoef=tcoef))
+
+  @torch.no_grad()
+  def step(self):
+    for g in self.param_groups:
+      for p in g["params"]:
+        r1, r2 = p.norm(), p.grad.norm()
+        ratio = g["tcoef"] * r1 / (r2 + g["wd"] * r1) if r1 > 0 and r2 > 0 else 1.0
+        d = (p.grad + g["wd"] * p) * ratio * g["lr"]
+        s = self.state[p]
+        s["b"] = g["momentum"] * s.get("b", torch.zeros_like(p)) + d
+        p.sub_(s["b"])
+
+
+def _ns32(grad, coefficients, steps, eps):
+  """PyTorch's Newton-Schulz iteration in float32 (torch runs it in bfloat16, plugrad in float32)."""
+  a, b, c = coefficients
+  x = grad.float()
+  if grad.size(0) > grad.size(1): x = x.T
+  x = x / x.norm().clamp(min=eps)
+  for _ in range(steps):
+    gram = x @ x.T
+    x = a * x + (b * gram + c * gram @ gram) @ x
+  return x.T if grad.size(0) > grad.size(1) else x
+
+
+MATRICES, VECTORS = ("w1", "w2"), ("b1", "b2")
+CASES = {
+  "sgd": (lambda p: optim.SGD(list(p.values()), lr=0.1), lambda p: torch.optim.SGD(list(p.values()), lr=0.1)),
+  "sgd_momentum": (lambda p: optim.SGD(list(p.values()), lr=0.05, momentum=0.9),
+                   lambda p: torch.optim.SGD(list(p.values()), lr=0.05, momentum=0.9)),
+  "sgd_nesterov_wd": (lambda p: optim.SGD(list(p.values()), lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01),
+                      lambda p: torch.optim.SGD(list(p.values()), lr=0.05, momentum=0.8, nesterov=True,
+                                                weight_decay=0.01)),
+  "adam": (lambda p: optim.Adam(list(p.values()), lr=0.01), lambda p: torch.optim.Adam(list(p.values()), lr=0.01)),
+  "adamw": (lambda p: optim.AdamW(list(p.values()), lr=0.01, b1=0.8, weight_decay=0.1),
+            lambda p: torch.optim.AdamW(list(p.values()), lr=0.01, betas=(0.8, 0.999), weight_decay=0.1)),
+  "lamb": (lambda p: optim.LAMB(list(p.values()), lr=0.01, weight_decay=0.01),
+           lambda p: TorchLAMB(list(p.values()), lr=0.01, weight_decay=0.01)),
+  "lars": (lambda p: optim.LARS(list(p.values()), lr=0.5), lambda p: TorchLARS(list(p.values()), lr=0.5)),
+}
+
+
+def _close(ours, ref, atol=2e-5):
+  for k in ref: np.testing.assert_allclose(ours[k], ref[k], rtol=1e-4, atol=atol, err_msg=k)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_torch_for_20_steps(name):
+  ours, ref = CASES[name]
+  _close(train_plugrad(ours), train_torch(ref))
+
+
+def test_muon_with_adamw_matches_torch(monkeypatch):
+  """Muon for the matrices, AdamW for the biases, stepped as one group."""
+  monkeypatch.setattr(torch.optim._muon, "_zeropower_via_newtonschulz", _ns32)
+  ours = train_plugrad(lambda p: optim.OptimizerGroup(optim.Muon([p[k] for k in MATRICES], lr=0.02, weight_decay=0.1),
+                                                      optim.AdamW([p[k] for k in VECTORS], lr=0.01)))
+
+  class Both:
+    def __init__(self, p):
+      self.opts = [torch.optim.Muon([p[k] for k in MATRICES], lr=0.02, weight_decay=0.1),
+                   torch.optim.AdamW([p[k] for k in VECTORS], lr=0.01)]
+    def zero_grad(self): [o.zero_grad() for o in self.opts]
+    def step(self): [o.step() for o in self.opts]
+  _close(ours, train_torch(Both), atol=1e-4)
+
+
+def test_step_is_one_realize(monkeypatch):
+  params = {k: Tensor(v.copy(), requires_grad=True) for k, v in INIT.items()}
+  opt = optim.Adam(list(params.values()), lr=0.01)
+  calls = []
+  real = Tensor.realize
+  monkeypatch.setattr(Tensor, "realize", lambda self, *o: calls.append(1 + len(o)) or real(self, *o))
+  with Tensor.train():
+    loss_of(params, Tensor(X)).backward()
+    opt.step()
+  assert len(calls) == 1  # all 4 parameters, 4+4 moments and 2 bias corrections in one realize
+  assert calls[0] == 4 + 8 + 2
+
+
+def test_lr_is_a_tensor_that_can_change():
+  p = Tensor([1.0, 2.0], requires_grad=True)
+  opt = optim.SGD([p], lr=0.5)
+  with Tensor.train():
+    for lr in (0.5, 0.0, 0.25):
+      opt.lr.assign([lr])
+      opt.zero_grad()
+      (p * p).sum().backward()
+      before = p.numpy()
+      opt.step()
+      np.testing.assert_allclose(p.numpy(), before - lr * 2 * before, rtol=1e-6)
+
+
+def test_frozen_and_gradless_parameters():
+  a, b = Tensor([1.0, 2.0]), Tensor([3.0], requires_grad=False)
+  c = Tensor([5.0])  # in the optimizer but not in the loss: no gradient, so left alone as PyTorch does
+  opt = optim.SGD([a, b, c], lr=0.1)
+  assert opt.params == [a, c] and opt.buffers == [b] and a.requires_grad is True
+  with Tensor.train():
+    (a * b).sum().backward()
+    opt.step()
+  np.testing.assert_allclose(a.numpy(), [1 - 0.3, 2 - 0.3], rtol=1e-6)
+  assert b.numpy().tolist() == [3.0] and c.numpy().tolist() == [5.0]
+
+
+def test_bad_arguments():
+  p = Tensor([1.0])
+  with pytest.raises(ValueError, match="learning rate"): optim.SGD([p], lr=-0.1)
+  with pytest.raises(ValueError, match="learning rate"): optim.Adam([p], lr=float("nan"))
+  with pytest.raises(ValueError, match="no parameters"): optim.AdamW([])
+  with pytest.raises(ValueError, match="no parameters"): optim.SGD([Tensor([1.0], requires_grad=False)])
+  with pytest.raises(TypeError, match="list of tensors"): optim.SGD(p)
+  with pytest.raises(ValueError, match="momentum"): optim.SGD([p], momentum=-1)
+  with pytest.raises(ValueError, match="nesterov"): optim.SGD([p], nesterov=True)
+  with pytest.raises(ValueError, match="b1 and b2"): optim.Adam([p], b1=1.0)
+  with pytest.raises(ValueError, match=r"shape \(1,\)"): optim.Muon([p])
+
+
+def test_step_needs_training_mode():
+  p = Tensor([1.0], requires_grad=True)
+  opt = optim.SGD([p])
+  (p * 2).sum().backward()
+  with pytest.raises(RuntimeError, match="training"): opt.step()
