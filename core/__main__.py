@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
+from plugrad.device import DeviceError
 from plugrad.registry import get_registry
+
+
+class CLIError(Exception):
+  """A user mistake the CLI reports as one line (with the fix) and exit status 2."""
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -56,11 +62,11 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     exec(compile(args.code, "<kernels -c>", "exec"), scope)
   finally:
     reg.config = saved
-  if "out" not in scope: raise SystemExit("the code must bind a Tensor (or a list of Tensors) to the name `out`")
+  if "out" not in scope: raise CLIError("the code must bind a Tensor (or a list of Tensors) to the name `out`")
   out = scope["out"]
   tensors = list(out) if isinstance(out, (list, tuple)) else [out]
-  if not all(isinstance(t, Tensor) for t in tensors): raise SystemExit("`out` must be a Tensor or a list of Tensors")
-  failures = 0
+  if not all(isinstance(t, Tensor) for t in tensors): raise CLIError("`out` must be a Tensor or a list of Tensors")
+  failures = compiled = 0
   for item in _schedule(tensors, limit_device=device.name):
     if item.is_copy: continue
     prog = lower_for(device, item.ast)
@@ -69,10 +75,15 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     print(src)
     if args.compile:
       try:
-        device.compiler.compile(src)
+        binary, cached = device.compiler.compile(src)
       except Exception as e:
         failures += 1
         print(f"// compile failed: {e}", file=sys.stderr)
+      else:
+        compiled += 1
+        print(f"// compiled for {device.name}: {len(binary)} bytes{' (from the cache)' if cached else ''}")
+  if args.compile:
+    print(f"{compiled} of {compiled + failures} kernels compiled for {device.name}", file=sys.stderr)
   return 1 if failures else 0
 
 
@@ -84,7 +95,12 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-  import pytest
+  try:
+    import pytest
+  except ImportError:
+    raise CLIError("the conformance suite runs under pytest, which is in plugrad's test extra: "
+                   "pip install 'plugrad[test]'") from None
+  get_registry().device(args.device)  # an unknown or unavailable device fails here, in one line
   return pytest.main(["-p", "plugrad.testing.pytest_plugin", "--pyargs", "plugrad.testing", "--plugrad-device", args.device,
                       "-p", "no:cacheprovider", *args.pytest_args])
 
@@ -104,8 +120,16 @@ def main(argv: Sequence[str] | None = None) -> int:
   c.add_argument("device")
   c.add_argument("pytest_args", nargs=argparse.REMAINDER, help="more pytest arguments, e.g. -q -x")
   args = parser.parse_args(argv)
-  return {"devices": cmd_devices, "kernels": cmd_kernels, "new-plugin": cmd_new_plugin,
-          "conformance": cmd_conformance}[args.cmd](args)
+  command = {"devices": cmd_devices, "kernels": cmd_kernels, "new-plugin": cmd_new_plugin,
+             "conformance": cmd_conformance}[args.cmd]
+  try:
+    return command(args)
+  except (CLIError, DeviceError, ValueError) as e:
+    print(f"python -m plugrad {args.cmd}: error: {e}", file=sys.stderr)
+    return 2
+  except BrokenPipeError:  # `python -m plugrad devices | head`: the reader left, nothing is wrong
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's final flush stays quiet
+    return 0
 
 
 if __name__ == "__main__":

@@ -259,7 +259,9 @@ class Registry:
     When that is the reference device, a PluginWarning says once what to install."""
     if self._default is not None: return self._default
     with self._lock:
-      if self.config.device: self._default = canonical_device(self.config.device)
+      if self.config.device:
+        self.device(self.config.device)  # DEVICE names a device that cannot run here: say so at the first tensor
+        self._default = canonical_device(self.config.device)
       else:
         statuses = self.all_status()
         best = [s for s in statuses if s.available and s.decl is not None]

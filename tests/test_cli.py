@@ -43,3 +43,31 @@ def test_debug_levels_print_kernels(tmp_path):
   assert "*** PYTHON" in out.stderr and "GFLOP/s" in out.stderr
   out4 = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEBUG": "4"})
   assert "LOAD" in out4.stderr  # the PYTHON device's rendered program
+
+
+def test_errors_are_one_line_with_the_fix_and_a_nonzero_exit():
+  res = run("kernels", "--device", "NOPE", "-c", "out = Tensor([1])")
+  assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+  assert res.stderr.startswith("python -m plugrad kernels: error: ") and "README" in res.stderr
+  res = run("conformance", "NOPE")
+  assert res.returncode == 2 and "Traceback" not in res.stderr and "unknown device 'NOPE'" in res.stderr
+
+
+def test_conformance_without_pytest_names_the_extra(tmp_path):
+  (tmp_path / "pytest.py").write_text("raise ImportError('pytest is not installed')\n")  # shadows the real one
+  res = run("conformance", "PYTHON", env={"PYTHONPATH": str(tmp_path)})
+  assert res.returncode == 2 and "pip install 'plugrad[test]'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_closed_pipe_is_quiet():
+  p = subprocess.Popen([sys.executable, "-m", "plugrad", "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  p.stdout.readline()
+  p.stdout.close()  # like `| head -1`
+  err = p.stderr.read().decode()
+  assert p.wait(timeout=120) == 0 and "BrokenPipeError" not in err and "Traceback" not in err
+
+
+def test_compile_confirms_each_kernel():
+  res = run("kernels", "--device", "PYTHON", "--compile", "-c", "a = Tensor.rand(4); out = [a + 1, a.sum()]")
+  assert res.returncode == 0, res.stderr
+  assert res.stdout.count("// compiled for PYTHON: ") == 2 and "2 of 2 kernels compiled for PYTHON" in res.stderr

@@ -1,11 +1,13 @@
 """Plugin discovery and device selection, with fake entry points (no packages installed)."""
 import importlib.metadata
+import os
 import warnings
 from types import SimpleNamespace
 
 import pytest
 
-from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, DeviceError, hookimpl
+from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, DeviceError, dtypes, hookimpl
+from plugrad.device import UnsupportedError
 from plugrad.config import Config
 from plugrad import Tensor
 from plugrad.registry import PluginWarning, Registry, set_registry
@@ -62,7 +64,7 @@ def test_default_device_is_highest_priority_available():
 
 
 def test_device_env_selects_and_index_is_kept():
-  reg = make_registry([FakeEP("CPU", device_plugin("CPU"))], env={"DEVICE": "cpu:1"})
+  reg = make_registry([FakeEP("CPU", device_plugin("CPU", count=lambda: 2))], env={"DEVICE": "cpu:1"})
   assert reg.default_device() == "CPU:1"
 
 
@@ -255,3 +257,23 @@ def test_real_entry_points_are_read_from_metadata(monkeypatch):
   reg = Registry(Config.from_env({}), builtins=[PythonDevicePlugin()])
   assert reg.device_names() == ["PYTHON"]
   assert "plugrad.devices" in seen
+
+
+def test_an_undeclared_dtype_fails_at_the_call_that_asks_for_it():
+  narrow = Capabilities(dtypes=frozenset([dtypes.float32, dtypes.int32, dtypes.bool]))
+  prev = set_registry(make_registry([FakeEP("NARROW", device_plugin("NARROW", caps=narrow))]))
+  try:
+    t = Tensor.ones(3, device="NARROW")
+    with pytest.raises(UnsupportedError, match="NARROW does not support dtype float64"): t.cast(dtypes.float64)
+    with pytest.raises(UnsupportedError, match="float16"): Tensor.ones(3, dtype=dtypes.float16, device="NARROW")
+    with pytest.raises(UnsupportedError, match="int64"): Tensor.ones(2, dtype=dtypes.int64, device="PYTHON").to("NARROW")
+  finally:
+    set_registry(prev)
+
+
+def test_a_device_index_that_does_not_exist_fails_at_the_first_tensor():
+  import subprocess
+  import sys
+  res = subprocess.run([sys.executable, "-c", "from plugrad import Tensor; Tensor.ones(3)"], capture_output=True, text=True,
+                       env={**os.environ, "DEVICE": "PYTHON:7"}, timeout=60)
+  assert res.returncode != 0 and "device PYTHON:7 does not exist: this machine has 1 PYTHON device" in res.stderr
