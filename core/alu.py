@@ -2,7 +2,9 @@
 device executes and that constant folding uses; rendered code on any device must agree with it.
 
 Edge cases that C leaves undefined are defined here: integer division and modulo by zero give 0
-(numpy's answer), integer arithmetic wraps, shifts use the low bits of the shift amount.
+(numpy's answer), integer arithmetic wraps, shifts use the low bits of the shift amount. On floats
+IDIV is trunc(a / b) and MOD is C's fmod (exact, with the sign of the dividend; x % 0 and
+inf % x are NaN): the Tensor's `//` and `%` are built from these the way torch builds them.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from plugrad.uops import Ops
 
 
 def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-  # truncating division (C semantics) with x/0 -> 0
+  # floats: trunc(a / b) with IEEE results for b == 0 (what a renderer's trunc of a division gives)
+  if a.dtype.kind == "f": return np.trunc(a / b)
+  # integers: truncating division (C semantics) with x/0 -> 0
   safe = np.where(b == 0, 1, b)
   q = np.abs(a) // np.abs(safe)
   q = np.where((a < 0) != (safe < 0), -q, q)
@@ -23,6 +27,7 @@ def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  if a.dtype.kind == "f": return np.fmod(a, b)  # C's fmod: exact, no rounded quotient involved
   # remainder with the sign of the dividend (C semantics) with x%0 -> 0 (numpy's answer)
   return np.where(b == 0, 0, a - _idiv(a, b) * b).astype(a.dtype)
 

@@ -12,7 +12,8 @@ from plugrad.dtype import DType, dtypes
 from plugrad.uops import GroupOp, Ops, PatternMatcher, SpecError, UOp, UPat
 
 FLOAT_ONLY = {Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.FDIV}
-INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR}
+INT_ONLY = {Ops.SHL, Ops.SHR}
+NUMERIC = {Ops.IDIV, Ops.MOD}  # ints and floats (on floats trunc(a / b) and fmod), never bool
 BITWISE = {Ops.AND, Ops.OR, Ops.XOR}
 
 
@@ -30,6 +31,7 @@ def _alu_types_ok(op: Ops, dt: DType, s: list[DType]) -> bool:
   if op is Ops.WHERE: return len(s) == 3 and s[0] == dtypes.bool and s[1] == s[2] == dt
   if op in FLOAT_ONLY and not dt.is_float: return False
   if op in INT_ONLY and not dt.is_int: return False
+  if op in NUMERIC and dt == dtypes.bool: return False
   if op in BITWISE and dt.is_float: return False
   if op in GroupOp.Comparison: return len(s) == 2 and s[0] == s[1] and dt == dtypes.bool
   if op in (Ops.SHL, Ops.SHR): return len(s) == 2 and s[0] == dt and s[1].is_int
@@ -68,7 +70,8 @@ tensor_spec = PatternMatcher([
   (UPat(GroupOp.Movement, name="u"), _movement_ok),
   (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),
   (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
-  (UPat((Ops.CONTIGUOUS, Ops.COPY), name="u"), lambda u: len(u.src) == 1 and u.dtype == u.src[0].dtype),
+  (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD), name="u"),
+   lambda u: len(u.src) == 1 and u.dtype == u.src[0].dtype),
   (UPat(Ops.ASSIGN, name="u"), lambda u: len(u.src) == 2 and u.src[0].shape == u.src[1].shape and u.dtype == u.src[0].dtype),
   (UPat(Ops.KERNEL, name="u"), lambda u: u.dtype is None and all(x.op in (Ops.BUFFER, Ops.ASSIGN) for x in u.src)),
   (UPat(Ops.SINK), lambda: True),

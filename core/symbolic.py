@@ -134,8 +134,9 @@ symbolic = PatternMatcher([
   (UPat(GroupOp.ALU, name="alu"), _fold),
   # a node whose value range is one point -> that constant
   (UPat(name="u"), _decided),
-  # x + 0 -> x
-  (UPat.alu(Ops.ADD, x, UPat(Ops.CONST, arg=0)), lambda x: x),
+  # x + 0 -> x (on floats only x + -0.0 is x: -0.0 + 0.0 is 0.0)
+  (UPat.alu(Ops.ADD, x, UPat(Ops.CONST, arg=0, name="z")),
+   lambda x, z: x if not z.dtype.is_float or math.copysign(1.0, z.arg) < 0 else None),
   # x * 1 -> x
   (UPat.alu(Ops.MUL, x, UPat(Ops.CONST, arg=1)), lambda x: x if x.dtype != dtypes.bool else None),
   # x * 0 -> 0 (integers only: NaN * 0 is NaN)

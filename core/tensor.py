@@ -13,8 +13,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from plugrad.config import TRAINING, Context
 from plugrad.device import Buffer, check_supported, image_spec_for
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
+from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, create_schedule, kernelize,
                                pending_kernel)
@@ -57,11 +59,29 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _sum_dtype(dt: DType) -> DType:
-  """The dtype sums and products accumulate in (and return, except for half floats)."""
-  if dt == dtypes.bool or (dt.kind == "i" and dt.itemsize < 4): return dtypes.int32
-  if dt.kind == "u" and dt.itemsize < 4: return dtypes.uint32
-  if dt in (dtypes.float16, dtypes.bfloat16): return dtypes.float32
-  return dt
+  """The dtype sums and products return, as torch: int64 for bool and every integer type, unsigned ones
+  included (uint64's bits wrap into int64); a float type keeps its own (halves accumulate in float32)."""
+  return dtypes.int64 if dt == dtypes.bool or dt.is_int else dt
+
+
+def _check_py_int(value: Any) -> Any:
+  """`value`, unless it is a Python int beyond 64 bits: that raises OverflowError, as in torch. Ints that fit in
+  int64 or uint64 wrap to the tensor's dtype (int8 + 300 adds 44), as they do in torch and tinygrad."""
+  if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 64:
+    raise OverflowError(f"Python int {value} is too big to convert: tensor values must fit in 64 bits")
+  return value
+
+
+def _array_from_py(data: list | tuple, dt: DType) -> np.ndarray:
+  """A (nested) list as a numpy array of `dt`'s type; ints out of the dtype's range wrap (numpy refuses them)."""
+  try:
+    return np.array(data, dtype=dt.np)
+  except OverflowError:
+    obj = np.array(data, dtype=object)
+    flat = [_check_py_int(v) for v in obj.ravel()]
+    if not dt.is_int: return np.array(flat, dtype=dt.np).reshape(obj.shape)
+    # through uint64: a C cast to a narrower integer keeps the low bits, which is the wrap
+    return np.array([int(v) % (1 << 64) for v in flat], dtype=np.uint64).astype(dt.np).reshape(obj.shape)
 
 
 class _RNG:
@@ -70,18 +90,31 @@ class _RNG:
   gen = np.random.Generator(np.random.Philox(0))
 
 
-class Tensor:
+class _TensorMeta(type):
+  # `Tensor.training` reads and sets the TRAINING context variable: the one record of training mode
+  @property
+  def training(cls) -> bool: return bool(TRAINING.value)
+  @training.setter
+  def training(cls, mode: bool) -> None: TRAINING.value = int(mode)
+
+
+class Tensor(metaclass=_TensorMeta):
   """A lazily evaluated n-dimensional array on a device.
 
   :param data: a Python scalar, a (nested) list, a numpy array, or a UOp (internal).
   :param device: a device name such as "CPU" or "CUDA:1"; the default device when None.
   :param dtype: the element type; inferred from the data when None.
+  :param requires_grad: True: `backward` fills `.grad`; False: never; None (default): filled when
+    the tensor is reached by `backward` (tinygrad's rule).
   """
-  __slots__ = ("uop", "device", "__weakref__")
+  __slots__ = ("uop", "device", "grad", "requires_grad", "__weakref__")
   _live: weakref.WeakSet[Tensor] = weakref.WeakSet()
   __hash__ = object.__hash__
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None):
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+               requires_grad: bool | None = None):
+    self.grad: Tensor | None = None
+    self.requires_grad: bool | None = requires_grad
     dt = dtypes.from_any(dtype) if dtype is not None else None
     self.device = canonical_device(device) if device else get_registry().default_device()
     if isinstance(data, UOp):
@@ -91,13 +124,13 @@ class Tensor:
       self.device = data.device if device is None else self.device
     elif isinstance(data, (bool, int, float, np.generic)) and not isinstance(data, np.ndarray):
       dt = dt or (dtypes.from_any(data.dtype) if isinstance(data, np.generic) else dtypes.from_py(data))
-      self.uop = UOp.const(dt, data.item() if isinstance(data, np.generic) else data)
+      self.uop = UOp.const(dt, data.item() if isinstance(data, np.generic) else _check_py_int(data))
     elif isinstance(data, (list, tuple, np.ndarray)):
       if isinstance(data, np.ndarray): arr = data
       else:
         dt = dt or dtypes.from_py(data)
         try:
-          arr = np.array(data, dtype=dt.np)
+          arr = _array_from_py(data, dt)
         except ValueError as e:
           raise ValueError(f"cannot make a tensor from a ragged or mixed list: {e}") from None
       if arr.dtype == object: raise TypeError("cannot make a tensor from an array of Python objects")
@@ -109,8 +142,10 @@ class Tensor:
 
   @staticmethod
   def _from(uop: UOp, device: str) -> Tensor:
+    caps = get_registry().device(device).caps
+    if uop.dtype.scalar() not in caps.dtypes: check_supported(device, caps, {uop.dtype.scalar()})  # fail at the call
     t = object.__new__(Tensor)
-    t.uop, t.device = uop, device
+    t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
     Tensor._live.add(t)
     return t
 
@@ -137,28 +172,32 @@ class Tensor:
   # ------------------------------------------------------------------ creation
 
   @staticmethod
-  def empty(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def empty(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+            requires_grad: bool | None = None) -> Tensor:
     """An uninitialised tensor (a fresh buffer)."""
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     dev = canonical_device(device) if device else get_registry().default_device()
     shape = _shape_args(shape)
     buf = Buffer(dev, prod(shape), dt, get_registry().device(dev).allocator)
-    return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), shape), dev)
+    return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod
-  def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
+           requires_grad: bool | None = None) -> Tensor:
     """A tensor of `shape` filled with `fill_value` (lazy: a broadcast constant)."""
     shape = _shape_args((shape,) if isinstance(shape, int) else tuple(shape))
     c = Tensor(fill_value, device=device, dtype=dtype)
-    return c.reshape((1,) * len(shape)).expand(shape) if shape else c
+    return (c.reshape((1,) * len(shape)).expand(shape) if shape else c).requires_grad_(requires_grad)
 
   @staticmethod
-  def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    return Tensor.full(_shape_args(shape), 0, dtype=dtype or dtypes.default_float, device=device)
+  def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+            requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(_shape_args(shape), 0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    return Tensor.full(_shape_args(shape), 1, dtype=dtype or dtypes.default_float, device=device)
+  def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+           requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(_shape_args(shape), 1, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
   def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device)
@@ -199,24 +238,32 @@ class Tensor:
     with _RNG.lock: _RNG.gen = np.random.Generator(np.random.Philox(seed))
 
   @staticmethod
-  def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+           requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [0, 1)."""
-    return Tensor.uniform(*shape, low=0.0, high=1.0, dtype=dtype, device=device)
+    return Tensor.uniform(*shape, low=0.0, high=1.0, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
   def uniform(*shape: ShapeArg, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
-              device: str | None = None) -> Tensor:
+              device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [low, high)."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     with _RNG.lock: data = _RNG.gen.random(shape, dtype=np.float32)
-    return Tensor((data * (high - low) + low).astype(dt.np), device=device, dtype=dt)
+    return Tensor((data * (high - low) + low).astype(dt.np), device=device, dtype=dt, requires_grad=requires_grad)
 
   @staticmethod
-  def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+            requires_grad: bool | None = None) -> Tensor:
     """Standard normal random values."""
+    return Tensor.normal(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+  @staticmethod
+  def normal(*shape: ShapeArg, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None,
+             device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """Normal random values with `mean` and `std`."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     with _RNG.lock: data = _RNG.gen.standard_normal(shape, dtype=np.float32)
-    return Tensor(data.astype(dt.np), device=device, dtype=dt)
+    return Tensor((data * std + mean).astype(dt.np), device=device, dtype=dt, requires_grad=requires_grad)
 
   @staticmethod
   def randint(*shape: ShapeArg, low: int = 0, high: int = 10, dtype: DType | str | None = None,
@@ -295,6 +342,77 @@ class Tensor:
       self.uop = value  # nothing aliases an unrealized tensor: the new value simply replaces it
     return self
 
+  # ------------------------------------------------------------------ gradients
+
+  @staticmethod
+  def train(mode: bool = True) -> Context:
+    """Training mode for a block (`with Tensor.train(): ...`, or as a decorator): dropout is active and
+    BatchNorm uses batch statistics. The same switch as `Context(TRAINING=1)` and `Tensor.training`."""
+    return Context(TRAINING=int(mode))
+
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    """Set `requires_grad` in place (PyTorch's habit) and return this tensor."""
+    self.requires_grad = requires_grad
+    return self
+
+  def detach(self) -> Tensor:
+    """The same values, cut off from the graph: no gradient flows through the result."""
+    return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), device=self.device, requires_grad=False)
+
+  def contiguous_backward(self) -> Tensor:
+    """The same values; the gradient that flows back through here is realized into its own buffer."""
+    return self._new(UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self.uop,)))
+
+  def _check_root_gradient(self, gradient: Tensor | None) -> Tensor:
+    if not self.dtype.is_float: raise TypeError(f"only float tensors have gradients, this one is {self.dtype.name}")
+    if gradient is None:
+      if self.shape != ():
+        raise ValueError(f"backward of a tensor of shape {self.shape} needs `gradient` (dL/dself, of that shape); "
+                         "without it, call backward on a scalar such as a loss or .sum()")
+      return Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False)
+    if not isinstance(gradient, Tensor): raise TypeError(f"gradient must be a Tensor, got {type(gradient).__name__}")
+    if gradient.shape != self.shape:
+      raise ValueError(f"gradient has shape {gradient.shape} but the tensor it is for has shape {self.shape}")
+    if gradient.device != self.device: raise ValueError(f"gradient is on {gradient.device}, the tensor on {self.device}")
+    return gradient
+
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """The gradients of this tensor with respect to `targets`, as new lazy tensors (nothing runs, no
+    `.grad` changes).
+
+    :param gradient: dL/d(self); may be left out only for a scalar (then it is 1).
+    :param materialize_grads: zeros for a target this tensor does not depend on (else ValueError).
+    """
+    root_grad = self._check_root_gradient(gradient)
+    for t in targets:
+      if not isinstance(t, Tensor): raise TypeError(f"gradient targets must be Tensors, got {type(t).__name__}")
+      if not t.dtype.is_float: raise TypeError(f"only float tensors have gradients, a target is {t.dtype.name}")
+    grads = compute_gradient(self.uop, root_grad.uop, [t.uop for t in targets])
+    out = []
+    for i, t in enumerate(targets):
+      if (g := grads.get(t.uop)) is not None: out.append(Tensor._from(g, t.device))
+      elif materialize_grads: out.append(t.zeros_like())
+      else: raise ValueError(f"target {i} (shape {t.shape}) is not used to compute this tensor, or only through "
+                             "integer values or detach(); pass materialize_grads=True for zeros")
+    return out
+
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Add the gradient of this tensor to `.grad` of every float tensor it was computed from whose
+    `requires_grad` is not False (tinygrad's rule: None counts as wanted). Lazy: the gradients run
+    when realized, usually by an optimizer's step.
+
+    :param gradient: dL/d(self); may be left out only for a scalar (then it is 1).
+    """
+    root_grad = self._check_root_gradient(gradient)
+    in_graph = set(self.uop.toposort)
+    wanted = [t for t in list(Tensor._live) if t.uop in in_graph and t.requires_grad is not False and t.dtype.is_float]
+    grads = compute_gradient(self.uop, root_grad.uop, [t.uop for t in wanted])
+    for t in wanted:
+      g = Tensor._from(grads[t.uop], t.device) if t.uop in grads else t.zeros_like()
+      if t.grad is None: t.grad = g
+      else: t.grad.assign(t.grad + g)
+    return self
+
   # ------------------------------------------------------------------ movement
 
   def reshape(self, *shape: ShapeArg) -> Tensor:
@@ -309,7 +427,9 @@ class Tensor:
     shape = tuple(int(s) for s in shape)
     if prod(shape) != self.numel():
       raise ValueError(f"cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
-    return self if shape == self.shape else self._new(_reshape(self.uop, shape))
+    # no folding into a reshape below: that node may be another tensor, which gradients must find in
+    # the graph (the scheduler folds chains of reshapes when it builds kernels)
+    return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
 
   def view(self, *shape: ShapeArg) -> Tensor: return self.reshape(*shape)
 
@@ -385,7 +505,7 @@ class Tensor:
       x = self.shrink(tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape)))
       return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in pairs), value)
     if all(b == 0 and a == 0 for b, a in pairs): return self
-    arg = (tuple(pairs), truncate(value, self.dtype))
+    arg = (tuple(pairs), truncate(_check_py_int(value), self.dtype))
     return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), arg))
 
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
@@ -498,7 +618,7 @@ class Tensor:
       y = other
     elif isinstance(other, (bool, int, float, np.generic)):
       dt = result_type_with_scalar(self.dtype, other)
-      y = Tensor._from(UOp.const(dt, other.item() if isinstance(other, np.generic) else other), self.device)
+      y = Tensor._from(UOp.const(dt, other.item() if isinstance(other, np.generic) else _check_py_int(other)), self.device)
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
     x, y = self.cast(dt), y.cast(dt)
@@ -532,6 +652,7 @@ class Tensor:
   def double(self) -> Tensor: return self.cast(dtypes.float64)
 
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
+  def _wide(self) -> Tensor: return self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
 
   def add(self, x: Any, reverse: bool = False) -> Tensor: return self._bin(Ops.ADD, x, reverse)
   def sub(self, x: Any, reverse: bool = False) -> Tensor:
@@ -551,7 +672,7 @@ class Tensor:
     return a._alu(Ops.FDIV, b)
 
   def _floordiv(self, b: Tensor) -> Tensor:
-    if self.dtype.is_float: return self._alu(Ops.FDIV, b).floor()
+    if self.dtype.is_float: return self._float_floordiv(b)
     if self.dtype == dtypes.bool: raise TypeError("floor division of bool tensors is not supported")
     q = self._alu(Ops.IDIV, b)
     if self.dtype.is_unsigned: return q
@@ -559,14 +680,32 @@ class Tensor:
     fix = (self._alu(Ops.MOD, b)._bin(Ops.CMPNE, 0)) & ((self < 0) ^ (b < 0))
     return q - fix.cast(q.dtype)
 
+  def _float_floordiv(self, b: Tensor) -> Tensor:
+    """torch's div_floor_floating: the quotient from the exact fmod remainder, so an exact multiple is not
+    rounded up (5. // 0.2 is 24, since 0.2 is a little more than 1/5), x // 0 is the IEEE a / b, inf // x NaN."""
+    if self.dtype.itemsize < 4: return self.float()._float_floordiv(b.float()).cast(self.dtype)  # torch: in float
+    mod = self._alu(Ops.MOD, b)
+    div = (self - mod)._alu(Ops.FDIV, b)
+    div = ((mod != 0) & ((b < 0) ^ (mod < 0))).where(div - 1, div)
+    fl = div.floor()
+    fl = ((div - fl) > 0.5).where(fl + 1, fl)
+    q = self._alu(Ops.FDIV, b)
+    # a zero quotient keeps the sign of a / b (finite here, so q * 0 is that signed zero)
+    return (b == 0).where(q, (div != 0).where(fl, q * 0.0))
+
   def floordiv(self, x: Any, reverse: bool = False) -> Tensor:
+    """Floor division (Python's //); on floats exactly torch.floor_divide's values."""
     a, b = self._binary_operands(x, reverse)
     return a._floordiv(b)
 
   def mod(self, x: Any, reverse: bool = False) -> Tensor:
     """Remainder with the sign of the divisor (Python's and numpy's %)."""
     a, b = self._binary_operands(x, reverse)
-    if a.dtype.is_float: return a - b * a._alu(Ops.FDIV, b).floor()
+    if a.dtype.is_float:
+      if a.dtype.itemsize < 4: return a.float().mod(b.float()).cast(a.dtype)  # torch computes halves in float
+      # torch's remainder: the exact fmod, moved into the divisor's sign (x % 0 is NaN, 1 % inf is 1, -1 % inf is inf)
+      r = a._alu(Ops.MOD, b)
+      return ((r != 0) & ((b < 0) ^ (r < 0))).where(r + b, r)
     if a.dtype == dtypes.bool: raise TypeError("modulo of bool tensors is not supported")
     r = a._alu(Ops.MOD, b)
     if a.dtype.is_unsigned: return r
@@ -672,7 +811,8 @@ class Tensor:
   def square(self) -> Tensor: return self * self
   def sigmoid(self) -> Tensor: return (1 + (-self._float()).exp()).reciprocal()
   def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
-  def relu(self) -> Tensor: return self.maximum(0)
+  # a where, not maximum(x, 0): the gradient at 0 is then 0, as torch's, instead of a tie's half
+  def relu(self) -> Tensor: return (self > 0).where(self, 0)
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
@@ -735,16 +875,20 @@ class Tensor:
     return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    """Sum over `axis` (all axes when None); bools and small ints sum as int32, halves accumulate in float32."""
-    acc = dtypes.from_any(dtype) if dtype is not None else _sum_dtype(self.dtype)
-    out = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-    return out.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else out
+    """Sum over `axis` (all axes when None). Bools and integers sum as int64 (torch's rule), halves accumulate
+    in float32 and return their own dtype; `dtype` casts the input first and sums in that type."""
+    return self._accumulate(Ops.ADD, axis, keepdim, dtype)
 
   def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    """Product over `axis`."""
-    acc = dtypes.from_any(dtype) if dtype is not None else _sum_dtype(self.dtype)
-    out = self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
-    return out.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else out
+    """Product over `axis`, with sum's dtype rules."""
+    return self._accumulate(Ops.MUL, axis, keepdim, dtype)
+
+  def _accumulate(self, op: Ops, axis, keepdim: bool, dtype: DType | str | None) -> Tensor:
+    # torch: the input is cast to `dtype` (default: int64 for ints, itself for floats); half floats, whether
+    # the input's or the asked-for type, accumulate in float32 and round once at the end
+    out_dt = dtypes.from_any(dtype) if dtype is not None else _sum_dtype(self.dtype)
+    acc = dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt
+    return self.cast(out_dt).cast(acc)._reduce(op, axis, keepdim).cast(out_dt)
 
   def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """Largest value over `axis`."""
@@ -763,15 +907,15 @@ class Tensor:
     """Mean over `axis` (integers give float32)."""
     x = self._float()
     n = prod(self.shape[a] for a in self._axes(axis))
-    s = x.sum(axis, keepdim)
-    return s * (1 / n) if n else s * float("nan")
+    s = x._wide().sum(axis, keepdim)  # halves: the sum may pass 65504 when the mean does not
+    return (s * (1 / n) if n else s * float("nan")).cast(x.dtype)
 
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """Variance over `axis` with `correction` (1: the unbiased estimate, like torch)."""
-    x = self._float()
+    x = self._float()._wide()  # halves in float32 (torch's opmath): squares overflow half long before the variance
     n = prod(self.shape[a] for a in self._axes(axis))
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq * (1 / (n - correction)) if n - correction > 0 else sq * float("nan")
+    return (sq * (1 / (n - correction)) if n - correction > 0 else sq * float("nan")).cast(self._float().dtype)
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """Standard deviation over `axis`."""
@@ -839,7 +983,9 @@ class Tensor:
     n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
     xe = x.reshape(x.shape[:-2] + (n, 1, k))
     ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
-    out = (xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))).sum(-1)
+    # a matmul keeps its dtype (torch): integers accumulate in their own width, halves in float32
+    prods = xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))
+    out = prods.sum(-1, dtype=None if dt in (dtypes.float16, dtypes.bfloat16) else dt)
     if x1: out = out.squeeze(-2)
     if y1: out = out.squeeze(-1)
     return out
@@ -868,37 +1014,99 @@ class Tensor:
     x = x.shrink(tuple((0, s) for s in pre) + ((0, k), (0, o), (0, 1))).reshape(pre + (k, o))
     return x.transpose(-1, -2)
 
+  def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
+    """Sliding windows over the last len(kernel) axes: (..., i1..in) -> (..., o1..on, k1..kn), movement ops only."""
+    n = len(kernel)
+    pre = self.ndim - n
+    x = self
+    # pool the spatial axes first to last; each moves to the end and leaves (o, k) there
+    for k, st, dl in zip(kernel, stride, dilation):
+      x = x.permute(tuple(range(pre)) + tuple(range(pre + 1, x.ndim)) + (pre,))._pool_last(k, st, dl)
+    # now (..., o1, k1, ..., on, kn)
+    return x.permute(tuple(range(pre)) + tuple(pre + 2 * i for i in range(n)) + tuple(pre + 2 * i + 1 for i in range(n)))
+
   def _pool2d(self, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Tensor:
     """(..., H, W) -> (..., oh, ow, kh, kw) windows."""
-    x = self._pool_last(kernel[1], stride[1], dilation[1])            # (..., H, ow, kw)
-    nd = x.ndim
-    x = x.permute(tuple(range(nd - 3)) + (nd - 2, nd - 1, nd - 3))    # (..., ow, kw, H)
-    x = x._pool_last(kernel[0], stride[0], dilation[0])               # (..., ow, kw, oh, kh)
-    nd = x.ndim
-    return x.permute(tuple(range(nd - 4)) + (nd - 2, nd - 4, nd - 1, nd - 3))
+    return self._pool(kernel, stride, dilation)
 
-  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, int] = 1,
-             dilation: int | tuple[int, int] = 1, padding: int | tuple[int, ...] = 0) -> Tensor:
-    """2-D convolution (cross-correlation, as torch) of NCHW input with (Cout, Cin/groups, kh, kw) weight."""
-    if self.ndim != 4 or weight.ndim != 4: raise ValueError(f"conv2d needs 4-D input and weight, got {self.shape} and {weight.shape}")
-    bs, cin, _, _ = self.shape
-    cout, cin_g, kh, kw = weight.shape
+  @staticmethod
+  def _conv_pads(padding: int | Sequence[int], n: int, name: str) -> tuple[tuple[int, int], ...]:
+    """(before, after) per spatial axis from an int, one int per axis, or torch's flat order (last axis first)."""
+    if isinstance(padding, (int, np.integer)): return ((int(padding), int(padding)),) * n
+    padding = tuple(int(p) for p in padding)
+    if len(padding) == n: return tuple((p, p) for p in padding)
+    if len(padding) == 2 * n: return tuple((padding[2 * i], padding[2 * i + 1]) for i in reversed(range(n)))
+    raise ValueError(f"{name} padding must be an int, {n} ints or {2 * n} ints, got {padding}")
+
+  @staticmethod
+  def _tuple_arg(v: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
+    out = (int(v),) * n if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+    if len(out) != n: raise ValueError(f"{what} needs 1 or {n} values, got {v}")
+    if any(x < 1 for x in out): raise ValueError(f"{what} must be positive, got {v}")
+    return out
+
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
+             dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0) -> Tensor:
+    """Convolution (cross-correlation, as torch) over any number of spatial axes despite the name
+    (tinygrad's): input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); 1-D, 2-D and 3-D all work.
+
+    :param padding: an int, one int per spatial axis, or torch's flat (left, right, top, bottom, ...) order.
+    """
+    n = weight.ndim - 2
+    if n < 1 or self.ndim != n + 2:
+      raise ValueError(f"conv2d needs input (N, Cin, *spatial) and weight (Cout, Cin/groups, *kernel) with as many "
+                       f"spatial axes, got {self.shape} and {weight.shape}")
+    bs, cin = self.shape[:2]
+    cout, cin_g = weight.shape[:2]
+    ks = weight.shape[2:]
     if groups < 1 or cin % groups or cout % groups or cin // groups != cin_g:
       raise ValueError(f"conv2d: input channels {cin} and weight {weight.shape} do not match groups={groups}")
-    st = (stride, stride) if isinstance(stride, int) else tuple(stride)
-    dl = (dilation, dilation) if isinstance(dilation, int) else tuple(dilation)
-    if isinstance(padding, int): pads = ((padding, padding), (padding, padding))
-    elif len(padding) == 2: pads = ((padding[0], padding[0]), (padding[1], padding[1]))
-    elif len(padding) == 4: pads = ((padding[2], padding[3]), (padding[0], padding[1]))  # torch order: left right top bottom
-    else: raise ValueError(f"conv2d padding must be an int or 2 or 4 ints, got {padding}")
-    x = self.pad(((0, 0), (0, 0)) + pads)._pool2d((kh, kw), st, dl)         # (bs, cin, oh, ow, kh, kw)
-    oh, ow = x.shape[2], x.shape[3]
+    st, dl = self._tuple_arg(stride, n, "conv2d stride"), self._tuple_arg(dilation, n, "conv2d dilation")
+    x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, n, "conv2d"))._pool(ks, st, dl)  # (bs, cin, *out, *k)
+    out = x.shape[2:2 + n]
     rc = cout // groups
-    x = x.reshape(bs, groups, cin_g, 1, oh, ow, kh, kw).expand(bs, groups, cin_g, rc, oh, ow, kh, kw)
-    x = x.permute(0, 1, 3, 4, 5, 2, 6, 7)                                 # (bs, g, rc, oh, ow, cin_g, kh, kw)
-    w = weight.reshape(1, groups, rc, 1, 1, cin_g, kh, kw)
-    out = (x * w).sum((-3, -2, -1)).reshape(bs, cout, oh, ow)
-    return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+    x = x.reshape((bs, groups, cin_g, 1) + out + ks).expand((bs, groups, cin_g, rc) + out + ks)
+    # (bs, g, rc, *out, cin_g, *k): the reduced axes last
+    x = x.permute((0, 1, 3) + tuple(range(4, 4 + n)) + (2,) + tuple(range(4 + n, 4 + 2 * n)))
+    w = weight.reshape((1, groups, rc) + (1,) * n + (cin_g,) + ks)
+    ret = (x * w).sum(tuple(range(-1 - n, 0))).reshape((bs, cout) + out)
+    return ret if bias is None else ret + bias.reshape((1, cout) + (1,) * n)
+
+  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
+                       stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+                       padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+    """Transposed convolution (conv2d's gradient with respect to its input, as torch's) over any
+    number of spatial axes: input (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel)."""
+    n = weight.ndim - 2
+    if n < 1 or self.ndim != n + 2:
+      raise ValueError(f"conv_transpose2d needs input (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel), "
+                       f"got {self.shape} and {weight.shape}")
+    if groups < 1 or weight.shape[0] % groups or self.shape[1] != weight.shape[0]:
+      raise ValueError(f"conv_transpose2d: input channels {self.shape[1]} and weight {weight.shape} "
+                       f"do not match groups={groups}")
+    ks = weight.shape[2:]
+    st = self._tuple_arg(stride, n, "conv_transpose2d stride")
+    dl = self._tuple_arg(dilation, n, "conv_transpose2d dilation")
+    op = (int(output_padding),) * n if isinstance(output_padding, (int, np.integer)) else tuple(output_padding)
+    if len(op) != n or any(not 0 <= o < max(s, d) for o, s, d in zip(op, st, dl)):
+      raise ValueError(f"conv_transpose2d output_padding {output_padding} must be below stride or dilation")
+    # the equivalent convolution: a (Cout, Cin/groups, *kernel) weight flipped in space, over the input
+    # with stride-1 zeros between its elements and the padding that makes the sizes come out right
+    cin_g, cout_g = weight.shape[0] // groups, weight.shape[1]
+    w = weight.reshape((groups, cin_g, cout_g) + ks).transpose(1, 2).flip(tuple(range(3, 3 + n)))
+    w = w.reshape((groups * cout_g, cin_g) + ks)
+    pads = self._conv_pads(padding, n, "conv_transpose2d")
+    conv_pads = tuple(((k - 1) * d - b, (k - 1) * d - a + o) for k, d, (b, a), o in zip(ks, dl, pads, op))
+    x = self
+    if any(s > 1 for s in st):
+      # (N, C, i) -> (N, C, i, 1) -> padded to (N, C, i, s) -> (N, C, i*s) -> without the zeros after the last element
+      nc, sp = x.shape[:2], x.shape[2:]
+      x = x.reshape(nc + sum(((i, 1) for i in sp), ()))
+      x = x.pad(((0, 0), (0, 0)) + sum((((0, 0), (0, s - 1)) for s in st), ()))
+      x = x.reshape(nc + tuple(i * s for i, s in zip(sp, st)))
+      x = x.shrink(((0, nc[0]), (0, nc[1])) + tuple((0, i * s - (s - 1)) for i, s in zip(sp, st)))
+    flat = sum((conv_pads[i] for i in reversed(range(n))), ())
+    return x.conv2d(w, bias, groups=groups, dilation=dl, padding=flat)
 
   def max_pool2d(self, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None) -> Tensor:
     """Max over windows of the last two axes."""
@@ -911,6 +1119,171 @@ class Tensor:
     k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
     s = k if stride is None else (stride, stride) if isinstance(stride, int) else tuple(stride)
     return self._pool2d(k, s, (1, 1)).mean((-2, -1))
+
+
+  # ------------------------------------------------------------------ training: initialisers, layers' math, losses
+
+  @staticmethod
+  def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    # (fan_in, fan_out) as tinygrad counts them: shape[1:] in, shape[0] out
+    if not shape: raise ValueError("an initialiser needs at least one dimension")
+    return prod(shape[1:]), shape[0]
+
+  @staticmethod
+  def glorot_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+                     requires_grad: bool | None = None) -> Tensor:
+    """Glorot (Xavier) uniform: U(-b, b) with b = sqrt(6 / (shape[0] + prod(shape[1:])))."""
+    fan_in, fan_out = Tensor._fans(_shape_args(shape))
+    b = math.sqrt(6 / (fan_in + fan_out))
+    return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
+
+  @staticmethod
+  def kaiming_uniform(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None, device: str | None = None,
+                      requires_grad: bool | None = None) -> Tensor:
+    """Kaiming (He) uniform for a leaky ReLU of slope `a`: U(-b, b), b = sqrt(6 / ((1 + a²) prod(shape[1:])))."""
+    fan_in, _ = Tensor._fans(_shape_args(shape))
+    b = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(fan_in)
+    return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
+
+  @staticmethod
+  def kaiming_normal(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None, device: str | None = None,
+                     requires_grad: bool | None = None) -> Tensor:
+    """Kaiming (He) normal for a leaky ReLU of slope `a`: N(0, 2 / ((1 + a²) prod(shape[1:])))."""
+    fan_in, _ = Tensor._fans(_shape_args(shape))
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(fan_in)
+    return Tensor.normal(*shape, mean=0.0, std=std, dtype=dtype, device=device, requires_grad=requires_grad)
+
+  @staticmethod
+  def scaled_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+                     requires_grad: bool | None = None) -> Tensor:
+    """U(-1, 1) scaled by 1/sqrt(number of elements)."""
+    b = prod(_shape_args(shape)) ** -0.5
+    return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
+
+  def sequential(self, ll: Sequence[Any]) -> Tensor:
+    """Apply each callable of `ll` in turn: ll[-1](...ll[0](self))."""
+    x = self
+    for f in ll: x = f(x)
+    return x
+
+  def dropout(self, p: float = 0.5) -> Tensor:
+    """Zero each element with probability `p` and scale the rest by 1/(1-p), in training mode only
+    (`Tensor.train()`); the identity otherwise."""
+    if not 0 <= p <= 1: raise ValueError(f"dropout probability {p} is not in [0, 1]")
+    if not Tensor.training or p == 0: return self
+    if p == 1: return self.zeros_like()
+    keep = Tensor.rand(self.shape, device=self.device, requires_grad=False) >= p
+    return keep.where(self, 0) * (1.0 / (1.0 - p))
+
+  def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over `axis` (biased variance, as torch's LayerNorm); no scale or shift."""
+    y = self - self.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+
+  def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                axis: int | Sequence[int] = 1) -> Tensor:
+    """(x - mean) * invstd * weight + bias, the statistics given per element of `axis` (channels by default)
+    and broadcast over the others."""
+    axes = self._axes(axis)
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None: x = x * weight.reshape(shape)
+    ret = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+    return ret if bias is None else ret + bias.reshape(shape)
+
+  def _one_hot_along_dim(self, num_classes: int, dim: int = -1) -> Tensor:
+    # bool: True where the value equals the position along `dim` (which has size 1 here)
+    offset = self.ndim - _norm_axis(dim, self.ndim) - 1
+    return self == Tensor.arange(num_classes, device=self.device, dtype=self.dtype).reshape((num_classes,) + (1,) * offset)
+
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    """A new last axis of `num_classes` holding 1 at each value's position and 0 elsewhere (int32).
+    With -1, the number of classes is the largest value + 1 (this realizes the tensor)."""
+    if not self.dtype.is_int: raise TypeError(f"one_hot needs an integer tensor, this one is {self.dtype.name}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise ValueError(f"num_classes must be -1 or nonnegative, got {num_classes}")
+    return self.unsqueeze(-1)._one_hot_along_dim(num_classes).where(1, 0).cast(dtypes.int32)
+
+  def logsigmoid(self) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), computed without overflow."""
+    x = self._float()
+    return -((-x).relu() + (1 + (-x.abs()).exp()).log())
+
+  @staticmethod
+  def _check_reduction(reduction: str) -> None:
+    if reduction not in ("none", "sum", "mean"): raise ValueError(f"reduction must be 'none', 'sum' or 'mean', not {reduction!r}")
+
+  def _do_reduction(self, reduction: str = "mean") -> Tensor:
+    Tensor._check_reduction(reduction)
+    return self if reduction == "none" else self.sum() if reduction == "sum" else self.mean()
+
+  def _check_labels(self, Y: Tensor, class_axis: int, name: str) -> None:
+    if not isinstance(Y, Tensor): raise TypeError(f"{name} needs a Tensor of targets, got {type(Y).__name__}")
+    if not Y.dtype.is_int: raise TypeError(f"{name} needs integer class indices, got {Y.dtype.name}")
+    want = self.shape[:class_axis] + self.shape[class_axis + 1:]
+    if Y.shape != want:
+      raise ValueError(f"{name}: targets of shape {Y.shape} do not match input {self.shape} (want {want})")
+
+  def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
+                                      reduction: str = "mean") -> Tensor:
+    """Cross entropy of logits (..., classes) against integer classes Y (...).
+
+    :param ignore_index: targets equal to it add nothing and are left out of the mean (-1: none, tinygrad's default).
+    :param label_smoothing: mix the one-hot target with the uniform distribution by this much.
+    :param reduction: 'mean', 'sum' or 'none'.
+    """
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    Tensor._check_reduction(reduction)
+    self._check_labels(Y, self.ndim - 1, "sparse_categorical_crossentropy")
+    log_probs = self.log_softmax(-1)
+    mask = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+    hit = Y.unsqueeze(-1)._one_hot_along_dim(self.shape[-1]) & mask.unsqueeze(-1)
+    picked = hit.where(log_probs, 0).sum(-1)
+    smoothing = label_smoothing * mask.where(log_probs.mean(-1), 0)
+    unreduced = -((1 - label_smoothing) * picked + smoothing)
+    # the mean counts only the targets not ignored
+    return unreduced.sum() / mask.sum() if reduction == "mean" else unreduced._do_reduction(reduction)
+
+  def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy of logits (N, C, ...) (or (C,)) against class indices (N, ...) or probabilities of
+    the logits' shape, as torch.nn.functional.cross_entropy."""
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    Tensor._check_reduction(reduction)
+    cdim = 0 if self.ndim == 1 else 1
+    if Y.shape != self.shape:
+      self._check_labels(Y, cdim, "cross_entropy")
+      Y = Y.unsqueeze(cdim)._one_hot_along_dim(self.shape[cdim], dim=cdim)
+    Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cdim]
+    return (-(self.log_softmax(cdim) * Y).sum(cdim))._do_reduction(reduction)
+
+  def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
+               reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of log-probabilities (N, C, ...) at classes Y (N, ...), as torch's
+    nll_loss: optional per-class `weight`; the mean divides by the summed weights of the targets kept."""
+    Tensor._check_reduction(reduction)
+    cdim = 0 if self.ndim == 1 else 1
+    self._check_labels(Y, cdim, "nll_loss")
+    hit = Y.unsqueeze(cdim)._one_hot_along_dim(self.shape[cdim], dim=cdim)
+    if weight is None: w = Y.ones_like(dtype=self.dtype)
+    else:
+      if weight.shape != (self.shape[cdim],): raise ValueError(f"nll_loss weight needs shape {(self.shape[cdim],)}, got {weight.shape}")
+      w = hit.where(weight.reshape((-1,) + (1,) * (self.ndim - cdim - 1)), 0).sum(cdim)
+    if ignore_index is not None: w = (Y != ignore_index).where(w, 0)
+    nll = -hit.where(self, 0).sum(cdim) * w
+    return nll.sum() / w.sum() if reduction == "mean" else nll._do_reduction(reduction)
+
+  def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+    """-(Y log p + (1-Y) log(1-p)) of probabilities p = self; each log is clamped at -100, as torch's."""
+    Tensor._check_reduction(reduction)
+    return (-(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100)))._do_reduction(reduction)
+
+  def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """binary_crossentropy of sigmoid(self), computed stably from the logits (torch's
+    binary_cross_entropy_with_logits); `pos_weight` scales the positive term."""
+    Tensor._check_reduction(reduction)
+    pos = Y * self.logsigmoid()
+    if pos_weight is not None: pos = pos * pos_weight
+    return (-(pos + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
 
 
 # ---------------------------------------------------------------- helpers

@@ -115,6 +115,15 @@ class CStyleRenderer(Renderer):
     name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}[op]
     return f"{name}{'f' if self.ctype(dtype) == 'float' else ''}({x})"
 
+  def render_float_divmod(self, op: Ops, a: str, b: str, dtype: DType) -> str:
+    """Float IDIV (trunc(a / b)) and MOD (C's fmod). fmod is computed in float or double, where it is
+    exact, and cast back, so half operands work in every dialect and no double leaks into the
+    surrounding float expression (C's fmod returns double)."""
+    ct = self.ctype(dtype)
+    wide = "double" if dtype == dtypes.float64 else "float"
+    if op is Ops.IDIV: return self.render_math(Ops.TRUNC, f"(({ct})({a} / {b}))", dtype)
+    return f"(({ct})fmod(({wide})({a}), ({wide})({b})))"
+
   def render_int_abs(self, x: str, dtype: DType) -> str | None:
     """|x| of a signed integer, for a dialect whose toolchains need a builtin instead of the select
     `x < 0 ? -x : x` (C compilers turn that select into an intrinsic some runtimes cannot load).
@@ -140,6 +149,7 @@ class CStyleRenderer(Renderer):
     if op is Ops.RECIP: return f"(({self.ctype(dtype)})1/{a})"
     if op is Ops.WHERE: return f"({a} ? {srcs[1]} : {srcs[2]})"
     b = srcs[1]
+    if op in (Ops.IDIV, Ops.MOD) and dtype.is_float: return self.render_float_divmod(op, a, b, dtype)
     if op in (Ops.IDIV, Ops.MOD):
       sym = "/" if op is Ops.IDIV else "%"
       divisor = const_srcs[1]

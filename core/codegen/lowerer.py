@@ -15,6 +15,7 @@ accumulator per remaining copy.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, replace
 
@@ -28,6 +29,9 @@ from plugrad.symbolic import symbolic
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
 
 UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
+# A float sum's accumulator takes at most this many values; a longer sum becomes a cascade of nested
+# accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32.
+ACC_BLOCK = 4096
 REDUCE_IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda dt: dt.min, Ops.MIN: lambda dt: dt.max}
 
 
@@ -43,6 +47,12 @@ class _Lowering:
   ranges: int = 0
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
+
+  def new_range(self, size: int) -> UOp:
+    """A fresh loop variable over 0..size-1."""
+    r = UOp(Ops.RANGE, self.idx_dtype, (UOp.const(self.idx_dtype, size),), self.ranges)
+    self.ranges += 1
+    return r
 
   def lower(self, n: UOp, idx: tuple[UOp, ...], valid: UOp, memo: dict) -> UOp:
     key = (n, idx, valid)
@@ -194,12 +204,80 @@ def _group_reduce(lw: _Lowering, value: UOp, lid: UOp, threads: int) -> UOp:
   return substitute(value, {red: final})
 
 
+@functools.lru_cache(maxsize=None)
+def _block_split(size: int, block: int) -> tuple[int, int]:
+  """(outer, inner) loop sizes for a loop of `size` > `block`: inner the largest divisor of size in
+  [block/8, block] when there is one (outer * inner == size), else block with a padded last block."""
+  inner = next((d for d in range(block, block // 8 - 1, -1) if size % d == 0), block)
+  return -(-size // inner), inner
+
+
+def _cascade(red: UOp, lw: _Lowering, block: int) -> UOp:
+  """One float sum as nested sums of at most `block` values each (its loops split where longer)."""
+  body, ranges = red.src[0], list(red.src[1:])
+  mapping: dict[UOp, UOp] = {}
+  valid: UOp | None = None
+  loops: list[UOp] = []  # the loops after splitting, outermost first
+  split: list[UOp] = []  # the loops that replace split ones
+  for r in ranges:
+    size, pieces, expr = r.src[0].arg, [], None
+    while size > block:  # split off inner blocks until the outer loop is short too
+      outer, inner = _block_split(size, block)
+      pieces.insert(0, (inner, outer * inner != size, size))
+      size = outer
+    if not pieces:
+      loops.append(r)
+      continue
+    new = [lw.new_range(size)] + [lw.new_range(inner) for inner, _, _ in pieces]
+    split += new
+    expr = new[0]
+    for v, (inner, padded, total) in zip(new[1:], pieces):
+      expr = expr * inner + v
+      if padded: valid = expr.lt(total) if valid is None else valid.logical_and(expr.lt(total))
+    mapping[r] = expr
+    loops += new
+  if not mapping: return red
+  body = substitute(body, mapping)
+  if valid is not None:  # padded blocks: the tail reads nothing and adds 0
+    gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2 else valid))
+             for n in body.toposort if n.op is Ops.LOAD and any(m in n.toposort for m in split)}
+    body = valid.where(substitute(body, gated), reduce_identity(Ops.ADD, red.dtype))
+  # group the loops from the innermost, each group's trip count at most `block`: one accumulator per group
+  groups: list[list[UOp]] = []
+  for r in reversed(loops):
+    if groups and prod(x.src[0].arg for x in groups[-1]) * r.src[0].arg <= block: groups[-1].insert(0, r)
+    else: groups.append([r])
+  for g in groups: body = UOp(Ops.REDUCE, red.dtype, (body, *g), Ops.ADD)
+  return body
+
+
+def split_accumulators(value: UOp, lw: _Lowering, block: int = 0) -> UOp:
+  """Float sums of more than `block` (default ACC_BLOCK) values as a cascade of accumulators.
+
+  A float32 accumulator that adds n values loses up to n units in the last place (a sum of ones
+  stops growing at 2**24), so each accumulator here adds at most `block` values and hands its
+  sum to the next level: the error grows with block * levels instead of n, a sum of ones is exact
+  (every level adds exact multiples), and it needs no wider type, so devices without float64 get
+  it too. A loop longer than `block` is split into an outer loop and an inner one of a divisor of
+  its length, or of `block` with the last block gated when the length has no such divisor."""
+  block = block or ACC_BLOCK
+  new: dict[UOp, UOp] = {}
+  for n in value.toposort:
+    m = n.replace(src=tuple(new[s] for s in n.src))
+    if m.op is Ops.REDUCE and m.arg is Ops.ADD and m.dtype.scalar().is_float and \
+       prod(r.src[0].arg for r in m.src[1:]) > block:
+      m = _cascade(m, lw, block)
+    new[n] = m
+  return new[value]
+
+
 def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None = None,
-          checker=None) -> LoopProgram:
+          checker=None, acc_block: int = ACC_BLOCK) -> LoopProgram:
   """Lower a kernel AST (SINK of STORE into PARAM 0) to a LoopProgram for a device with `caps`.
 
   :param extra_rules: device rewrite rules, applied with the symbolic rules.
   :param checker: called as checker(graph, stage) after each pass (tests pass the IR spec check).
+  :param acc_block: the most values one float-sum accumulator adds (`split_accumulators`).
   """
   store = ast.src[0]
   out_param, value = store.src
@@ -235,6 +313,8 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
       v = gid // st if st != 1 else gid
       idx[a] = v % shape[a] if st * shape[a] < size else v
   out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
+  group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in out_value.toposort)
+  if not group_reduce: out_value = split_accumulators(out_value, lw, acc_block)
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
   rules = symbolic + vector_rules if caps.vector_ops else symbolic
   for r in extra_rules or []: rules = rules + r
@@ -247,7 +327,7 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
       lanes = [gid0 * f0 + k if k else gid0 * f0 for k in range(f0)]
       vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
       # vectors would not help: lower again as for a scalar device (fewer, scalar copies)
-      if vectorized is None: return lower(ast, replace(caps, vector_ops=False), extra_rules, checker)
+      if vectorized is None: return lower(ast, replace(caps, vector_ops=False), extra_rules, checker, acc_block)
       pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
@@ -256,9 +336,9 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
     sink = UOp(Ops.SINK, None, tuple(stores))
     global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))
     local_size = _local_size(global_size, caps)
-  elif threads and any(n.op is Ops.REDUCE for n in out_value.toposort):
+  elif group_reduce:
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
-    out_value = _group_reduce(lw, out_value, lid, threads)
+    out_value = split_accumulators(_group_reduce(lw, out_value, lid, threads), lw, acc_block)
     sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value, lid.alu(Ops.CMPEQ, 0))),))
     global_size = (threads,) + tuple(size for _, size in dims)
     local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
@@ -277,4 +357,4 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes)
 
 
-__all__ = ["lower", "reduce_identity", "kernel_name"]
+__all__ = ["lower", "reduce_identity", "kernel_name", "split_accumulators", "ACC_BLOCK"]

@@ -478,14 +478,9 @@ class _Kernel:
       return self.intrinsic(f"llvm.{name}.{sfx}", ty, [(ty, v[0]), (ty, v[1])], flags="nsz ")
     cmp = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
     if op in cmp: return self.op(f"fcmp {cmp[op]} {ty} {v[0]}, {v[1]}")
-    if op in (Ops.IDIV, Ops.MOD):
-      # alu: trunc(a / b) with b == 0 -> 0, and a % b = a - (a // b) * b
-      zero = "0xH0000" if ty == "half" else "0x0"
-      q = self.intrinsic(f"llvm.trunc.{sfx}", ty, [(ty, self.op(f"fdiv {ty} {v[0]}, {v[1]}"))])
-      bz = self.op(f"fcmp oeq {ty} {v[1]}, {zero}")
-      q = self.op(f"select i1 {bz}, {ty} {zero}, {ty} {q}")
-      if op is Ops.IDIV: return q
-      return self.op(f"fsub {ty} {v[0]}, {self.op(f'fmul {ty} {q}, {v[1]}')}")
+    # alu: float IDIV is trunc(a / b) and MOD is C's fmod, which LLVM's frem is
+    if op is Ops.IDIV: return self.intrinsic(f"llvm.trunc.{sfx}", ty, [(ty, self.op(f"fdiv {ty} {v[0]}, {v[1]}"))])
+    if op is Ops.MOD: return self.op(f"frem {ty} {v[0]}, {v[1]}")
     raise NotImplementedError(f"the CPU renderer has no {op} for floats")
 
   def int_alu(self, op: Ops, dt: DType, v: list[str], nsw: bool, src_dtypes: list[DType]) -> str:
