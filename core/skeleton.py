@@ -46,8 +46,10 @@ python -m pytest tests          # the plugrad conformance suite against {NAME}
 ```
 
 Fill in the TODOs in `{pkg}/compiler.py` and `{pkg}/runtime.py` (and adapt `renderer.py` to
-your dialect), then make the conformance suite pass. See plugrad's
-`docs/writing-a-device-plugin.md` for the contract.
+your dialect), then the probe in `{pkg}/__init__.py` (until then it reports the device unavailable,
+so it is never picked by mistake), then make the conformance suite pass: it runs under pytest, so
+install plugrad's test extra (`pip install 'plugrad[test]'`). See plugrad's
+`docs/writing-a-device-plugin.md` for the contract, including the kernel ABI.
 ''',
   "{pkg}/__init__.py": '''\
 """The {NAME} device plugin: one object answering plugrad's hooks for the device {NAME}."""
@@ -66,8 +68,10 @@ NAME = "{NAME}"
 def probe(config) -> str | None:
   """None when {NAME} can run here, else the reason it cannot."""
   # TODO: check for your driver or toolchain and return a reason string when it is missing;
-  # settings come from `config` (declare them in plugrad_config_options), never from os.environ
-  return None
+  # settings come from `config` (declare them in plugrad_config_options), never from os.environ.
+  # Until the compiler and runtime are written the device must not be picked (it would become the
+  # default device of a machine with no other plugin): delete this line when they are.
+  return "the {NAME} compiler and runtime are still TODOs ({pkg}/compiler.py, {pkg}/runtime.py)"
 
 
 class {Cls}Plugin:

@@ -11,7 +11,7 @@ import pytest
 from plugrad import CompileError, Tensor
 from plugrad.config import Config
 from plugrad.engine import render_for
-from plugrad.registry import Registry
+from plugrad.registry import PluginWarning, Registry
 from plugrad.runtime.python_device import PythonDevicePlugin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +42,10 @@ def test_skeleton_registers_renders_and_says_what_is_missing(skeleton):
   ep = type("EP", (), {"name": "MYDEV", "value": "plugrad_mydev:plugin", "load": lambda self: plugin,
                        "dist": type("D", (), {"name": "plugrad-mydev", "version": "0.1.0"})()})()
   reg = Registry(Config.from_env({}), builtins=[PythonDevicePlugin()], entry_points=lambda g: [ep] if g == "plugrad.devices" else [])
-  assert reg.status("MYDEV").available
-  dev = reg.device("MYDEV")
+  st = reg.status("MYDEV")
+  assert not st.available and "compiler and runtime are still TODOs" in st.reason  # never the default by mistake
+  with pytest.warns(PluginWarning, match="reference interpreter"): assert reg.default_device() == "PYTHON"
+  dev = reg.render_device("MYDEV")
   a = Tensor(np.ones(4, np.float32), device="PYTHON")
   (item,) = (a + 1).schedule()
   _, src = render_for(dev, item.ast)
