@@ -16,6 +16,40 @@ class ConfigOption:
 
 
 @dataclass(frozen=True)
+class MemoryBound:
+  """An amount of memory given as a share of a total (`share`, 0 to 1) or as a byte count (`nbytes`)."""
+  share: float | None = None
+  nbytes: int | None = None
+
+  def bytes_of(self, total: int) -> int:
+    """The bound in bytes, for a memory of `total` bytes."""
+    return self.nbytes if self.nbytes is not None else int(total * (self.share or 0.0))
+
+  @staticmethod
+  def parse(name: str, raw: str, default: MemoryBound) -> MemoryBound:
+    """'5%' or '0.05' (a share), '512M', '2G', '1048576' or '0' (bytes; K/M/G/T are powers of 1024); '' is `default`."""
+    text = raw.strip().upper().removesuffix("IB").removesuffix("B")
+    if text == "": return default
+    try:
+      if text.endswith("%"): share = float(text[:-1]) / 100
+      elif "." in text: share = float(text)
+      else:
+        scale = 1024 ** ("KMGT".index(text[-1]) + 1) if text[-1] in "KMGT" else 1
+        nbytes = int(text[:-1] if scale > 1 else text) * scale
+        if nbytes < 0: raise ValueError
+        return MemoryBound(nbytes=nbytes)
+      if not 0.0 <= share <= 1.0: raise ValueError
+      return MemoryBound(share=share)
+    except ValueError:
+      raise ValueError(f"environment variable {name}={raw!r} must be a share of memory (0.05 or 5%) or a size in "
+                       f"bytes (512M, 2G; 0 turns it off)") from None
+
+
+#: Freed device blocks an allocator keeps for reuse: 2% of the device's memory (of host memory for host devices)
+DEFAULT_ALLOC_CACHE = MemoryBound(share=0.02)
+
+
+@dataclass(frozen=True)
 class Config:
   """Settings for one plugrad session.
 
@@ -26,6 +60,8 @@ class Config:
   :param plugins: PLUGRAD_PLUGINS, comma-separated entry-point names to load when autoload is off.
   :param check_spec: PLUGRAD_CHECK_SPEC=1: check every graph against the IR spec of its stage
     (slow; the test suite turns it on).
+  :param alloc_cache: PLUGRAD_ALLOC_CACHE, the most memory freed buffers stay cached for reuse per
+    device: a share of the device's memory ("2%", the default, or "0.02") or bytes ("512M", "0": none).
   :param env: the raw environment snapshot, for options plugins declare; read with `option()`.
   """
   device: str | None = None
@@ -34,6 +70,7 @@ class Config:
   disable_autoload: bool = False
   plugins: tuple[str, ...] = ()
   check_spec: bool = False
+  alloc_cache: MemoryBound = DEFAULT_ALLOC_CACHE
   env: Mapping[str, str] = field(default_factory=dict)
 
   @staticmethod
@@ -47,6 +84,7 @@ class Config:
       disable_autoload=env.get("PLUGRAD_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"),
       plugins=tuple(p.strip() for p in env.get("PLUGRAD_PLUGINS", "").split(",") if p.strip()),
       check_spec=env.get("PLUGRAD_CHECK_SPEC", "") not in ("", "0"),
+      alloc_cache=MemoryBound.parse("PLUGRAD_ALLOC_CACHE", env.get("PLUGRAD_ALLOC_CACHE", ""), DEFAULT_ALLOC_CACHE),
       env=env,
     )
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+import os
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from plugrad.config import DEFAULT_ALLOC_CACHE, Config, MemoryBound
 from plugrad.dtype import ALL_DTYPES, DType, dtypes
 from plugrad.kernel_cache import KernelCache, package_version
 
@@ -125,6 +128,9 @@ class Allocator:
     self.stats.in_use -= nbytes
     self._free(raw, max(nbytes, 1), options)
 
+  def configure(self, config: Config) -> None:
+    """Apply the session's settings (the registry calls it once, when it gets the device's allocator)."""
+
   def copyin(self, raw: Any, src: memoryview) -> None: self._copyin(raw, src)
   def copyout(self, dest: memoryview, raw: Any) -> None: self._copyout(dest, raw)
 
@@ -138,40 +144,128 @@ class Allocator:
 
 class LRUAllocator(Allocator):
   """An allocator that keeps freed blocks by size and hands them out again, so repeated work does
-  not pay for fresh device memory (and page faults) every time. `_free` only runs on `clear()`."""
+  not pay for fresh device memory (and page faults) every time.
 
-  def __init__(self, cache_limit: int = 1 << 30) -> None:
+  The cache holds at most `cache_limit` bytes: a share of the device's memory (`memory_total()`,
+  which plugins override with `_memory_total`) or a byte count, from PLUGRAD_ALLOC_CACHE through
+  `configure` (2% of the device's memory by default). Past it, the blocks freed longest ago go back
+  to the device. When an allocation fails, this cache and then every other LRUAllocator's cache in
+  the process are emptied before it is retried.
+
+  :param cache_limit: bytes, or a MemoryBound (None: the default share).
+  """
+
+  def __init__(self, cache_limit: int | MemoryBound | None = None) -> None:
     super().__init__()
-    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
-    self.cached_bytes, self.cache_limit = 0, cache_limit
+    # size class -> blocks, least recently used class first; within a class the newest block is last
+    self.cache: OrderedDict[tuple[int, Any], list[Any]] = OrderedDict()
+    self.cached_bytes = 0
+    self._total: int | None = None
+    self.set_cache_limit(cache_limit)
+    _LRU_ALLOCATORS.add(self)
+
+  # ---------------------------------------------------------------- the bound
+
+  def configure(self, config: Config) -> None:
+    self.set_cache_limit(config.alloc_cache)
+
+  def set_cache_limit(self, limit: int | MemoryBound | None) -> None:
+    """Bound the cache (bytes, a MemoryBound, or None for the default) and trim it to the new bound."""
+    self.bound = DEFAULT_ALLOC_CACHE if limit is None else MemoryBound(nbytes=limit) if isinstance(limit, int) else limit
+    self._limit: int | None = None
+    self._trim()
+
+  @property
+  def cache_limit(self) -> int:
+    """The most bytes of freed blocks kept (resolved on first use: a share needs the device's size)."""
+    if self._limit is None:
+      self._limit = self.bound.nbytes if self.bound.nbytes is not None else self.bound.bytes_of(self.memory_total())
+    return self._limit
+
+  def memory_total(self) -> int:
+    """Bytes of memory the device has: what a share in PLUGRAD_ALLOC_CACHE is a share of."""
+    if self._total is None: self._total = int(self._memory_total())
+    return self._total
+
+  def _memory_total(self) -> int:
+    """The device's memory in bytes. The default is the memory this process may use on the host,
+    right for host devices; a GPU plugin returns its device's memory."""
+    return host_memory_bytes()
+
+  # ---------------------------------------------------------------- alloc and free
 
   def alloc(self, nbytes: int, options: Any = None) -> Any:
-    if (blocks := self.cache.get((max(nbytes, 1), options))):
-      self.cached_bytes -= max(nbytes, 1)
+    key = (max(nbytes, 1), options)
+    if (blocks := self.cache.get(key)):
+      raw = blocks.pop()  # the most recently freed block: its pages are the likeliest to be warm
+      if not blocks: del self.cache[key]
+      self.cached_bytes -= key[0]
       self.stats.cache_hits += 1
       self.stats.in_use += nbytes
       self.stats.peak = max(self.stats.peak, self.stats.in_use)
-      return blocks.pop()
+      return raw
     try:
       return super().alloc(nbytes, options)
     except MemoryError:
-      self.clear()
+      self.clear()  # out of memory: what this cache holds goes back first
+    try:
       return super().alloc(nbytes, options)
+    except MemoryError:
+      for other in list(_LRU_ALLOCATORS):  # other devices' caches may hold the same (host or unified) memory
+        if other is not self: other.clear()
+    try:
+      return super().alloc(nbytes, options)
+    except MemoryError as e:
+      e.add_note(f"plugrad: {self.stats.in_use} bytes are held by live buffers of this allocator; every allocator "
+                 f"cache was emptied before the last try. Free tensors you no longer need, or use smaller ones.")
+      raise
 
   def free(self, raw: Any, nbytes: int, options: Any = None) -> None:
     self.stats.in_use -= nbytes
     size = max(nbytes, 1)
-    if self.cached_bytes + size > self.cache_limit: self._free(raw, size, options)
-    else:
-      self.cache[(size, options)].append(raw)
-      self.cached_bytes += size
+    if size > self.cache_limit:
+      self._free(raw, size, options)
+      return
+    key = (size, options)
+    self.cache.setdefault(key, []).append(raw)
+    self.cache.move_to_end(key)
+    self.cached_bytes += size
+    self._trim()
+
+  def _trim(self) -> None:
+    """Give back the least recently freed blocks until the cache is within its bound."""
+    while self.cached_bytes > self.cache_limit and self.cache:
+      key, blocks = next(iter(self.cache.items()))
+      raw = blocks.pop(0)
+      if not blocks: del self.cache[key]
+      self.cached_bytes -= key[0]
+      self._free(raw, key[0], key[1])
 
   def clear(self) -> None:
     """Give every cached block back to the device."""
-    for (size, options), blocks in self.cache.items():
+    while self.cache:  # one block at a time: a _free that runs a garbage collection may free into the cache
+      (size, options), blocks = self.cache.popitem(last=False)
+      self.cached_bytes -= size * len(blocks)
       for raw in blocks: self._free(raw, size, options)
-    self.cache.clear()
-    self.cached_bytes = 0
+
+
+_LRU_ALLOCATORS: weakref.WeakSet[LRUAllocator] = weakref.WeakSet()
+
+
+def host_memory_bytes() -> int:
+  """The memory this process may use: the machine's RAM, or its container's limit when lower (cgroups);
+  8 GiB where the OS cannot say."""
+  try:
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (AttributeError, ValueError, OSError):
+    return 8 << 30
+  for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    try:
+      raw = Path(limit_file).read_text().strip()
+    except OSError:
+      continue
+    if raw.isdigit(): total = min(total, int(raw))
+  return total
 
 
 class Buffer:

@@ -384,7 +384,10 @@ class Device:
   @property
   def compiler(self) -> Compiler: return self._role("plugrad_compiler", Compiler, "compiler")
   @property
-  def allocator(self) -> Allocator: return self._role("plugrad_allocator", Allocator, "allocator")
+  def allocator(self) -> Allocator:
+    if "plugrad_allocator" not in self._roles:  # first use: the session's settings (PLUGRAD_ALLOC_CACHE) apply
+      self._role("plugrad_allocator", Allocator, "allocator").configure(self.registry.config)
+    return self._roles["plugrad_allocator"]
   @property
   def runtime(self) -> Runtime: return self._role("plugrad_runtime", Runtime, "runtime")
 

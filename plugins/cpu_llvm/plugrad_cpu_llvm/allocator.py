@@ -32,13 +32,11 @@ class CPUBuffer:
 
 
 class CPUAllocator(LRUAllocator):
-  """Host memory for the CPU device.
+  """Host memory for the CPU device. Freed blocks kept for reuse are bounded by a share of the host's
+  memory (PLUGRAD_ALLOC_CACHE; see LRUAllocator).
 
-  :param cache_limit: most bytes of freed blocks kept for reuse.
+  :param cache_limit: bytes, or a MemoryBound (None: the default share).
   """
-
-  def __init__(self, cache_limit: int = 1 << 30) -> None:
-    super().__init__(cache_limit)
 
   def _alloc(self, nbytes: int, options: Any) -> CPUBuffer: return CPUBuffer(nbytes)
   def _free(self, raw: CPUBuffer, nbytes: int, options: Any) -> None: pass  # numpy frees it with the last reference

@@ -16,7 +16,7 @@ import plugrad
 from plugrad import Tensor
 from plugrad.config import Config
 from plugrad.engine import compile_for, render_for
-from plugrad.registry import Registry, get_registry
+from plugrad.registry import Registry, get_registry, set_registry
 
 from plugrad_cpu_llvm import CPULLVMPlugin, plugin
 from plugrad_cpu_llvm.allocator import ALIGNMENT, CPUAllocator
@@ -266,6 +266,22 @@ def test_allocator_aligned_and_reused():
   out = np.empty_like(src)
   alloc.copyout(memoryview(out.view(np.uint8)), again)
   np.testing.assert_array_equal(out, src)
+
+
+def test_dropped_tensors_stay_within_the_cache_bound(tmp_path):
+  reg = Registry(Config.from_env({"PLUGRAD_ALLOC_CACHE": "1M", "PLUGRAD_CACHE_DIR": str(tmp_path)}))
+  prev = set_registry(reg)
+  try:
+    alloc = reg.device("CPU").allocator
+    assert alloc.cache_limit == 1 << 20
+    for i in range(6):
+      t = (Tensor.rand(1 << 20, device="CPU") + i).realize()  # 4 MiB a result, more with the inputs
+      del t
+      gc.collect()  # dropped results can sit in reference cycles until the collector runs
+    assert 0 < alloc.stats.peak and alloc.cached_bytes <= 1 << 20
+    assert CPUAllocator().cache_limit == int(0.02 * CPUAllocator().memory_total())  # the default: 2% of the host's
+  finally:
+    set_registry(prev)
 
 
 def test_repeated_realize_reuses_memory():

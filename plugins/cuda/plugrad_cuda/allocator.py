@@ -24,6 +24,8 @@ class CUDAAllocator(LRUAllocator):
 
   def _free(self, raw: Any, nbytes: int, options: Any) -> None: raw.free()
 
+  def _memory_total(self) -> int: return int(self.ctx.device.total_memory())
+
   def _copyin(self, raw: Any, src: memoryview) -> None:
     with self.ctx as cuda: cuda.memcpy_htod(raw, src)
 

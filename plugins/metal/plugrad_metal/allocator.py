@@ -26,6 +26,10 @@ class MetalAllocator(LRUAllocator):
     # command buffers retain the buffers they use, so dropping our reference is safe even in flight
     del raw
 
+  def _memory_total(self) -> int:
+    # what Metal lets one process keep resident (below the unified memory's size)
+    return int(metal_context(self.device).device.recommendedMaxWorkingSetSize())
+
   def _copyin(self, raw: Any, src: memoryview) -> None:
     metal_context(self.device).synchronize()  # a kernel still running may read this (reused) buffer
     raw.contents().as_buffer(raw.length())[:len(src)] = src

@@ -52,6 +52,8 @@ class CLAllocator(LRUAllocator):
 
   def _free(self, raw: Any, nbytes: int, options: Any) -> None: raw.release()
 
+  def _memory_total(self) -> int: return int(self.cldev.device.global_mem_size)
+
   def _pitch(self, w: int, pixel: int) -> int:
     return _round_up(w * pixel, self.pitch_alignment) if self.pitch_alignment else w * pixel
 
