@@ -1,6 +1,9 @@
-"""The one place that reads environment variables. Everything else receives a Config."""
+"""The one place that reads environment variables. Everything else receives a Config.
+
+Also the switches code changes for a block (`Context(TRAINING=1)`), kept beside the settings they complement."""
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,3 +111,42 @@ def _default_cache_dir(env: Mapping[str, str]) -> Path:
   if env.get("PLUGRAD_CACHE_DIR"): return Path(env["PLUGRAD_CACHE_DIR"])
   base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".cache")
   return Path(base) / "plugrad"
+
+
+class ContextVar:
+  """A switch that code flips for a block with `Context(NAME=value)` and reads as `.value`.
+
+  Config holds what the environment fixed for the session; a ContextVar holds what the program
+  changes while it runs (training mode), so it is the one place that fact lives."""
+  _by_key: dict[str, ContextVar] = {}
+
+  def __init__(self, key: str, default: int):
+    if key in ContextVar._by_key: raise ValueError(f"a ContextVar named {key} already exists")
+    self.key, self.value = key, default
+    ContextVar._by_key[key] = self
+
+  def __bool__(self) -> bool: return bool(self.value)
+  def __repr__(self) -> str: return f"ContextVar({self.key}={self.value!r})"
+
+
+class Context(contextlib.ContextDecorator):
+  """Set ContextVars for the length of a `with` block (or a decorated function), as tinygrad's
+  `Context`: `with Context(TRAINING=1): ...`. The previous values come back on exit."""
+
+  def __init__(self, **kwargs: int):
+    unknown = sorted(set(kwargs) - set(ContextVar._by_key))
+    if unknown: raise KeyError(f"unknown context variable(s) {unknown}; known: {sorted(ContextVar._by_key)}")
+    self.kwargs = kwargs
+    self._saved: list[dict[str, int]] = []  # a stack, so one Context object may be entered again while active
+
+  def __enter__(self) -> Context:
+    self._saved.append({k: ContextVar._by_key[k].value for k in self.kwargs})
+    for k, v in self.kwargs.items(): ContextVar._by_key[k].value = v
+    return self
+
+  def __exit__(self, *exc: object) -> None:
+    for k, v in self._saved.pop().items(): ContextVar._by_key[k].value = v
+
+
+# 1 inside `with Tensor.train():` or `with Context(TRAINING=1):`: dropout is active, BatchNorm uses batch statistics
+TRAINING = ContextVar("TRAINING", 0)

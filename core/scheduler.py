@@ -123,7 +123,9 @@ def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) 
 def _needs_no_kernel(u: UOp) -> bool:
   # a realized buffer viewed as-is, or a scalar constant, has nothing to compute
   if contiguous_base(u) is not None: return True
-  return u.op is Ops.CONST or (u.op in (Ops.RESHAPE, Ops.EXPAND) and prod(u.shape) <= 1 and u.src[0].op is Ops.CONST)
+  if prod(u.shape) > 1: return u.op is Ops.CONST
+  while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
+  return u.op is Ops.CONST
 
 
 def _is_leaf(u: UOp, realized: set[UOp]) -> bool:
@@ -236,6 +238,8 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
   :param buffer_limit: the buffer limit of a device, None for unlimited.
   :return: a map from every realized node to its replacement; the caller updates tensors with it.
   """
+  originals, stripped = roots, _strip_gradient_markers(roots)
+  if stripped: roots = [stripped[r] for r in roots]
   realized = _find_realizes(roots, lambda r: buffer_limit(device_of(r, default_device)))
   new: dict[UOp, UOp] = {}
   becomes: dict[UOp, UOp] = {}
@@ -247,7 +251,21 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
       new[n] = n.replace(src=tuple(new[s] for s in n.src))
   for r in roots:
     if r not in becomes and new[r] is not r: becomes[r] = new[r]
+  # tensors hold the graphs with the markers: map those nodes too
+  for o in (toposort(originals) if stripped else ()):
+    if (s := stripped[o]) is not o and (b := becomes.get(s, s if o in originals else None)) is not None: becomes[o] = b
   return becomes
+
+
+def _strip_gradient_markers(roots: list[UOp]) -> dict[UOp, UOp]:
+  """Every node under `roots` -> the same graph without DETACH and CONTIGUOUS_BACKWARD, which only
+  matter to gradients (in the forward value they are identities); {} when there are none."""
+  nodes = toposort(roots)
+  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) for n in nodes): return {}
+  out: dict[UOp, UOp] = {}
+  for n in nodes:
+    out[n] = out[n.src[0]] if n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) else n.replace(src=tuple(out[s] for s in n.src))
+  return out
 
 
 def _make_kernel(n: UOp, new: dict[UOp, UOp], default_device: str, new_buffer) -> UOp:
@@ -311,6 +329,9 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
     if is_buffer_node(m): memo[n] = param_for(m, n.shape)
     elif m.op is Ops.RESHAPE and is_buffer_node(m.src[0]) and m is not n: memo[n] = param_for(m.src[0], n.shape)
     elif n.op is Ops.CONST: memo[n] = n
+    elif n.op is Ops.RESHAPE:  # a chain of reshapes is one reshape
+      src = memo[n.src[0]]
+      memo[n] = _reshape(src.src[0] if src.op is Ops.RESHAPE else src, n.shape)
     else: memo[n] = n.replace(src=tuple(memo[s] for s in n.src))
   store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg.size)), memo[value]))
   return UOp(Ops.SINK, None, (store,)), inputs

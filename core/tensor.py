@@ -6,6 +6,7 @@ ValueError at the line that caused it, never a failure inside a kernel.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 import weakref
@@ -218,6 +219,9 @@ class Tensor(metaclass=_TensorMeta):
     if step == 0: raise ValueError("arange step must not be zero")
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
     n = max(0, math.ceil((stop - start) / step))
+    if dtype is None and dt.is_int and n and not dt.min <= min(start, start + (n - 1) * step) <= \
+        max(start, start + (n - 1) * step) <= dt.max:
+      dt = dtypes.int64  # an integer range int32 cannot hold, as tinygrad
     return Tensor(start + np.arange(n, dtype=np.float64 if dt.is_float else np.int64) * step, device=device, dtype=dt)
 
   @staticmethod
@@ -416,8 +420,11 @@ class Tensor(metaclass=_TensorMeta):
   # ------------------------------------------------------------------ movement
 
   def reshape(self, *shape: ShapeArg) -> Tensor:
-    """The same data with another shape; one entry may be -1 (inferred)."""
+    """The same data with another shape; one entry may be -1 (inferred), None keeps that axis's size."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+    if None in shape:
+      if len(shape) > self.ndim: raise ValueError(f"reshape {shape}: None needs an axis of {self.shape} at its position")
+      shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
     if any(not isinstance(s, (int, np.integer)) or s < -1 for s in shape): raise ValueError(f"invalid shape {shape!r}")
     if list(shape).count(-1) > 1: raise ValueError(f"only one dimension can be -1 in {shape!r}")
     if -1 in shape:
@@ -490,9 +497,13 @@ class Tensor(metaclass=_TensorMeta):
     d = _norm_axis(dim, self.ndim)
     return self if self.ndim == 0 or self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
 
-  def pad(self, padding: Sequence, value: float = 0.0) -> Tensor:
-    """Pad with `value`. `padding` is ((before, after), ...) per axis (None for none), or torch's flat
-    (left, right, top, bottom, ...) starting from the last axis. Negative amounts crop."""
+  def pad(self, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad with `value` (mode 'constant') or with the tensor's own values: 'reflect' (mirror without the edge),
+    'replicate' (repeat the edge), 'circular' (wrap around). `padding` is ((before, after), ...) per axis (None
+    for none), or torch's flat (left, right, top, bottom, ...) starting from the last axis. Negative amounts crop."""
+    if not isinstance(mode, str): raise TypeError(f"pad mode must be a string (pass the fill as value=), got {mode!r}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+      raise ValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
     padding = tuple(padding)
     if all(isinstance(p, (int, np.integer)) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"invalid flat padding {padding} for {self.shape}")
@@ -503,7 +514,9 @@ class Tensor(metaclass=_TensorMeta):
       pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops first
       x = self.shrink(tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape)))
-      return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in pairs), value)
+      return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in pairs), mode, value)
+    if mode == "circular": return self._pad_circular(pairs)
+    if mode != "constant": return self._pad_reflect_replicate(pairs, mode)
     if all(b == 0 and a == 0 for b, a in pairs): return self
     arg = (tuple(pairs), truncate(_check_py_int(value), self.dtype))
     return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), arg))
@@ -523,56 +536,11 @@ class Tensor(metaclass=_TensorMeta):
     axes = tuple(a for a in axes if self.shape[a] > 1)
     return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), axes)) if axes else self
 
-  def __getitem__(self, index: Any) -> Tensor:
-    """Basic indexing: ints, slices (any step), None and Ellipsis."""
-    index = index if isinstance(index, tuple) else (index,)
-    for i in index:
-      if isinstance(i, (Tensor, list, np.ndarray)):
-        raise TypeError("indexing with tensors or lists is not supported; use ints, slices, None and ...")
-      if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))) or isinstance(i, bool):
-        raise TypeError(f"invalid index {i!r}")
-    if sum(1 for i in index if i is Ellipsis) > 1: raise IndexError("an index can only have one ellipsis")
-    real = sum(1 for i in index if i is not None and i is not Ellipsis)
-    if real > self.ndim: raise IndexError(f"too many indices ({real}) for a tensor with {self.ndim} dimensions")
-    if Ellipsis in index:
-      at = index.index(Ellipsis)
-      index = index[:at] + (slice(None),) * (self.ndim - real) + index[at + 1:]
-    else: index = index + (slice(None),) * (self.ndim - real)
-    x, axis, out_shape = self, 0, []
-    shrinks, flips, steps = [], [], []
-    for i in index:
-      if i is None:
-        out_shape.append(1)
-        continue
-      size = self.shape[axis]
-      if isinstance(i, slice):
-        start, stop, step = i.indices(size)
-        n = len(range(start, stop, step))
-        if step < 0:  # walk the flipped axis forward
-          flips.append(axis)
-          start, step = size - 1 - start, -step
-        shrinks.append((start, min(size, start + (n - 1) * step + 1)) if n else (0, 0))
-        steps.append(step)
-        out_shape.append(n)
-      else:
-        if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-        i = int(i) % size
-        shrinks.append((i, i + 1))
-        steps.append(1)
-      axis += 1
-    if flips: x = x.flip(flips)
-    x = x.shrink(tuple(shrinks))
-    if any(s > 1 for s in steps):
-      # a stride is a pad to a multiple of the step, a reshape to (n, step) and keeping column 0
-      pads = tuple((0, (-sz) % st) for sz, st in zip(x.shape, steps))
-      x = x.pad(pads)
-      split = sum(((sz // st, st) for sz, st in zip(x.shape, steps)), ())
-      x = x.reshape(split).shrink(tuple((0, s) if k % 2 == 0 else (0, 1) for k, s in enumerate(split)))
-    return x.reshape(tuple(out_shape))
-
   def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors along `dim` (call as a.cat(b, c) or Tensor.cat(a, b, c))."""
-    ts = [self, *others]
+    """Join tensors along `dim` (call as a.cat(b, c), Tensor.cat(a, b, c) or Tensor.cat([a, b, c]))."""
+    ts = [*self, *others] if isinstance(self, (list, tuple)) else [self, *others]
+    if not ts: raise ValueError("cat needs at least one tensor")
+    if ts[0] is not self: return ts[0].cat(*ts[1:], dim=dim)
     d = _norm_axis(dim, self.ndim)
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
@@ -590,8 +558,10 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   def stack(self, *others: Tensor, dim: int = 0) -> Tensor:
-    """Join tensors of one shape along a new axis `dim`."""
-    ts = [self, *others]
+    """Join tensors of one shape along a new axis `dim` (Tensor.stack(a, b) or Tensor.stack([a, b]))."""
+    ts = [*self, *others] if isinstance(self, (list, tuple)) else [self, *others]
+    if not ts: raise ValueError("stack needs at least one tensor")
+    if ts[0] is not self: return ts[0].stack(*ts[1:], dim=dim)
     if any(t.shape != self.shape for t in ts): raise ValueError(f"stack needs equal shapes, got {[t.shape for t in ts]}")
     d = _norm_axis(dim, self.ndim + 1)
     return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
@@ -732,7 +702,8 @@ class Tensor(metaclass=_TensorMeta):
     odd = b_int & ((b.abs() * 0.5).trunc() * 2 != b.abs())
     neg = a < 0
     out = neg.where(b_int.where(odd.where(-mag, mag), float("nan")), mag)
-    return ((a == 0) & (b == 0)).where(1.0, out)
+    out = (a == float("-inf")).where(odd.where(-mag, mag), out)
+    return ((b == 0) | (a == 1) | ((a == -1) & (b.abs() == float("inf")))).where(1.0, out)
 
   def round_half_away(self) -> Tensor:
     return (self < 0).where(-((-self) + 0.5).trunc(), (self + 0.5).trunc())
@@ -816,11 +787,16 @@ class Tensor(metaclass=_TensorMeta):
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
-  def gelu(self) -> Tensor:
-    """GELU, tanh approximation (as tinygrad)."""
+  def gelu(self, approximate: str = "tanh") -> Tensor:
+    """GELU: the tanh approximation by default (as tinygrad), the exact x * Phi(x) with approximate='none'."""
     x = self._float()
+    if approximate == "none": return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', not {approximate!r}")
     return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-  def softplus(self, beta: float = 1.0) -> Tensor: return (1 + (self * beta).exp()).log() * (1 / beta)
+  def softplus(self, beta: float = 1.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, as max(bx, 0) + log1p(exp(-|bx|)): no overflow for large inputs."""
+    bx = self._float() * beta
+    return (bx.relu() + (-bx.abs()).exp()._log1p()) * (1 / beta)
 
   def maximum(self, x: Any) -> Tensor: return self._bin(Ops.MAX, x)
   def minimum(self, x: Any) -> Tensor: return self._bin(Ops.MIN, x)
@@ -944,23 +920,25 @@ class Tensor(metaclass=_TensorMeta):
     best = self.min(axis, keepdim=True) if axis is not None else self.min()
     return self._arg_best(axis, keepdim, best)
 
-  def softmax(self, axis: int = -1) -> Tensor:
-    """exp(x) / sum(exp(x)) along `axis`, computed stably."""
-    x = self._float()
+  def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis`, computed stably (in `dtype` when given)."""
+    x = self._float() if dtype is None else self.cast(dtype)
     e = (x - x.max(axis, keepdim=True)).exp()
     return e / e.sum(axis, keepdim=True)
 
-  def log_softmax(self, axis: int = -1) -> Tensor:
-    """log(softmax(x)) along `axis`, computed stably."""
-    x = self._float()
+  def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """log(softmax(x)) along `axis`, computed stably (in `dtype` when given)."""
+    x = self._float() if dtype is None else self.cast(dtype)
     m = x - x.max(axis, keepdim=True)
     return m - m.exp().sum(axis, keepdim=True).log()
 
-  def logsumexp(self, axis: int = -1, keepdim: bool = False) -> Tensor:
+  def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over `axis` (all axes when None, as tinygrad), shifted by the max so it cannot overflow."""
     x = self._float()
     m = x.max(axis, keepdim=True)
+    m = m.isinf().where(0.0, m)  # an infinite max would make x - m NaN
     out = (x - m).exp().sum(axis, keepdim=True).log() + m
-    return out if keepdim else out.squeeze(axis)
+    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in x._axes(axis)))
 
   # ------------------------------------------------------------------ linear algebra and convolution
 
@@ -1107,18 +1085,6 @@ class Tensor(metaclass=_TensorMeta):
       x = x.shrink(((0, nc[0]), (0, nc[1])) + tuple((0, i * s - (s - 1)) for i, s in zip(sp, st)))
     flat = sum((conv_pads[i] for i in reversed(range(n))), ())
     return x.conv2d(w, bias, groups=groups, dilation=dl, padding=flat)
-
-  def max_pool2d(self, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None) -> Tensor:
-    """Max over windows of the last two axes."""
-    k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-    s = k if stride is None else (stride, stride) if isinstance(stride, int) else tuple(stride)
-    return self._pool2d(k, s, (1, 1)).max((-2, -1))
-
-  def avg_pool2d(self, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None) -> Tensor:
-    """Mean over windows of the last two axes."""
-    k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-    s = k if stride is None else (stride, stride) if isinstance(stride, int) else tuple(stride)
-    return self._pool2d(k, s, (1, 1)).mean((-2, -1))
 
 
   # ------------------------------------------------------------------ training: initialisers, layers' math, losses
@@ -1286,6 +1252,1189 @@ class Tensor(metaclass=_TensorMeta):
     return (-(pos + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
 
 
+  # ------------------------------------------------------------------ indexing
+
+  def _index_plan(self, index: Any) -> tuple[list[tuple], list]:
+    """Parse an index into one entry per axis of self, ("int", i), ("slice", start, step, n) or ("adv", tensor of
+    positions), and the output layout: per output dim, an axis number or None (a new axis of size 1)."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    parsed: list = []  # (kind, value, number of axes it uses)
+    for e in entries:
+      if e is None or e is Ellipsis: parsed.append((e, e, 0))
+      elif isinstance(e, (bool, np.bool_)): raise TypeError(f"a bool index ({e!r}) is not supported; use None or a mask tensor")
+      elif isinstance(e, (int, np.integer)): parsed.append(("int", int(e), 1))
+      elif isinstance(e, slice):
+        for part in (e.start, e.stop, e.step):
+          if part is not None and (not isinstance(part, (int, np.integer)) or isinstance(part, bool)):
+            raise TypeError(f"slice parts must be ints or None, got {e!r}")
+        if e.step == 0: raise ValueError(f"slice step cannot be zero in {e!r}")
+        parsed.append(("slice", e, 1))
+      elif isinstance(e, (Tensor, list, np.ndarray)):
+        host = None if isinstance(e, Tensor) else _index_array(e)
+        t = e if host is None else Tensor(host, device=self.device)
+        if t.device != self.device: raise ValueError(f"index tensor on {t.device}, indexed tensor on {self.device}")
+        if t.dtype == dtypes.bool:  # a mask stands for the coordinates of its True entries, one index per axis
+          cols = t.nonzero()
+          parsed.append(("mask", [cols[:, k] for k in range(t.ndim)], t.ndim))
+        elif t.dtype.is_int: parsed.append(("adv", (t, host), 1))
+        else: raise IndexError(f"tensors used as indices must be integer or bool, not {t.dtype.name}")
+      else: raise TypeError(f"invalid index {e!r} of type {type(e).__name__}")
+    if sum(1 for k, _, _ in parsed if k is Ellipsis) > 1: raise IndexError("an index can only have one ellipsis")
+    used = sum(n for _, _, n in parsed)
+    if used > self.ndim: raise IndexError(f"too many indices ({used}) for a tensor with {self.ndim} dimensions")
+    at = next((i for i, (k, _, _) in enumerate(parsed) if k is Ellipsis), len(parsed))
+    parsed[at:at + 1] = [("slice", slice(None), 1)] * (self.ndim - used)
+    plan: list[tuple] = []
+    layout: list = []
+    for kind, val, _ in parsed:
+      if kind is None:
+        layout.append(None)
+        continue
+      for t in (val if kind == "mask" else [val]):
+        axis, size = len(plan), self.shape[len(plan)]
+        if kind == "int":
+          if not -size <= t < size: raise IndexError(f"index {t} is out of bounds for axis {axis} with size {size}")
+          plan.append(("int", t % size))
+          continue
+        if kind == "slice":
+          start, stop, step = t.indices(size)
+          plan.append(("slice", start, step, len(range(start, stop, step))))
+        else:
+          t, host = t if kind == "adv" else (t, None)
+          if host is not None and host.size and not (-size <= host.min() and host.max() < size):
+            raise IndexError(f"index {host.min() if host.min() < -size else host.max()} is out of bounds for axis {axis} "
+                             f"with size {size}")
+          plan.append(("adv", (t < 0).where(t + size, t)))
+        layout.append(axis)
+    return plan, layout
+
+  def _basic_view(self, plan: list[tuple]) -> Tensor:
+    """Apply the int and slice entries of a plan (advanced axes kept whole); int axes stay as size 1."""
+    x, shrinks, flips, steps = self, [], [], []
+    for axis, p in enumerate(plan):
+      size = self.shape[axis]
+      if p[0] == "int": shrinks.append((p[1], p[1] + 1)); steps.append(1)
+      elif p[0] == "adv": shrinks.append((0, size)); steps.append(1)
+      else:
+        _, start, step, n = p
+        if step < 0:  # walk the flipped axis forward
+          flips.append(axis)
+          start, step = size - 1 - start, -step
+        shrinks.append((start, min(size, start + (n - 1) * step + 1)) if n else (0, 0))
+        steps.append(step)
+    if flips: x = x.flip(flips)
+    x = x.shrink(tuple(shrinks))
+    if any(s > 1 for s in steps):
+      # a stride is a pad to a multiple of the step, a reshape to (n, step) and keeping column 0
+      x = x.pad(tuple((0, (-sz) % st) for sz, st in zip(x.shape, steps)))
+      split = sum(((sz // st, st) for sz, st in zip(x.shape, steps)), ())
+      x = x.reshape(split).shrink(tuple((0, s) if k % 2 == 0 else (0, 1) for k, s in enumerate(split)))
+      x = x.reshape(split[::2])
+    return x
+
+  def __getitem__(self, index: Any) -> Tensor:
+    """Indexing as torch: ints, slices (any step, empty ones too), None, Ellipsis, integer tensors, lists or
+    arrays (advanced indexing: several broadcast together; their dims replace theirs when they are adjacent,
+    else come first) and bool masks. An out-of-range position in an index tensor gives 0 (it cannot be checked
+    without running it); in a list or array it raises IndexError."""
+    plan, layout = self._index_plan(index)
+    x = self._basic_view(plan)  # still one axis per axis of self
+    adv = [a for a in range(self.ndim) if plan[a][0] == "adv"]
+    if not adv: return x.reshape(tuple(1 if a is None else x.shape[a] for a in layout))
+    # the advanced axes become one flattened axis, read at one linear position per index element
+    idx, sizes = [plan[a][1] for a in adv], [x.shape[a] for a in adv]
+    big = broadcast_shape(*(t.shape for t in idx))
+    lin, valid, stride = None, None, 1
+    for t, s in zip(reversed(idx), reversed(sizes)):
+      term, ok = t.cast(dtypes.int64 if self.numel() >= 2**31 else dtypes.int32) * stride, (t >= 0) & (t < s)
+      lin, valid = (term, ok) if lin is None else (lin + term, valid & ok)
+      stride *= s
+    lin = valid.where(lin, -1)._broadcast_to(big)
+    others = [a for a in range(self.ndim) if a not in adv]
+    flat = x.permute(adv + others).reshape((1,) * len(big) + (stride,) + tuple(x.shape[a] for a in others))
+    hits = lin._index_hits(stride).reshape(big + (stride,) + (1,) * len(others))
+    rest = [a for a in layout if a is None or a not in adv]
+    out = _masked_pick(flat, hits, len(big)).reshape(big + tuple(1 if a is None else x.shape[a] for a in rest))
+    # torch's placement: adjacent advanced indices put their dims where they stood, others put them first
+    first = layout.index(adv[0])
+    if layout[first:first + len(adv)] != adv: return out
+    nb = len(big)
+    return out.permute(list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim)))
+
+  def __setitem__(self, index: Any, value: Any) -> None:
+    """Write `value` (broadcast, cast to this dtype) where `self[index]` reads; any index a read accepts.
+    A realized tensor is written in place (like assign); with repeated positions the last value wins."""
+    v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+    if v.device != self.device: raise ValueError(f"setitem of a tensor on {v.device} into one on {self.device}")
+    v = v.cast(self.dtype)
+    plan, layout = self._index_plan(index)
+    if any(p[0] == "adv" for p in plan): new = self._setitem_advanced(index, v)
+    else: new = self._setitem_basic(plan, layout, v)
+    if new is not None: self.assign(new)
+
+  def _setitem_basic(self, plan: list[tuple], layout: list, v: Tensor) -> Tensor | None:
+    view_shape = tuple(1 if a is None else self.shape[a] if plan[a][0] != "slice" else plan[a][3] for a in layout)
+    if broadcast_shape(v.shape, view_shape) != view_shape:
+      raise ValueError(f"cannot set a value of shape {v.shape} into a selection of shape {view_shape}")
+    if 0 in view_shape: return None
+    # v laid out with one axis per axis of self (size 1 for int entries), then spread to its positions
+    v = v._broadcast_to(view_shape).reshape(tuple(1 if p[0] == "int" else p[3] for p in plan))
+    mask = Tensor.full(v.shape, True, dtype=dtypes.bool, device=self.device)
+    for axis, p in enumerate(plan):
+      size = self.shape[axis]
+      if p[0] == "int": start, step, n = p[1], 1, 1
+      else: _, start, step, n = p
+      if step < 0:  # the same positions walked forward
+        v, mask = v.flip(axis), mask.flip(axis)
+        start, step = start + (n - 1) * step, -step
+      v, mask = v._spread(axis, start, step, size), mask._spread(axis, start, step, size)
+    return mask.where(v, self)
+
+  def _spread(self, axis: int, start: int, step: int, size: int) -> Tensor:
+    """Place the n entries of `axis` at start, start + step, ... of an axis of `size`, zeros between."""
+    n = self.shape[axis]
+    x = self
+    if step > 1 and n > 1:
+      x = x.unsqueeze(axis + 1).pad(tuple((0, step - 1) if i == axis + 1 else (0, 0) for i in range(x.ndim + 1)))
+      x = x.flatten(axis, axis + 1)
+      x = x.shrink(tuple((0, (n - 1) * step + 1) if i == axis else None for i in range(x.ndim)))
+    end = start + x.shape[axis]
+    return x.pad(tuple((start, size - end) if i == axis else (0, 0) for i in range(x.ndim)))
+
+  def _setitem_advanced(self, index: Any, v: Tensor) -> Tensor | None:
+    # the flat positions the index selects, found by indexing a tensor of positions the same way
+    pos = Tensor.arange(self.numel(), dtype=dtypes.int32, device=self.device).reshape(self.shape)[index]
+    if broadcast_shape(v.shape, pos.shape) != pos.shape:
+      raise ValueError(f"cannot set a value of shape {v.shape} into a selection of shape {pos.shape}")
+    nr, n = pos.numel(), self.numel()
+    if nr == 0 or n == 0: return None
+    hits = pos.reshape(nr)._index_hits(n)                                   # (nr, n)
+    order = Tensor.arange(1, nr + 1, dtype=dtypes.int32, device=self.device).reshape(nr, 1)
+    last = (hits.cast(dtypes.int32) * order).max(0)                          # the last write to each position
+    pick = hits & (order == last.reshape(1, n))
+    val = _masked_pick(v._broadcast_to(pos.shape).reshape(nr, 1), pick, 0)
+    return (last > 0).where(val, self.flatten()).reshape(self.shape)
+
+  def _index_hits(self, n: int) -> Tensor:
+    """For an integer tensor: a bool tensor with a new last axis of size n, True where the value equals the position."""
+    return self.unsqueeze(-1) == Tensor.arange(n, dtype=self.dtype if self.dtype.is_int else dtypes.int32, device=self.device)
+
+  # ------------------------------------------------------------------ math (tinygrad 0.14's names)
+
+  def eq(self, x: Any) -> Tensor:
+    """Elementwise ==, as a method."""
+    return self == x
+  def ne(self, x: Any) -> Tensor:
+    """Elementwise !=, as a method."""
+    return self != x
+  def bitwise_and(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise & of bool or integer tensors."""
+    return self._logic(Ops.AND, x, reverse)
+  def bitwise_or(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise | of bool or integer tensors."""
+    return self._logic(Ops.OR, x, reverse)
+  def bitwise_xor(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise ^ of bool or integer tensors."""
+    return self._logic(Ops.XOR, x, reverse)
+  def bitwise_not(self) -> Tensor:
+    """Elementwise ~ (logical not for bool)."""
+    return ~self
+  def lshift(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise << of integer tensors."""
+    return self._logic(Ops.SHL, x, reverse)
+  def rshift(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise >> of integer tensors (arithmetic for signed types)."""
+    return self._logic(Ops.SHR, x, reverse)
+  def __rlshift__(self, x): return self.lshift(x, True)
+  def __rrshift__(self, x): return self.rshift(x, True)
+
+  # in-place operators write into this tensor (like assign), so other references see the new value, as in tinygrad
+  def __iadd__(self, x): return self.assign(self + x)
+  def __isub__(self, x): return self.assign(self - x)
+  def __imul__(self, x): return self.assign(self * x)
+  def __itruediv__(self, x): return self.assign(self / x)
+  def __ifloordiv__(self, x): return self.assign(self // x)
+  def __ipow__(self, x): return self.assign(self ** x)
+  def __imatmul__(self, x): return self.assign(self @ x)
+  def __iand__(self, x): return self.assign(self & x)
+  def __ior__(self, x): return self.assign(self | x)
+  def __ixor__(self, x): return self.assign(self ^ x)
+  def __ilshift__(self, x): return self.assign(self << x)
+  def __irshift__(self, x): return self.assign(self >> x)
+  def __delitem__(self, index) -> None: raise TypeError("a Tensor does not support deleting items")
+
+  def _log1p(self) -> Tensor:
+    """log(1 + x), exact for tiny x where 1 + x would round to 1."""
+    x = self._float()
+    return (x.abs() < 1e-4).where(x * (1 - x * 0.5), (1 + x).log())
+
+  def _odd_series(self, coeffs: Sequence[float]) -> Tensor:
+    """x * (c0 + c1 x^2 + c2 x^4 + ...): the Taylor series of an odd function near 0."""
+    z, acc = self * self, None
+    for c in reversed(coeffs): acc = c if acc is None else acc * z + c
+    return self * acc
+
+  def log10(self) -> Tensor:
+    """Base-10 logarithm."""
+    return self.log2() * math.log10(2)
+
+  def sinh(self) -> Tensor:
+    """Hyperbolic sine; a series near 0 (no cancellation), exp(|x| - ln 2) for large |x| (no early overflow)."""
+    x = self._float()
+    a = x.abs()
+    big = x.sign() * ((a - math.log(2)).exp() - (-a - math.log(2)).exp())
+    return (a < 0.1).where(x._odd_series([1, 1 / 6, 1 / 120, 1 / 5040]), big)
+
+  def cosh(self) -> Tensor:
+    """Hyperbolic cosine, finite wherever the result is."""
+    a = self._float().abs()
+    return (a - math.log(2)).exp() + (-a - math.log(2)).exp()
+
+  def asinh(self) -> Tensor:
+    """Inverse hyperbolic sine."""
+    x = self._float()
+    a = x.abs()
+    # log(2|x|) past 1e9, where |x|^2 + 1 would overflow or round to |x|^2
+    big = (a > 1e9).where((a * 2).log(), (a + (a * a + 1).sqrt()).log())
+    return (a < 0.1).where(x._odd_series([1, -1 / 6, 3 / 40, -5 / 112]), x.sign() * big)
+
+  def acosh(self) -> Tensor:
+    """Inverse hyperbolic cosine (NaN below 1)."""
+    x = self._float()
+    return (x > 1e9).where((x * 2).log(), (x + ((x - 1) * (x + 1)).sqrt()).log())
+
+  def atanh(self) -> Tensor:
+    """Inverse hyperbolic tangent (+-inf at +-1, NaN outside [-1, 1])."""
+    x = self._float()
+    return (x.abs() < 0.1).where(x._odd_series([1, 1 / 3, 1 / 5, 1 / 7, 1 / 9]), ((1 + x) / (1 - x)).log() * 0.5)
+
+  def atan(self) -> Tensor:
+    """Inverse tangent: Cephes' range reduction to |x| <= tan(pi/8) and its minimax polynomial."""
+    x = self._float()
+    a = x.abs()
+    big, mid = a > 2.414213562373095, a > 0.4142135623730950
+    r = big.where(-1 / a, mid.where((a - 1) / (a + 1), a))
+    base = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0))
+    z = r * r
+    poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * r + r
+    return x.sign() * (base + poly)
+
+  def asin(self) -> Tensor:
+    """Inverse sine (NaN outside [-1, 1])."""
+    x = self._float()
+    return (x / ((1 - x) * (1 + x)).sqrt()).atan()
+
+  def acos(self) -> Tensor:
+    """Inverse cosine (NaN outside [-1, 1])."""
+    x = self._float()
+    return ((1 - x) / (1 + x)).sqrt().atan() * 2
+
+  def erf(self) -> Tensor:
+    """The error function: its Taylor series below 0.5, Abramowitz and Stegun 7.1.26 above (error < 2e-7)."""
+    x = self._float()
+    a = x.abs()
+    series = x._odd_series([1, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320, 1 / 9360]) * (2 / math.sqrt(math.pi))
+    t = 1 / (1 + 0.3275911 * a)
+    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+    return (a < 0.5).where(series, x.sign() * (1 - poly * (-a * a).exp()))
+
+  def round(self) -> Tensor:
+    """Round to the nearest integer, halves to even (like torch and numpy); integers are unchanged."""
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    frac, half_t = self - t, t * 0.5
+    away = t + self.sign()
+    t_even = half_t.trunc() == half_t
+    return (frac.abs() > 0.5).where(away, ((frac.abs() == 0.5) & t_even.logical_not()).where(away, t))
+
+  def copysign(self, other: Any) -> Tensor:
+    """|self| with the sign of `other` (including the sign of -0.0)."""
+    a, b = self._float()._binary_operands(other)
+    b = b._float()
+    mag = a.abs()
+    return ((b < 0) | (b.reciprocal() < 0)).where(-mag, mag)
+
+  def fmod(self, x: Any) -> Tensor:
+    """Remainder with the sign of the dividend (C's fmod, torch.fmod); integer x % 0 is 0."""
+    a, b = self._binary_operands(x)
+    if a.dtype == dtypes.bool: raise TypeError("fmod of bool tensors is not supported")
+    if a.dtype.is_int: return a._alu(Ops.MOD, b)
+    return a - (a / b).trunc() * b
+
+  def lerp(self, end: Tensor, weight: Tensor | float) -> Tensor:
+    """self + (end - self) * weight."""
+    return self + (end - self) * weight
+
+  def logaddexp(self, other: Any) -> Tensor:
+    """log(exp(self) + exp(other)), computed without overflow."""
+    a, b = self._float()._binary_operands(other)
+    a, b = a._float(), b._float()
+    m = a.maximum(b)
+    return (a == b).where(a + math.log(2), m + (-(a - b).abs()).exp()._log1p())
+
+  def isnan(self) -> Tensor:
+    """True where the value is NaN."""
+    return self != self
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    """True where the value is +inf (detect_positive) or -inf (detect_negative)."""
+    if not self.dtype.is_float: return self.full_like(False, dtype=dtypes.bool)
+    pos = (self == float("inf")) if detect_positive else self.full_like(False, dtype=dtypes.bool)
+    return (pos | (self == float("-inf"))) if detect_negative else pos
+  def isfinite(self) -> Tensor:
+    """True where the value is neither infinite nor NaN."""
+    return (self.isinf() | self.isnan()).logical_not()
+
+  def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| elementwise; infinities are close only to themselves."""
+    a, b = self._binary_operands(other)
+    if not a.dtype.is_float: return a == b
+    close = a.isfinite() & b.isfinite() & ((a - b).abs() <= atol + rtol * b.abs())
+    close = close | ((a.isinf() | b.isinf()) & (a == b))
+    return close | (a.isnan() & b.isnan()) if equal_nan else close
+
+  def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """A 0-d bool tensor: isclose everywhere (a Tensor, as in tinygrad; `.item()` gives the bool)."""
+    return self.isclose(other, rtol, atol, equal_nan).all()
+
+  # ------------------------------------------------------------------ activations
+
+  def elu(self, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    x = self._float()
+    return (x > 0).where(x, alpha * (x.exp() - 1))
+  def celu(self, alpha: float = 1.0) -> Tensor:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    x = self._float()
+    return x.maximum(0) + (alpha * ((x / alpha).exp() - 1)).minimum(0)
+  def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
+    """gamma * (x for x >= 0, alpha * (exp(x) - 1) otherwise), with torch's constants."""
+    x = self._float()
+    return gamma * (x >= 0).where(x, alpha * (x.exp() - 1))
+  def relu6(self) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return self.relu().minimum(6)
+  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
+    """clip(alpha * x + beta, 0, 1)."""
+    return (alpha * self._float() + beta).clip(0, 1)
+  def hardswish(self) -> Tensor:
+    """x * relu6(x + 3) / 6."""
+    x = self._float()
+    return x * (x + 3).relu6() * (1 / 6)
+  def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
+    """clip(x, min_val, max_val)."""
+    return self.clip(min_val, max_val)
+  def mish(self) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return self * self.softplus().tanh()
+  def softsign(self) -> Tensor:
+    """x / (1 + |x|)."""
+    x = self._float()
+    return x / (1 + x.abs())
+  def quick_gelu(self) -> Tensor:
+    """x * sigmoid(1.702 x)."""
+    return self * (self * 1.702).sigmoid()
+  def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """softmax(-x) along `axis`."""
+    return (-self._float()).softmax(axis, dtype)
+
+  # ------------------------------------------------------------------ reductions and scans (tinygrad 0.14's names)
+
+  def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """True where any value over `axis` is nonzero (False over an empty axis)."""
+    axes = self._axes(axis)
+    if any(self.shape[a] == 0 for a in axes):
+      out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape) if keepdim or i not in axes)
+      return Tensor.full(out_shape, False, dtype=dtypes.bool, device=self.device)
+    return (self != 0).cast(dtypes.int32).max(axis, keepdim).cast(dtypes.bool)
+
+  def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """True where every value over `axis` is nonzero (True over an empty axis)."""
+    return self.logical_not().any(axis, keepdim).logical_not()
+
+  def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+               correction: int = 1) -> tuple[Tensor, Tensor]:
+    """(var, mean) over `axis`."""
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  def std_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+               correction: int = 1) -> tuple[Tensor, Tensor]:
+    """(std, mean) over `axis`."""
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  def _cum_last(self, op: Ops) -> Tensor:
+    """The running `op` (ADD, MUL or MAX) along the last axis: every output is the reduction of a window of
+    the input padded on the left with the identity. Long axes are scanned in chunks of 256 and the chunk
+    totals scanned again, so the work stays near n * 256 instead of n^2."""
+    n = self.shape[-1]
+    ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: self.dtype.min}[op]
+    reduce = {Ops.ADD: Tensor.sum, Ops.MUL: Tensor.prod, Ops.MAX: Tensor.max}[op]
+    if n <= 512:
+      x = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),), value=ident)
+      return reduce(x._pool_last(n, 1, 1), -1)
+    chunk = 256
+    full = -(-n // chunk) * chunk
+    x = self.pad(((0, 0),) * (self.ndim - 1) + ((full - n, 0),), value=ident).reshape(self.shape[:-1] + (full // chunk, chunk))
+    inner = x._cum_last(op)
+    # what the earlier chunks contribute: the scan of chunk totals, shifted right by one chunk
+    before = inner[..., -1]._cum_last(op).pad(((0, 0),) * (self.ndim - 1) + ((1, -1),), value=ident)
+    return inner._bin(op, before.unsqueeze(-1)).flatten(-2)[..., full - n:]
+
+  def _cumulative(self, axis: int, op: Ops) -> Tensor:
+    """The running `op` along `axis`, in the dtype the matching reduction returns."""
+    if self.ndim == 0: return self.reshape(1)._cumulative(0, op).reshape(())
+    ax = _norm_axis(axis, self.ndim)
+    if self.shape[ax] == 0:
+      halves = (dtypes.float16, dtypes.bfloat16)
+      return self if op is Ops.MAX or self.dtype in halves else self.cast(_sum_dtype(self.dtype))
+    return self.transpose(ax, -1)._cum_last(op).transpose(ax, -1)
+
+  def cumsum(self, axis: int = 0) -> Tensor:
+    """Running sum along `axis` (dtype as for sum: small ints give int32)."""
+    return self._cumulative(axis, Ops.ADD)
+
+  def cumprod(self, axis: int) -> Tensor:
+    """Running product along `axis`."""
+    return self._cumulative(axis, Ops.MUL)
+
+  def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running max, index of it) along `axis`; among equal values the latest index, as torch."""
+    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    ax = _norm_axis(axis, self.ndim)
+    values = self._cumulative(ax, Ops.MAX)
+    n = self.shape[ax]
+    if n == 0: return values, self.zeros_like(dtype=dtypes.int32)
+    x, v = self.transpose(ax, -1), values.transpose(ax, -1)
+    # hit[i, j]: input i (at or before j) equals the running max at j; the largest such i is the index
+    hit = (x.unsqueeze(-1) == v.unsqueeze(-2)) & Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).triu()
+    pos = Tensor.arange(1, n + 1, dtype=dtypes.int32, device=self.device).reshape(n, 1)
+    idx = (hit.cast(dtypes.int32) * pos).max(-2) - 1
+    return values, idx.transpose(ax, -1)
+
+  def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running min, index of it) along `axis`."""
+    if self.dtype == dtypes.bool: flipped = self.logical_not()
+    elif self.dtype.is_unsigned: flipped = self.dtype.max - self
+    else: flipped = -self
+    values, idx = flipped.cummax(axis)
+    if self.dtype == dtypes.bool: return values.logical_not(), idx
+    return (self.dtype.max - values if self.dtype.is_unsigned else -values), idx
+
+  def logcumsumexp(self, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along `axis`, shifted by the running max so neither end overflows or underflows."""
+    x = self._float()
+    if x.ndim == 0: return x
+    ax = _norm_axis(axis, x.ndim)
+    n = x.shape[ax]
+    if n == 0: return x
+    xt = x.transpose(ax, -1)
+    m = xt.cummax(-1)[0]
+    m = m.isinf().where(0.0, m)  # an infinite running max would turn x - m into NaN
+    keep = Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).tril()  # keep[j, i]: i <= j
+    terms = keep.where((xt.unsqueeze(-2) - m.unsqueeze(-1)).exp(), 0.0)
+    return (terms.sum(-1).log() + m).transpose(ax, -1)
+
+  # ------------------------------------------------------------------ sorting and selection
+
+  def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+    """(values, indices) sorted along `dim`; stable (equal values keep their order), NaN sorts as the largest.
+    Each element's rank is the count of elements that go before it, so the work is n^2 per row."""
+    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    d = _norm_axis(dim, self.ndim)
+    n = self.shape[d]
+    if n <= 1: return self, self.zeros_like(dtype=dtypes.int32)
+    x = self.transpose(d, -1)
+    a, b = x.unsqueeze(-1), x.unsqueeze(-2)  # a: element i (rows), b: element j (columns)
+    first = (b > a) if descending else (b < a)
+    same = a == b
+    if self.dtype.is_float:
+      na, nb = a.isnan(), b.isnan()
+      first = first | ((nb & na.logical_not()) if descending else (na & nb.logical_not()))
+      same = same | (na & nb)
+    earlier = Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).tril(-1)  # [i, j]: j < i
+    rank = (first | (same & earlier)).cast(dtypes.int32).sum(-1)               # where element i goes
+    hits = rank._index_hits(n)                                                  # [i, r]: element i goes to r
+    order = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape(n, 1)
+    idx = _masked_pick(order, hits, -2)
+    values = _masked_pick(x.unsqueeze(-1), hits, -2)
+    return values.transpose(d, -1), idx.transpose(d, -1)
+
+  def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
+    """The indices that sort `dim` (stable)."""
+    return self.sort(dim, descending)[1]
+
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the k largest (or smallest) along `dim`, in sorted order."""
+    d = _norm_axis(dim, self.ndim)
+    n = self.shape[d] if self.ndim else 1
+    if not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+      raise ValueError(f"topk k={k!r} is out of range for dimension {dim} of size {n}")
+    values, idx = self.sort(d, descending=largest)
+    if self.ndim == 0: return values, idx
+    keep = tuple((0, k) if i == d else None for i in range(self.ndim))
+    return values.shrink(keep), idx.shrink(keep)
+
+  def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+    """`value` where `mask` is True, self elsewhere (dtype of self)."""
+    return mask.where(value, self).cast(self.dtype)
+
+  def gather(self, dim: int, index: Tensor) -> Tensor:
+    """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (index.shape[k] <= self.shape[k] elsewhere)."""
+    if not isinstance(index, Tensor): raise TypeError(f"gather index must be a Tensor, got {type(index).__name__}")
+    if index.device != self.device: raise ValueError(f"gather index on {index.device}, tensor on {self.device}")
+    if not index.dtype.is_int: raise TypeError(f"gather index must be an integer tensor, not {index.dtype.name}")
+    if index.ndim != self.ndim: raise ValueError(f"gather index {index.shape} and tensor {self.shape} differ in dimensions")
+    d = _norm_axis(dim, self.ndim)
+    if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
+      raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
+    x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
+    x = x.unsqueeze(-1).transpose(-1, d)  # the gathered axis moves last, size 1 left in its place
+    return _masked_pick(x, index._index_hits(self.shape[d]), -1)
+
+  def _scatter_parts(self, dim: int, index: Tensor, src: Tensor) -> tuple[int, Tensor, Tensor]:
+    """For scatter: (dim, src, mask), both shaped self.shape + (m,): mask[..., p, ..., j] says that source
+    element j (along dim) goes to position p."""
+    if not isinstance(index, Tensor) or not index.dtype.is_int: raise TypeError("scatter index must be an integer Tensor")
+    if index.device != self.device or src.device != self.device:
+      raise ValueError(f"scatter: tensor on {self.device}, index on {index.device}, src on {src.device}")
+    if not index.ndim == self.ndim == src.ndim:
+      raise ValueError(f"scatter: tensor {self.shape}, index {index.shape} and src {src.shape} differ in dimensions")
+    d = _norm_axis(dim, self.ndim)
+    for k, (s, i, r) in enumerate(zip(self.shape, index.shape, src.shape)):
+      if i > r or (k != d and i > s):
+        raise ValueError(f"scatter: index {index.shape} must fit in src {src.shape} and in {self.shape} outside dim {dim}")
+    if src.dtype != self.dtype: raise TypeError(f"scatter: src dtype {src.dtype.name} differs from {self.dtype.name}")
+    n, m = self.shape[d], index.shape[d]
+    src = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(-1).transpose(-1, d)
+    src = src._broadcast_to(src.shape[:d] + (n,) + src.shape[d + 1:])
+    mask = index._index_hits(n).transpose(-1, d)
+    grow = tuple((0, s - i) if k != d else (0, 0) for k, (s, i) in enumerate(zip(self.shape, index.shape))) + ((0, 0),)
+    return d, src.pad(grow), mask.pad(grow)
+
+  def scatter(self, dim: int, index: Tensor, src: Tensor | float | int | bool, reduce: str | None = None) -> Tensor:
+    """A copy of self with src[...] written at index[...] along `dim` (the last write wins on repeats);
+    reduce 'add' or 'multiply' combines instead (a scalar src only, as torch)."""
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if not isinstance(src, Tensor):
+      src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    elif reduce is not None: raise TypeError("scatter with reduce takes a scalar src; use scatter_reduce for tensors")
+    if reduce is not None: return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
+    _, src, mask = self._scatter_parts(dim, index, src)
+    m = mask.shape[-1]
+    order = Tensor.arange(1, m + 1, dtype=dtypes.int32, device=self.device)
+    last = (mask.cast(dtypes.int32) * order).max(-1, keepdim=True)
+    return (last > 0).squeeze(-1).where(_masked_pick(src, mask & (order == last), -1), self)
+
+  def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+    """Combine src into self at index along `dim` with reduce 'sum', 'prod', 'mean', 'amax' or 'amin';
+    include_self=False leaves self's value out wherever something is scattered."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ValueError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}")
+    _, src, mask = self._scatter_parts(dim, index, src)
+    untouched = mask.any(-1).logical_not()
+    base = lambda ident: self if include_self else untouched.where(self, ident)  # noqa: E731
+    if reduce == "sum": return (mask.where(src, 0).sum(-1) + base(0)).cast(self.dtype)
+    if reduce == "prod": return (mask.where(src, 1).prod(-1) * base(1)).cast(self.dtype)
+    if reduce == "amax": return mask.where(src, self.dtype.min).max(-1).maximum(base(self.dtype.min)).cast(self.dtype)
+    if reduce == "amin": return mask.where(src, self.dtype.max).min(-1).minimum(base(self.dtype.max)).cast(self.dtype)
+    count = mask.cast(dtypes.int32).sum(-1) + (1 if include_self else untouched.cast(dtypes.int32))
+    total = mask.where(src, 0).sum(-1) + base(0)
+    if self.dtype.is_float: return (total / count.maximum(1)).cast(self.dtype)
+    return total.div(count.maximum(1), rounding_mode="floor").cast(self.dtype)
+
+  def _flat_slots(self, size: int | None) -> tuple[Tensor, int]:
+    """For a flat bool mask: each True entry's output slot (its count among the Trues before it, -1 for False),
+    and the number of slots (the count of Trues, which realizes it, unless `size` is given)."""
+    m = self.cast(dtypes.int32)
+    n = int(m.sum().item()) if size is None else int(size)
+    return self.where(m.cumsum() - 1, -1), n
+
+  def masked_select(self, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """The values where `mask` (broadcast to self) is True, as a 1-D tensor. Its length depends on the data, so
+    without `size` the mask's count is computed first; with `size` the result has that length (padded with
+    fill_value or cut) and nothing runs."""
+    if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool: raise TypeError("masked_select needs a bool mask Tensor")
+    shape = broadcast_shape(self.shape, mask.shape)
+    x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    slots, n = m._flat_slots(size)
+    if n == 0: return Tensor.zeros(0, dtype=self.dtype, device=self.device)
+    out = _masked_pick(x.unsqueeze(-1), slots._index_hits(n), 0)
+    if size is None: return out
+    filled = Tensor.arange(n, dtype=dtypes.int32, device=self.device) < m.cast(dtypes.int32).sum()
+    return filled.where(out, fill_value).cast(self.dtype)
+
+  def nonzero(self, size: int | None = None, fill_value: int = 0) -> Tensor:
+    """The coordinates of the nonzero values, shape (count, ndim), int32, in row-major order. Like
+    masked_select, the count is computed first unless `size` is given."""
+    m = (self != 0).flatten()
+    slots, n = m._flat_slots(size)
+    if self.ndim == 0: return Tensor.zeros(n, 0, dtype=dtypes.int32, device=self.device)
+    if n == 0 or self.numel() == 0: return Tensor.zeros(n, self.ndim, dtype=dtypes.int32, device=self.device)
+    coords = [Tensor.arange(s, dtype=dtypes.int32, device=self.device).reshape(
+      tuple(s if k == i else 1 for k in range(self.ndim)))._broadcast_to(self.shape).flatten() for i, s in enumerate(self.shape)]
+    coords = Tensor.stack(*coords, dim=-1)                                       # (numel, ndim)
+    out = _masked_pick(coords.unsqueeze(1), slots._index_hits(n).unsqueeze(-1), 0)  # (n, ndim)
+    if size is None: return out
+    filled = (Tensor.arange(n, dtype=dtypes.int32, device=self.device) < m.cast(dtypes.int32).sum()).unsqueeze(-1)
+    return filled.where(out, fill_value).cast(dtypes.int32)
+
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """Sample indices by these (unnormalized) weights: 1-D -> (num_samples,), 2-D -> (rows, num_samples)."""
+    if not 1 <= self.ndim <= 2: raise ValueError(f"multinomial needs 1-D or 2-D weights, got shape {self.shape}")
+    if num_samples <= 0: raise ValueError(f"multinomial needs num_samples > 0, got {num_samples}")
+    w = (self.unsqueeze(0) if self.ndim == 1 else self)._float()
+    rows, n = w.shape
+    if not replacement and num_samples > n:
+      raise ValueError(f"cannot draw {num_samples} samples without replacement from {n} categories")
+    if replacement or num_samples == 1:
+      cw = w.cumsum(1)
+      cdf = cw / cw[:, -1:]
+      u = Tensor.rand(rows, num_samples, 1, device=self.device)
+      idx = (u >= cdf.unsqueeze(1)).cast(dtypes.int32).sum(2).minimum(n - 1)
+    else:
+      # weighted sampling without replacement: the k largest log(u) / w (Efraimidis and Spirakis)
+      idx = (Tensor.rand(rows, n, device=self.device).log() / w).topk(num_samples, dim=1)[1]
+    return (idx.squeeze(0) if self.ndim == 1 else idx).cast(dtypes.int32)
+
+  # ------------------------------------------------------------------ shape (tinygrad 0.14's names)
+
+  def pad_to(self, *shape: int | None | Sequence[int | None], value: Any = 0) -> Tensor:
+    """Pad at the end of each axis up to `shape` (None keeps an axis)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+    if len(shape) != self.ndim: raise ValueError(f"pad_to {shape} needs one entry per axis of {self.shape}")
+    for s, n in zip(self.shape, shape):
+      if n is not None and n < s: raise ValueError(f"pad_to {shape} is smaller than {self.shape}")
+    return self.pad(tuple((0, 0 if n is None else n - s) for s, n in zip(self.shape, shape)), value=value)
+
+  def shrink_to(self, *shape: int | None | Sequence[int | None]) -> Tensor:
+    """Keep the first `shape[i]` entries of each axis (None keeps an axis)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+    if len(shape) != self.ndim: raise ValueError(f"shrink_to {shape} needs one entry per axis of {self.shape}")
+    return self.shrink(tuple(None if n is None else (0, n) for n in shape))
+
+  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along `dim`: of `sizes` each (the last may be smaller) or of the listed sizes."""
+    d = _norm_axis(dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(sizes, (int, np.integer)):
+      if sizes <= 0: raise ValueError(f"split size must be positive, got {sizes}")
+      sizes = [min(int(sizes), n - i) for i in range(0, max(n, 1), int(sizes))]
+    if sum(sizes) != n: raise ValueError(f"split sizes {list(sizes)} do not add up to {n}, the size of dimension {dim}")
+    offsets = [0]
+    for s in sizes: offsets.append(offsets[-1] + s)
+    return tuple(self.shrink(tuple((b, e) if i == d else None for i in range(self.ndim)))
+                 for b, e in zip(offsets, offsets[1:]))
+
+  def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    """`chunks` pieces of ceil(size / chunks) along `dim` (fewer when the size runs out), as torch."""
+    if chunks <= 0: raise ValueError(f"chunk needs a positive number of chunks, got {chunks}")
+    d = _norm_axis(dim, self.ndim)
+    n = self.shape[d]
+    return list(self.split(-(-n // chunks), d)) if n else [self] * chunks
+
+  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    """Rotate elements along `dims` by `shifts` (of the flattened tensor when dims is None)."""
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    if len(dims) != len(shifts): raise ValueError(f"roll needs as many shifts as dims, got {shifts} and {dims}")
+    x = self
+    for d, s in zip(dims, shifts):
+      d = _norm_axis(d, self.ndim)
+      n = self.shape[d]
+      if n == 0 or s % n == 0: continue
+      k = n - s % n  # the rolled axis starts at k of the axis repeated twice
+      x = x.repeat(tuple(2 if i == d else 1 for i in range(self.ndim))).shrink(
+        tuple((k, k + n) if i == d else None for i in range(self.ndim)))
+    return x
+
+  def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
+    r, c = self.shape[-2], self.shape[-1]
+    rows = Tensor.arange(r, dtype=dtypes.int32, device=self.device).reshape(r, 1)
+    cols = Tensor.arange(c, dtype=dtypes.int32, device=self.device).reshape(1, c)
+    return (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+
+  def triu(self, diagonal: int = 0) -> Tensor:
+    """Zero below the `diagonal`-th diagonal of the last two axes."""
+    if self.ndim < 2: raise ValueError(f"triu needs at least 2 dimensions, got shape {self.shape}")
+    return self._tri_mask(diagonal, True).where(self, self._const_like(0))
+  def tril(self, diagonal: int = 0) -> Tensor:
+    """Zero above the `diagonal`-th diagonal of the last two axes."""
+    if self.ndim < 2: raise ValueError(f"tril needs at least 2 dimensions, got shape {self.shape}")
+    return self._tri_mask(diagonal, False).where(self, self._const_like(0))
+
+  def diag(self) -> Tensor:
+    """The square matrix with this 1-D tensor on its diagonal."""
+    if self.ndim != 1: raise ValueError(f"diag needs a 1-D tensor, got shape {self.shape}")
+    n = self.shape[0]
+    if n == 0: return self.reshape(0, 0)
+    # each value followed by n zeros, read with a row length of n lands on the diagonal
+    return self.unsqueeze(-1).pad(((0, 0), (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of axes dim1 and dim2 (shifted right by `offset`), as a new last axis."""
+    d1, d2 = _norm_axis(dim1, self.ndim), _norm_axis(dim2, self.ndim)
+    if d1 == d2: raise ValueError(f"diagonal needs two different dimensions, got {dim1} and {dim2}")
+    x = self.permute([i for i in range(self.ndim) if i not in (d1, d2)] + [d1, d2])
+    r, c = x.shape[-2:]
+    lead = (None,) * (x.ndim - 2)
+    x = x.shrink(lead + (None, (min(offset, c), c))) if offset >= 0 else x.shrink(lead + ((min(-offset, r), r), None))
+    n = min(x.shape[-2:])
+    if n == 0: return x.reshape(x.shape[:-2] + (0,))
+    x = x.shrink(lead + ((0, n), (0, n))).flatten(-2)
+    # n^2 values padded to n*(n+1), read as rows of n+1: the diagonal is column 0
+    return x.pad(((0, 0),) * len(lead) + ((0, n),)).reshape(x.shape[:-1] + (n, n + 1))[..., 0]
+
+  def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors (indexing 'ij' or 'xy', as torch and numpy)."""
+    if indexing not in ("ij", "xy"): raise ValueError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = (self, *args)
+    if len(ts) == 1: return ts
+    flat = [t.flatten() for t in ts]
+    shape = tuple(t.shape[0] for t in flat)
+    if indexing == "xy": shape = (shape[1], shape[0]) + shape[2:]
+    out = []
+    for i, t in enumerate(flat):
+      axis = (1 if i == 0 else 0 if i == 1 else i) if indexing == "xy" else i
+      out.append(t.reshape(tuple(-1 if k == axis else 1 for k in range(len(ts))))._broadcast_to(shape))
+    return tuple(out)
+
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+    """Repeat each element `repeats` times along `dim` (of the flattened tensor when None)."""
+    if not isinstance(repeats, (int, np.integer)) or repeats < 0:
+      raise ValueError(f"repeat_interleave needs a nonnegative int count, got {repeats!r}")
+    x, d = (self.flatten(), 0) if dim is None else (self, _norm_axis(dim, self.ndim))
+    s = x.shape
+    return x.unsqueeze(d + 1).expand(s[:d + 1] + (int(repeats),) + s[d + 1:]).reshape(s[:d] + (s[d] * repeats,) + s[d + 1:])
+
+  def unfold(self, dim: int, size: int, step: int) -> Tensor:
+    """Windows of `size` every `step` along `dim`: that axis becomes the window count, a new last axis the window."""
+    d = _norm_axis(dim, self.ndim)
+    if size < 0: raise ValueError(f"unfold size must be >= 0, got {size}")
+    if step <= 0: raise ValueError(f"unfold step must be > 0, got {step}")
+    if size > self.shape[d]:
+      raise ValueError(f"unfold size {size} is larger than dimension {dim} of shape {self.shape}")
+    order = [i for i in range(self.ndim) if i != d] + [d]
+    x = self.permute(order)
+    if size == 0:
+      x = x.reshape(x.shape[:-1] + (1,)).expand(x.shape[:-1] + ((x.shape[-1]) // step + 1,)).unsqueeze(-1).shrink_to(
+        x.shape[:-1] + (x.shape[-1] // step + 1, 0))
+    else: x = x._pool_last(size, step, 1)
+    back = [0] * self.ndim
+    for i, o in enumerate(order): back[o] = i
+    return x.permute(back + [self.ndim])
+
+  def rearrange(self, formula: str, **sizes: int) -> Tensor:
+    """einops-style rearrange: 'b (h w) c -> b h w c' with h=...; names, parentheses, '...' and 1."""
+    if formula.count("->") != 1: raise ValueError(f"rearrange needs exactly one '->' in {formula!r}")
+    lhs_s, rhs_s = formula.split("->")
+    lhs, rhs = _rearrange_side(lhs_s, formula), _rearrange_side(rhs_s, formula)
+    names = lambda side: [n for grp in side for n in grp]  # noqa: E731
+    ln, rn = names(lhs), names(rhs)
+    if sorted(ln) != sorted(rn) or len(set(ln)) != len(ln):
+      raise ValueError(f"rearrange: both sides of {formula!r} must name the same axes once each")
+    for k in sizes:
+      if k not in ln: raise ValueError(f"rearrange: size given for {k!r}, which {formula!r} does not use")
+    if "..." in ln:
+      if any("..." in g and g != ["..."] for g in lhs): raise ValueError(f"rearrange: '...' cannot be grouped on the left of {formula!r}")
+      ell = [f"...{i}" for i in range(max(self.ndim - (len(lhs) - 1), 0))]
+      lhs = [h for g in lhs for h in ([[e] for e in ell] if g == ["..."] else [g])]
+      rhs = [h for g in rhs for h in ([[e] for e in ell] if g == ["..."] else [[e for n in g for e in (ell if n == "..." else [n])]])]
+      ln, rn = names(lhs), names(rhs)
+    if len(lhs) != self.ndim: raise ValueError(f"rearrange: {lhs_s.strip()!r} has {len(lhs)} axes, shape {self.shape}")
+    dims: dict[str, int] = {}
+    for grp, s in zip(lhs, self.shape):
+      known = [sizes.get(n) for n in grp]
+      if known.count(None) > 1: raise ValueError(f"rearrange: cannot infer the sizes of {grp} from {s}; give them")
+      rest = prod(k for k in known if k is not None)
+      for n, k in zip(grp, known): dims[n] = k if k is not None else (s // rest if rest else 0)
+      if prod(dims[n] for n in grp) != s: raise ValueError(f"rearrange: sizes of {grp} do not multiply to {s}")
+    x = self.reshape(tuple(dims[n] for n in ln))
+    x = x.permute([ln.index(n) for n in rn])
+    return x.reshape(tuple(prod(dims[n] for n in grp) for grp in rhs))
+
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """self / max(||self||_p over `dim`, eps), as torch.nn.functional.normalize."""
+    x = self._float()
+    norm = (x != 0).cast(x.dtype).sum(dim, keepdim=True) if p == 0 else x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
+    return x / norm.maximum(eps)
+
+  def clone(self, device: str | None = None) -> Tensor:
+    """A copy in a buffer of its own (on `device` when given): writes to either never show in the other."""
+    src = self if device is None else self.to(device)
+    return Tensor.empty(src.shape, dtype=src.dtype, device=src.device).assign(src)
+
+  def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
+    """Resize the last len(size) axes: mode 'linear' (torch's linear/bilinear/trilinear), 'nearest' or
+    'nearest-exact'."""
+    if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s < 0 for s in size):
+      raise ValueError(f"interpolate size must be a tuple of up to {self.ndim} nonnegative ints, got {size!r}")
+    if mode not in ("linear", "nearest", "nearest-exact"):
+      raise ValueError(f"interpolate mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
+    if align_corners and mode != "linear": raise ValueError("align_corners only applies to mode='linear'")
+    x = self
+    for i in range(-1, -len(size) - 1, -1):
+      n_in, n_out = self.shape[i], size[i]
+      shape = [1] * self.ndim
+      shape[i] = n_out
+      target = list(x.shape)
+      target[i] = n_out
+      pos = Tensor.arange(n_out, dtype=dtypes.float32, device=self.device)
+      if mode == "linear":
+        if align_corners: src = pos * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+        else: src = ((pos + 0.5) * (n_in / n_out) - 0.5).maximum(0)
+        lo = src.floor().cast(dtypes.int32).minimum(n_in - 1)
+        hi = (lo + 1).minimum(n_in - 1)
+        w = (src - lo.cast(dtypes.float32)).reshape(shape)._broadcast_to(tuple(target))
+        a = x.gather(i, lo.reshape(shape)._broadcast_to(tuple(target)))
+        b = x.gather(i, hi.reshape(shape)._broadcast_to(tuple(target)))
+        x = a._float().lerp(b._float(), w)
+      else:
+        src = (pos + 0.5) * (n_in / n_out) if mode == "nearest-exact" else pos * (n_in / n_out)
+        idx = src.floor().cast(dtypes.int32).minimum(n_in - 1).reshape(shape)._broadcast_to(tuple(target))
+        x = x.gather(i, idx)
+    return x.cast(self.dtype) if self.dtype.is_float or mode != "linear" else x.round().cast(self.dtype)
+
+  def _pad_reflect_replicate(self, pairs: list[tuple[int, int]], mode: str) -> Tensor:
+    x = self
+    for d, (b, a) in enumerate(pairs):
+      n = x.shape[d]
+      pieces = []
+      if mode == "reflect":
+        if max(b, a) >= n: raise ValueError(f"reflect padding ({b}, {a}) must be smaller than dimension {d} of size {n}")
+        if b > 0: pieces.append(x.shrink(tuple((1, b + 1) if i == d else None for i in range(x.ndim))).flip(d))
+        pieces.append(x)
+        if a > 0: pieces.append(x.shrink(tuple((n - 1 - a, n - 1) if i == d else None for i in range(x.ndim))).flip(d))
+      else:
+        if (b > 0 or a > 0) and n == 0: raise ValueError(f"replicate padding of dimension {d} of size 0")
+        edge = lambda lo, k: x.shrink(tuple((lo, lo + 1) if i == d else None for i in range(x.ndim))).expand(  # noqa: E731
+          tuple(k if i == d else -1 for i in range(x.ndim)))
+        if b > 0: pieces.append(edge(0, b))
+        pieces.append(x)
+        if a > 0: pieces.append(edge(n - 1, a))
+      x = Tensor.cat(*pieces, dim=d) if len(pieces) > 1 else x
+    return x
+
+  def _pad_circular(self, pairs: list[tuple[int, int]]) -> Tensor:
+    x = self
+    for d, (b, a) in enumerate(pairs):
+      n = x.shape[d]
+      if max(b, a) > n: raise ValueError(f"circular padding ({b}, {a}) wraps more than once around dimension {d} of size {n}")
+      if b == 0 and a == 0: continue
+      reps = 1 + (b > 0) + (a > 0)
+      x = x.repeat(tuple(reps if i == d else 1 for i in range(x.ndim)))
+      start = n - b if b > 0 else 0
+      x = x.shrink(tuple((start, start + n + b + a) if i == d else None for i in range(x.ndim)))
+    return x
+
+  # ------------------------------------------------------------------ pooling with padding, dilation and ceil_mode
+
+  def _pool_args(self, kernel_size, stride, dilation, padding, ceil_mode: bool):
+    """Normalised pooling arguments: kernel, stride, dilation and the (before, after) pads of each pooled axis,
+    the after pads grown for ceil_mode (torch's rule: the last window must start inside input or left pad)."""
+    k = self._tuple_arg(kernel_size, 2, "pool kernel_size") if isinstance(kernel_size, (int, np.integer)) else \
+      self._tuple_arg(kernel_size, len(kernel_size), "pool kernel_size")
+    n = len(k)
+    s = k if stride is None else self._tuple_arg(stride, n, "pool stride")
+    d = self._tuple_arg(dilation, n, "pool dilation")
+    if self.ndim < n: raise ValueError(f"a {n}-D pool needs at least {n} dimensions, got shape {self.shape}")
+    pads = self._conv_pads(padding, n, "pool")
+    extra = []
+    for i, kk, ss, dd, (pb, pa) in zip(self.shape[-n:], k, s, d, pads):
+      span = dd * (kk - 1) + 1
+      if i + pb + pa < span: raise ValueError(f"a window of {kk} (dilation {dd}) does not fit an axis of {i} padded by {pb + pa}")
+      o = (i + pb + pa - span) // ss + 1
+      if ceil_mode:
+        o = -(-(i + pb + pa - span) // ss) + 1
+        if (o - 1) * ss >= i + pb: o -= 1
+      extra.append(max(0, (o - 1) * ss + span - (i + pb + pa)))
+    return k, s, d, pads, extra
+
+  def max_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
+                 dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, ceil_mode: bool = False,
+                 return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max over windows of the last len(kernel_size) axes (2 for an int), padded with -inf. `padding` is an int,
+    one per axis, or torch's flat (left, right, top, bottom). return_indices adds each max's flat position in
+    the pooled axes of the input (int32, the first on ties), for max_unpool2d."""
+    k, s, d, pads, extra = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k)
+    full = ((0, 0),) * (self.ndim - n) + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+    pooled = self.pad(full, value=self.dtype.min)._pool(k, s, d)
+    axes = tuple(range(-n, 0))
+    out = pooled.max(axes)
+    if not return_indices: return out
+    spatial = self.shape[-n:]
+    total = prod(spatial)
+    # positions count down from total so that max() of the matches finds the first one
+    countdown = Tensor.arange(total, 0, -1, dtype=dtypes.int32, device=self.device).reshape(spatial)
+    cd = countdown.pad(full[-n:])._pool(k, s, d)
+    hit = pooled == out.reshape(out.shape + (1,) * n)
+    return out, (total - (hit.cast(dtypes.int32) * cd).max(axes)).cast(dtypes.int32)
+
+  def avg_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
+                 dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> Tensor:
+    """Mean over windows of the last len(kernel_size) axes (2 for an int), padded with zeros. The divisor counts
+    the padding when count_include_pad (never the extra cells ceil_mode adds), as torch."""
+    k, s, d, pads, extra = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k)
+    lead = ((0, 0),) * (self.ndim - n)
+    axes = tuple(range(-n, 0))
+    x = self._float()
+    sums = x.pad(lead + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra)))._pool(k, s, d).sum(axes)
+    if count_include_pad and not any(extra): return sums * (1 / prod(k))
+    ones = Tensor.ones(self.shape[-n:], dtype=x.dtype, device=self.device)
+    if count_include_pad: ones = ones.pad(tuple(pads), value=1).pad(tuple((0, e) for e in extra))
+    else: ones = ones.pad(tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra)))
+    return sums / ones._pool(k, s, d).sum(axes)
+
+  def max_unpool2d(self, indices: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
+                   dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
+                   output_size: Sequence[int] | None = None) -> Tensor:
+    """The inverse of max_pool2d with return_indices: each value put back at its index, zeros elsewhere."""
+    if self.shape != indices.shape: raise ValueError(f"max_unpool2d values {self.shape} and indices {indices.shape} differ")
+    if self.ndim < 3: raise ValueError(f"max_unpool2d needs (N, C, *spatial) input, got shape {self.shape}")
+    bs, c, *spatial = self.shape
+    n = len(spatial)
+    if output_size is None:
+      k = self._tuple_arg(kernel_size, n, "max_unpool2d kernel_size")
+      s = k if stride is None else self._tuple_arg(stride, n, "max_unpool2d stride")
+      d = self._tuple_arg(dilation, n, "max_unpool2d dilation")
+      pads = self._conv_pads(padding, n, "max_unpool2d")
+      output_size = tuple((i - 1) * ss - (pb + pa) + dd * (kk - 1) + 1
+                          for i, kk, ss, dd, (pb, pa) in zip(spatial, k, s, d, pads))
+    else: output_size = tuple(output_size)[-n:]
+    total = prod(output_size)
+    hits = indices.reshape(bs, c, -1)._index_hits(total)  # (bs, c, in, total)
+    return _masked_pick(self.reshape(bs, c, -1, 1), hits, 2).reshape((bs, c) + tuple(output_size))
+
+  # ------------------------------------------------------------------ creation (tinygrad 0.14's names)
+
+  @staticmethod
+  def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
+               device: str | None = None) -> Tensor:
+    """`steps` evenly spaced values from start to stop, both included (float32 unless dtype is given)."""
+    if not isinstance(steps, (int, np.integer)) or steps < 0: raise ValueError(f"linspace needs steps >= 0, got {steps!r}")
+    dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
+    if dt == dtypes.bool: raise ValueError("linspace with a bool dtype is not supported")
+    vals = np.linspace(start, stop, int(steps), dtype=np.float64)
+    return Tensor(vals if dt.is_float else np.trunc(vals), device=device, dtype=dt)
+
+  def randn_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """Standard normal values of this shape (and dtype unless given)."""
+    return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else dtypes.default_float),
+                        device=device or self.device)
+
+  @staticmethod
+  def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
+    """A random permutation of 0..n-1 (from the generator manual_seed seeds)."""
+    if not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"randperm needs n >= 0, got {n!r}")
+    with _RNG.lock: perm = _RNG.gen.permutation(int(n))
+    return Tensor(perm, device=device, dtype=dtype)
+
+  def const_like(self, b: Any, dtype: DType | str | None = None) -> Tensor:
+    """A constant of this shape and device (dtype of self unless given); costs no memory."""
+    return self._const_like(b, dtypes.from_any(dtype) if dtype is not None else self.dtype)
+
+  @staticmethod
+  def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """A tensor holding a copy of prod(shape) values at host address `ptr` (tinygrad aliases the memory; plugrad
+    copies it, since its buffers belong to device allocators)."""
+    dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
+    shape = _shape_args(shape)
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * (prod(shape) * dt.itemsize)).from_address(ptr)) if prod(shape) else \
+      np.zeros(0, np.uint8)
+    arr = raw.view(dt.storage_np).reshape(shape)
+    return Tensor(bf16_to_f32(arr) if dt == dtypes.bfloat16 else arr.copy(), device=device, dtype=dt)
+
+  # ------------------------------------------------------------------ dtype and info (tinygrad 0.14's names)
+
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def short(self) -> Tensor: return self.cast(dtypes.int16)
+  def is_floating_point(self) -> bool:
+    """True for float16, bfloat16, float32 and float64."""
+    return self.dtype.is_float
+  def element_size(self) -> int:
+    """Bytes per element."""
+    return self.dtype.itemsize
+  def nbytes(self) -> int:
+    """Bytes of all elements."""
+    return self.numel() * self.dtype.itemsize
+  @property
+  def max_shape(self) -> tuple[int, ...]:
+    """The largest shape this tensor can have (its shape: plugrad shapes are concrete)."""
+    return self.shape
+  def max_numel(self) -> int:
+    """prod(max_shape)."""
+    return prod(self.max_shape)
+
+  def replace(self, x: Tensor) -> Tensor:
+    """Make this tensor refer to x's graph (same shape), without copying."""
+    if x.shape != self.shape: raise ValueError(f"replace needs the same shape, got {x.shape} for {self.shape}")
+    self.uop, self.device = x.uop, x.device
+    return self
+
+  def to_(self, device: str) -> Tensor:
+    """Move this tensor to `device` in place."""
+    return self.replace(self.to(device))
+
+  def alu(self, op: Ops, *src: Tensor) -> Tensor:
+    """Apply one IR op to same-shaped tensors as they are (no broadcasting or promotion)."""
+    for s in src:
+      if s.shape != self.shape: raise ValueError(f"alu {op.name} needs equal shapes, got {self.shape} and {s.shape}")
+    return self._alu(op, *src, dtype=dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else None)
+
+  def ufix(self, x: Any) -> Tensor:
+    """x as a tensor on this device: a Python scalar takes this tensor's dtype when it fits, as in tinygrad."""
+    if isinstance(x, Tensor): return x
+    dt = self.dtype if not (isinstance(x, float) and not self.dtype.is_float) else dtypes.default_float
+    return Tensor(x, device=self.device, dtype=dt)
+
+  def usum(self, *others: Tensor) -> Tensor:
+    """self + others[0] + ... (broadcast)."""
+    out = self
+    for o in others: out = out + o
+    return out
+
+  def uprod(self, *others: Tensor) -> Tensor:
+    """self * others[0] * ... (broadcast)."""
+    out = self
+    for o in others: out = out * o
+    return out
+
+  @staticmethod
+  def const(b: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """A 0-d constant tensor."""
+    return Tensor(b, device=device, dtype=dtype)
+
+  # ------------------------------------------------------------------ linear algebra and attention
+
+  @staticmethod
+  def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+    """Einstein summation, as numpy and torch: 'ij,jk->ik', implicit output ('ij,jk'), '...', repeated
+    indices within an operand (its diagonal)."""
+    xs = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    if not all(isinstance(x, Tensor) for x in xs): raise TypeError("einsum operands must be Tensors")
+    formula = formula.replace(" ", "")
+    lhs, rhs = formula.split("->") if "->" in formula else (formula, None)
+    inputs = lhs.split(",")
+    if len(inputs) != len(xs): raise ValueError(f"einsum {formula!r} names {len(inputs)} operands, got {len(xs)}")
+    if "..." in formula:
+      free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in formula]
+      n_ell = [x.ndim - (len(s) - 3) if "..." in s else 0 for s, x in zip(inputs, xs)]
+      width = max(n_ell)
+      ell = "".join(free[:width])
+      inputs = [s.replace("...", ell[width - k:]) for s, k in zip(inputs, n_ell)]
+      if rhs is not None: rhs = rhs.replace("...", ell)
+      elif width: rhs = ell + "".join(sorted(c for c in lhs if c.isalpha() and lhs.count(c) == 1))
+    if rhs is None: rhs = "".join(sorted(c for c in lhs if c.isalpha() and lhs.count(c) == 1))
+    for s, x in zip(inputs, xs):
+      if len(s) != x.ndim: raise ValueError(f"einsum term {s!r} names {len(s)} axes, its operand has shape {x.shape}")
+    sizes: dict[str, int] = {}
+    terms = []
+    for s, x in zip(inputs, xs):
+      while (c := next((c for c in s if s.count(c) > 1), None)) is not None:  # a repeated index reads a diagonal
+        i, j = s.index(c), s.index(c, s.index(c) + 1)
+        x, s = x.diagonal(0, i, j), "".join(ch for k, ch in enumerate(s) if k not in (i, j)) + c
+      for c, n in zip(s, x.shape):
+        if sizes.get(c, 1) != 1 and n != 1 and sizes[c] != n:
+          raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+        if n != 1 or c not in sizes: sizes[c] = n
+      terms.append((s, x))
+    letters = sorted(sizes)
+    if any(c not in sizes for c in rhs): raise ValueError(f"einsum output {rhs!r} names an index no input has")
+    aligned = [x.permute([s.index(c) for c in sorted(s)]).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters))
+               for s, x in terms]
+    prod_all = aligned[0]
+    for a in aligned[1:]: prod_all = prod_all * a
+    summed = [i for i, c in enumerate(letters) if c not in rhs]
+    out = prod_all._broadcast_to(tuple(sizes[c] for c in letters))
+    out = out.sum(summed, dtype=dtype) if summed else (out.cast(dtype) if dtype is not None else out)
+    kept = [c for c in letters if c in rhs]
+    return out.permute([kept.index(c) for c in rhs])
+
+  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                   dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
+    """softmax(q @ k^T / sqrt(d) + mask) @ v, with self as the queries (..., L, d); a bool mask keeps where True;
+    is_causal masks the future; enable_gqa repeats key/value heads (axis -3) to the query's head count."""
+    if enable_gqa:
+      key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
+      value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
+    qk = (self @ key.transpose(-2, -1))._float() * (1 / math.sqrt(self.shape[-1]))
+    if is_causal:
+      if attn_mask is not None: raise ValueError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+      attn_mask = Tensor.ones(qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
+    if attn_mask is not None:
+      qk = qk + (attn_mask.where(0.0, float("-inf")) if attn_mask.dtype == dtypes.bool else attn_mask)
+    weights = qk.softmax(-1).cast(self.dtype if self.dtype.is_float else qk.dtype)
+    if dropout_p > 0: weights = weights.dropout(dropout_p)
+    return weights @ value
+
+  def qr(self) -> tuple[Tensor, Tensor]:
+    """(Q, R) of the last two axes by Householder reflections: Q (..., m, m) orthogonal, R (..., m, n) upper
+    triangular, self = Q @ R (torch's mode='complete'; signs may differ from LAPACK's)."""
+    if self.ndim < 2: raise ValueError(f"qr needs at least 2 dimensions, got shape {self.shape}")
+    x = self._float()
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    r, q = x, Tensor.eye(m, dtype=x.dtype, device=self.device)._broadcast_to(batch + (m, m))
+    rows = Tensor.arange(m, dtype=dtypes.int32, device=self.device)
+    for i in range(min(m - 1, n) if m > 1 else 0):
+      col = (rows >= i).where(r[..., :, i], 0.0)                     # column i from the diagonal down
+      norm = col.square().sum(-1, keepdim=True).sqrt()
+      x0 = r[..., i:i + 1, i]                                         # the diagonal entry
+      alpha = -(x0 >= 0).where(norm, -norm)                           # reflect to -sign(x0) * |x|, no cancellation
+      v = col - (rows == i).where(alpha, 0.0)
+      vv = v.square().sum(-1, keepdim=True)
+      tau = (vv > 0).where(2 / vv.maximum(1e-30), 0.0).unsqueeze(-1)  # H = I - tau v v^T (I for a zero column)
+      v = v.unsqueeze(-1)
+      r = r - tau * v @ (v.transpose(-2, -1) @ r)
+      q = q - (q @ v) @ (tau * v.transpose(-2, -1))
+    return q, r
+
+  def svd(self, full_matrices: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """(U, S, Vh) of the last two axes, self = U @ diag(S) @ Vh, S descending: one-sided Jacobi rotations
+    (cyclic sweeps over all column pairs) after a QR; full_matrices as torch."""
+    if self.ndim < 2: raise ValueError(f"svd needs at least 2 dimensions, got shape {self.shape}")
+    m, n = self.shape[-2:]
+    if m < n:
+      u, s, vh = self.transpose(-2, -1).svd(full_matrices)
+      return vh.transpose(-2, -1), s, u.transpose(-2, -1)
+    batch, k = self.shape[:-2], n
+    q, r = self._float().qr()
+    a = r[..., :k, :]                                   # (k, k): the orthogonalised columns live here
+    v = Tensor.eye(k, dtype=a.dtype, device=self.device)._broadcast_to(batch + (k, k))
+    for _ in range(max(6, 2 * k.bit_length() + 4) if k > 1 else 0):
+      for p in range(k - 1):
+        for c in range(p + 1, k):
+          ap, ac = a[..., :, p], a[..., :, c]
+          alpha, beta, gamma = ap.square().sum(-1), ac.square().sum(-1), (ap * ac).sum(-1)
+          rot = gamma.abs() > 1e-30
+          zeta = (beta - alpha) / (2 * rot.where(gamma, 1.0))
+          t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
+          t = rot.where(t, 0.0)
+          cs = 1 / (1 + t.square()).sqrt()
+          sn = cs * t
+          a, v = a._rotate_cols(p, c, cs, sn), v._rotate_cols(p, c, cs, sn)
+          a, v = a.contiguous(), v.contiguous()
+    s = a.square().sum(-2).sqrt()                       # column norms are the singular values
+    s_sorted, order = s.sort(-1, descending=True)
+    pick = order.unsqueeze(-2)._broadcast_to(batch + (k, k))
+    u_small = a.gather(-1, pick) / (s_sorted != 0).where(s_sorted, 1.0).unsqueeze(-2)
+    v = v.gather(-1, pick)
+    u_full = q[..., :, :k] @ u_small if not full_matrices or m == k else \
+      q @ u_small.pad(((0, 0),) * len(batch) + ((0, m - k), (0, m - k))) + \
+      q @ (Tensor.eye(m, dtype=a.dtype, device=self.device) - Tensor.eye(k, dtype=a.dtype, device=self.device).pad(((0, m - k), (0, m - k))))
+    return u_full, s_sorted, v.transpose(-2, -1)
+
+  def _rotate_cols(self, p: int, c: int, cs: Tensor, sn: Tensor) -> Tensor:
+    """Columns p and c of the last axis replaced by cs*x_p - sn*x_c and sn*x_p + cs*x_c (a Givens rotation)."""
+    cols = Tensor.arange(self.shape[-1], dtype=dtypes.int32, device=self.device)
+    xp, xc = self[..., p:p + 1], self[..., c:c + 1]
+    cs, sn = cs.unsqueeze(-1).unsqueeze(-1), sn.unsqueeze(-1).unsqueeze(-1)
+    new_p, new_c = cs * xp - sn * xc, sn * xp + cs * xc
+    return (cols == p).where(new_p, (cols == c).where(new_c, self))
+
+
 # ---------------------------------------------------------------- helpers
 
 def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
@@ -1362,6 +2511,47 @@ def _finish_realize() -> None:
     base = contiguous_base(t.uop)
     if base is not None and base.op is Ops.ASSIGN and pending_kernel(base) is None:
       t.uop = _reshape(base.src[0], t.shape)
+
+
+
+# ---------------------------------------------------------------- helpers of the indexing, pooling and shape methods
+
+def _masked_pick(values: Tensor, hits: Tensor, axis: int) -> Tensor:
+  """The value at the (at most one) hit along `axis`, 0 where none: a gather written as a one-hot reduction."""
+  return hits.where(values, 0).sum(axis).cast(values.dtype)
+
+
+def _index_array(e: Any) -> np.ndarray:
+  """A list or array used as an index, as an int32/int64 or bool numpy array."""
+  arr = np.asarray(e)
+  if arr.size == 0 and arr.dtype.kind not in "biu": arr = arr.astype(np.int32)
+  if arr.dtype.kind == "b": return arr
+  if arr.dtype.kind not in "iu": raise IndexError(f"index {e!r} holds non-integer values")
+  if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31): return arr.astype(np.int64)
+  return arr.astype(np.int32)
+
+
+def _rearrange_side(side: str, formula: str) -> list[list[str]]:
+  """One side of a rearrange formula as axis groups: 'b (h w) 1 ...' -> [['b'], ['h', 'w'], [], ['...']]."""
+  tokens = side.replace("…", "...").replace("(", " ( ").replace(")", " ) ").split()
+  groups: list[list[str]] = []
+  open_group: list[str] | None = None
+  for tok in tokens:
+    if tok == "(":
+      if open_group is not None: raise ValueError(f"rearrange: nested parentheses in {formula!r}")
+      open_group = []
+    elif tok == ")":
+      if open_group is None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+      groups.append(open_group)
+      open_group = None
+    elif tok == "1":
+      if open_group is None: groups.append([])
+    elif tok == "..." or tok.isidentifier():
+      if open_group is None: groups.append([tok])
+      else: open_group.append(tok)
+    else: raise ValueError(f"rearrange: invalid axis name {tok!r} in {formula!r}")
+  if open_group is not None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+  return groups
 
 
 __all__ = ["Tensor", "broadcast_shape"]

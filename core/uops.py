@@ -27,6 +27,8 @@ class Ops(Enum):
   STORE = auto()       # src: (PARAM, index, value[, gate])
   COPY = auto()        # tensor graph: move src to the device in arg
   CONTIGUOUS = auto()  # tensor graph: realize src into its own buffer
+  DETACH = auto()      # tensor graph: src's value, through which no gradient flows (removed by kernelize)
+  CONTIGUOUS_BACKWARD = auto()  # tensor graph: src's value; its gradient is made contiguous (removed by kernelize)
   ASSIGN = auto()      # tensor graph: write src[1] into the buffer src[0]
   KERNEL = auto()      # tensor graph after kernelize: the value of a scheduled kernel (arg: Kernel)
   SINK = auto()        # groups the outputs of a graph

@@ -1,0 +1,305 @@
+"""Gradients (plugrad.gradient, Tensor.backward/gradient) against torch's autograd.
+
+Every derivative rule is reached through the Tensor ops built on it, on random inputs with
+broadcasting and size-1/odd dimensions, on the reference device and on the CPU device.
+"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from plugrad import Context, Tensor, dtypes
+from plugrad.uops import Ops
+
+# named `dev`, not `device`: the plugrad pytest plugin would run a `device` test on every device
+DEVICES = ["PYTHON", "CPU"]
+
+
+def check_grad(device, ours, theirs, *shapes, low=-2.0, high=2.0, ints=False, seed=0, rtol=1e-4, atol=1e-5):
+  """Compare ours(*tensors) and theirs(*torch_tensors), then the gradients of sum(out * w) for a
+  random w (so every output element gets its own upstream gradient) with respect to every input."""
+  rng = np.random.default_rng(seed)
+  # `ints`: small whole numbers, so that max/min/== see ties
+  xs = [(rng.integers(-2, 3, s) if ints else rng.uniform(low, high, s)).astype(np.float32) for s in shapes]
+  ts = [Tensor(x, device=device, requires_grad=True) for x in xs]
+  tts = [torch.tensor(x, requires_grad=True) for x in xs]
+  out, tout = ours(*ts), theirs(*tts)
+  assert out.shape == tuple(tout.shape)
+  w = rng.uniform(0.5, 1.5, tuple(tout.shape)).astype(np.float32)
+  # backward before anything is realized: realizing `out` would make it a buffer, cut from its inputs
+  (out * Tensor(w, device=device)).sum().backward()
+  (tout * torch.tensor(w)).sum().backward()
+  Tensor.realize(out, *[t.grad for t in ts])
+  np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=rtol, atol=atol)
+  for i, (t, tt) in enumerate(zip(ts, tts)):
+    assert t.grad.shape == t.shape and t.grad.device == t.device
+    ref = np.zeros(t.shape, np.float32) if tt.grad is None else tt.grad.numpy()  # torch: None when nothing flows
+    np.testing.assert_allclose(t.grad.numpy(), ref, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+
+
+UNARY = {
+  "neg": (lambda x: -x, lambda x: -x, {}),
+  "reciprocal": (Tensor.reciprocal, torch.reciprocal, {"low": 0.5}),
+  "sqrt": (Tensor.sqrt, torch.sqrt, {"low": 0.5}),
+  "rsqrt": (Tensor.rsqrt, torch.rsqrt, {"low": 0.5}),
+  "exp": (Tensor.exp, torch.exp, {}),
+  "log": (Tensor.log, torch.log, {"low": 0.5}),
+  "sin": (Tensor.sin, torch.sin, {}),
+  "cos": (Tensor.cos, torch.cos, {}),
+  "tanh": (Tensor.tanh, torch.tanh, {}),
+  "sigmoid": (Tensor.sigmoid, torch.sigmoid, {}),
+  "relu": (Tensor.relu, torch.relu, {"ints": True}),  # whole numbers: relu'(0) is 0, as torch's
+  "leaky_relu": (lambda x: x.leaky_relu(0.1), lambda x: F.leaky_relu(x, 0.1), {}),
+  "gelu": (Tensor.gelu, lambda x: F.gelu(x, approximate="tanh"), {}),
+  "silu": (Tensor.silu, F.silu, {}),
+  "softplus": (Tensor.softplus, F.softplus, {}),
+  "abs": (Tensor.abs, torch.abs, {}),
+  "square": (Tensor.square, torch.square, {}),
+  "floor": (Tensor.floor, torch.floor, {}),  # piecewise constant: zero gradient
+  "pow_int": (lambda x: x ** 3, lambda x: x ** 3, {}),
+  "pow_neg_int": (lambda x: x ** -2, lambda x: x ** -2, {"low": 0.5}),
+  "pow_float": (lambda x: x ** 2.5, lambda x: x ** 2.5, {"low": 0.5}),
+  "rpow": (lambda x: 2 ** x, lambda x: 2 ** x, {}),
+  "cast_half": (lambda x: x.cast(dtypes.float16).cast(dtypes.float32) * 3, lambda x: x.half().float() * 3,
+                {"ints": True}),
+  "cast_int": (lambda x: x.cast(dtypes.int32).cast(dtypes.float32) + x, lambda x: x.int().float() + x, {}),
+  "clip": (lambda x: x.clip(-0.5, 0.5), lambda x: x.clip(-0.5, 0.5), {}),
+}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(dev, name):
+  ours, theirs, kw = UNARY[name]
+  check_grad(dev, ours, theirs, (3, 1, 4), **kw)
+
+
+BINARY = {
+  "add": (lambda a, b: a + b, {}),
+  "sub": (lambda a, b: a - b, {}),
+  "mul": (lambda a, b: a * b, {}),
+  "div": (lambda a, b: a / b, {"low": 0.5}),
+  "maximum_ties": (lambda a, b: a.maximum(b), {"ints": True}),
+  "minimum_ties": (lambda a, b: a.minimum(b), {"ints": True}),
+  "pow": (lambda a, b: a ** b, {"low": 0.5}),
+  "mod": (lambda a, b: a % b, {"low": 0.5}),
+}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_broadcast(dev, name):
+  f, kw = BINARY[name]
+  check_grad(dev, f, f, (3, 1, 5), (4, 1), **kw)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_where(dev):
+  check_grad(dev, lambda c, a, b: (c > 0).where(a, b), lambda c, a, b: torch.where(c > 0, a, b), (3, 4), (4,), (3, 1))
+
+
+REDUCE = {
+  "sum": (lambda x: x.sum(1), lambda x: x.sum(1), {}),
+  "sum_all": (lambda x: x.sum(), lambda x: x.sum(), {}),
+  "mean": (lambda x: x.mean((0, 2), keepdim=True), lambda x: x.mean((0, 2), keepdim=True), {}),
+  "max_ties": (lambda x: x.max(2), lambda x: x.amax(2), {"ints": True}),
+  "min_ties": (lambda x: x.min((0, 1)), lambda x: x.amin((0, 1)), {"ints": True}),
+  "prod_with_zeros": (lambda x: x.prod(2), lambda x: x.prod(2), {"ints": True}),
+  "var": (lambda x: x.var(1), lambda x: x.var(1), {}),
+  "std": (lambda x: x.std(2, correction=0), lambda x: x.std(2, correction=0), {}),
+  "logsumexp": (lambda x: x.logsumexp(2), lambda x: x.logsumexp(2), {}),
+  "softmax": (lambda x: x.softmax(1), lambda x: x.softmax(1), {}),
+  "log_softmax": (lambda x: x.log_softmax(-1), lambda x: x.log_softmax(-1), {}),
+}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("name", list(REDUCE))
+def test_reduce(dev, name):
+  ours, theirs, kw = REDUCE[name]
+  check_grad(dev, ours, theirs, (3, 5, 4), **kw)
+
+
+MOVEMENT = {
+  "reshape": (lambda x: x.reshape(5, 12), lambda x: x.reshape(5, 12)),
+  "reshape_twice": (lambda x: x.reshape(60).reshape(4, 15), lambda x: x.reshape(60).reshape(4, 15)),
+  "permute": (lambda x: x.permute(2, 0, 1), lambda x: x.permute(2, 0, 1)),
+  "expand": (lambda x: x[:, :1].expand(3, 6, 4), lambda x: x[:, :1].expand(3, 6, 4)),
+  "pad": (lambda x: x.pad(((1, 0), None, (2, 3))), lambda x: F.pad(x, (2, 3, 0, 0, 1, 0))),
+  "pad_crop": (lambda x: x.pad((-1, 2, 1, -2)), lambda x: F.pad(x, (-1, 2, 1, -2))),
+  "shrink": (lambda x: x.shrink(((1, 3), None, (0, 2))), lambda x: x[1:3, :, 0:2]),
+  "flip": (lambda x: x.flip((0, 2)), lambda x: x.flip((0, 2))),
+  "getitem": (lambda x: x[1, ::2, ::-3], lambda x: x[1, ::2].flip(-1)[:, ::3]),
+  "cat": (lambda x: x[:, :2].cat(x * 2, dim=1), lambda x: torch.cat([x[:, :2], x * 2], dim=1)),
+  "stack": (lambda x: x.stack(x.flip(0), dim=-1), lambda x: torch.stack([x, x.flip(0)], dim=-1)),
+  "repeat": (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3)),
+  "transpose": (lambda x: x.transpose(0, 2).T, lambda x: x.transpose(0, 2).permute(2, 1, 0)),
+}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("name", list(MOVEMENT))
+def test_movement(dev, name):
+  ours, theirs = MOVEMENT[name]
+  check_grad(dev, ours, theirs, (3, 5, 4))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_matmul_batch_broadcast(dev):
+  check_grad(dev, lambda a, b: a @ b, lambda a, b: a @ b, (2, 1, 3, 4), (5, 4, 3))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_matmul_vectors_and_linear(dev):
+  check_grad(dev, lambda v, m, b: (v @ m).linear(m.T, b), lambda v, m, b: F.linear(v @ m, m, b), (3,), (3, 4), (3,))
+
+
+CONV = {
+  "conv2d": (lambda x, w: x.conv2d(w, stride=2, padding=1, dilation=(1, 2), groups=2),
+             lambda x, w: F.conv2d(x, w, stride=2, padding=1, dilation=(1, 2), groups=2), (2, 4, 7, 9), (6, 2, 3, 2)),
+  "conv1d": (lambda x, w: x.conv2d(w, stride=3, padding=2), lambda x, w: F.conv1d(x, w, stride=3, padding=2),
+             (2, 3, 11), (4, 3, 3)),
+  "conv3d": (lambda x, w: x.conv2d(w, padding=(1, 0, 1)), lambda x, w: F.conv3d(x, w, padding=(1, 0, 1)),
+             (1, 2, 4, 3, 5), (3, 2, 2, 2, 3)),
+  "conv_transpose2d": (lambda x, w: x.conv_transpose2d(w, stride=2, padding=1, output_padding=1, groups=2),
+                       lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, groups=2),
+                       (2, 4, 3, 5), (4, 3, 3, 2)),
+  "max_pool2d": (lambda x: x.max_pool2d(2), lambda x: F.max_pool2d(x, 2), (2, 3, 6, 5)),
+  "avg_pool2d": (lambda x: x.avg_pool2d(3, stride=2), lambda x: F.avg_pool2d(x, 3, stride=2), (2, 3, 7, 6)),
+}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("name", list(CONV))
+def test_conv_and_pool(dev, name):
+  ours, theirs, *shapes = CONV[name]
+  check_grad(dev, ours, theirs, *shapes)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_small_cnn_matches_torch(dev):
+  """conv2d + relu + max_pool2d + linear + log_softmax + nll_loss: every parameter's gradient within 1e-4."""
+  rng = np.random.default_rng(1)
+  x, y = rng.standard_normal((4, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 4)
+  params = {"c1": (6, 1, 3, 3), "b1": (6,), "c2": (8, 6, 3, 3), "b2": (8,), "l": (10, 8), "lb": (10,)}
+  values = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in params.items()}
+  p = {k: Tensor(v, device=dev, requires_grad=True) for k, v in values.items()}
+  tp = {k: torch.tensor(v, requires_grad=True) for k, v in values.items()}
+
+  h = Tensor(x, device=dev).conv2d(p["c1"], p["b1"], padding=1).relu().max_pool2d(2)
+  h = h.conv2d(p["c2"], p["b2"]).relu().max_pool2d(2).flatten(1)
+  loss = h.linear(p["l"].T, p["lb"]).log_softmax(-1).nll_loss(Tensor(y, device=dev))
+  th = F.max_pool2d(F.relu(F.conv2d(torch.tensor(x), tp["c1"], tp["b1"], padding=1)), 2)
+  th = F.max_pool2d(F.relu(F.conv2d(th, tp["c2"], tp["b2"])), 2).flatten(1)
+  tloss = F.nll_loss(F.log_softmax(F.linear(th, tp["l"], tp["lb"]), -1), torch.tensor(y))
+
+  loss.backward()
+  tloss.backward()
+  Tensor.realize(loss, *[t.grad for t in p.values()])
+  np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+  for k in params:
+    ref = tp[k].grad.numpy()
+    np.testing.assert_allclose(p[k].grad.numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max(), err_msg=k)
+
+
+# ---------------------------------------------------------------- backward's contract
+
+def test_backward_fills_every_float_tensor_in_scope():
+  a = Tensor([1.0, 2.0, 3.0], device="PYTHON")                    # requires_grad None: filled (tinygrad's rule)
+  b = Tensor([4.0, 5.0, 6.0], device="PYTHON", requires_grad=False)
+  mid = a * b                                                        # an intermediate gets its gradient too
+  labels = Tensor([1, 2, 3], device="PYTHON")                        # integers never get one
+  (mid * labels).sum().backward()
+  np.testing.assert_allclose(a.grad.numpy(), [4.0, 10.0, 18.0])
+  np.testing.assert_allclose(mid.grad.numpy(), [1.0, 2.0, 3.0])
+  assert b.grad is None and labels.grad is None
+
+
+def test_backward_accumulates_into_grad():
+  w = Tensor([1.0, -2.0], device="PYTHON", requires_grad=True)
+  (w * w).sum().backward()
+  (w * 3).sum().backward()
+  np.testing.assert_allclose(w.grad.numpy(), [2.0 + 3.0, -4.0 + 3.0])
+
+
+def test_backward_of_non_scalar_needs_gradient():
+  x = Tensor.ones(2, 3, device="PYTHON", requires_grad=True)
+  with pytest.raises(ValueError, match=r"\(2, 3\)"): (x * 2).backward()
+  (x * 2).backward(Tensor.full((2, 3), 0.5, device="PYTHON"))
+  np.testing.assert_allclose(x.grad.numpy(), np.ones((2, 3)))
+  with pytest.raises(ValueError, match="shape"): (x * 2).backward(Tensor.ones(3, device="PYTHON"))
+
+
+def test_gradient_returns_lazy_tensors_and_leaves_grad_alone():
+  x = Tensor([0.5, 1.5], device="PYTHON")
+  y = Tensor([2.0, 4.0], device="PYTHON")
+  dx, dy = (x * y).sum().gradient(x, y)
+  assert x.grad is None and dx.uop.op is not Ops.BUFFER  # not run yet: a graph
+  np.testing.assert_allclose(dx.numpy(), [2.0, 4.0])
+  np.testing.assert_allclose(dy.numpy(), [0.5, 1.5])
+  unused = Tensor([1.0], device="PYTHON")
+  with pytest.raises(ValueError, match="not used"): (x * 2).sum().gradient(unused)
+  (zero,) = (x * 2).sum().gradient(unused, materialize_grads=True)
+  np.testing.assert_allclose(zero.numpy(), [0.0])
+  with pytest.raises(TypeError, match="float"): Tensor([1, 2], device="PYTHON").sum().gradient(x)
+
+
+def test_shared_node_sums_its_gradients():
+  x = Tensor([1.0, 2.0], device="PYTHON", requires_grad=True)
+  y = x.exp()
+  (y * y + y).sum().backward()  # d/dx (e^2x + e^x)
+  np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array([1.0, 2.0])) + np.exp([1.0, 2.0]), rtol=1e-5)
+
+
+def test_detach_stops_the_gradient():
+  x = Tensor([1.0, 2.0, 3.0], device="PYTHON", requires_grad=True)
+  d = x.detach()
+  assert d.requires_grad is False
+  (x * d).sum().backward()       # d is a constant: d/dx = d, not 2x
+  np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0, 3.0])
+  np.testing.assert_allclose((d + 1).numpy(), [2.0, 3.0, 4.0])  # the forward value is x's
+
+
+def test_contiguous_backward_changes_only_the_backward_graph():
+  x = Tensor([1.0, 2.0, 3.0], device="PYTHON", requires_grad=True)
+  y = (x * 2).contiguous_backward()
+  np.testing.assert_allclose(y.numpy(), [2.0, 4.0, 6.0])
+  (gx,) = (x * 2).contiguous_backward().sin().sum().gradient(x)
+  assert any(n.op is Ops.CONTIGUOUS for n in gx.uop.toposort)
+  np.testing.assert_allclose(gx.numpy(), 2 * np.cos([2.0, 4.0, 6.0]), rtol=1e-5)
+
+
+def test_gradient_crosses_devices():
+  x = Tensor([1.0, 2.0], device="PYTHON", requires_grad=True)
+  (x.to("CPU") * 3).sum().backward()
+  assert x.grad.device == "PYTHON"
+  np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_training_flag_is_one_switch():
+  assert Tensor.training is False
+  with Tensor.train():
+    assert Tensor.training is True
+    with Tensor.train(False): assert Tensor.training is False
+    assert Tensor.training is True
+  with Context(TRAINING=1): assert Tensor.training is True
+  assert Tensor.training is False
+  Tensor.training = True  # tinygrad scripts set it directly
+  try:
+    with Context(TRAINING=0): assert Tensor.training is False
+  finally:
+    Tensor.training = False
+  with pytest.raises(KeyError, match="TRAINNG"): Context(TRAINNG=1)
+
+
+def test_dropout_only_in_training():
+  x = Tensor.ones(64, 64, device="PYTHON", requires_grad=True)
+  np.testing.assert_array_equal(x.dropout(0.5).numpy(), np.ones((64, 64)))
+  with Tensor.train():
+    y = x.dropout(0.25)
+    y.sum().backward()
+  v, g = y.numpy(), x.grad.numpy()
+  assert set(np.unique(v)) <= {0.0, np.float32(1 / 0.75)}
+  assert 0.2 < (v == 0).mean() < 0.3
+  np.testing.assert_array_equal(g, v)  # kept elements pass the scaled gradient, dropped ones none
+  with pytest.raises(ValueError, match="1.5"): x.dropout(1.5)
