@@ -19,9 +19,8 @@ from plugrad.device import Buffer, check_supported, image_spec_for
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
-from plugrad.scheduler import (ScheduleItem, buffer_of, contiguous_base, create_schedule, kernelize,
-                               pending_kernel)
-from plugrad.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
+from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
+from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base
 from plugrad.shape import prod
 from plugrad.uops import Ops, UOp
 
@@ -286,14 +285,14 @@ class Tensor(metaclass=_TensorMeta):
   def kernelize(self, *others: Tensor) -> Tensor:
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
-    _kernelize([self, *others])
+    tensors = [self, *others]
+    _rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
     return self
 
   def realize(self, *others: Tensor) -> Tensor:
     """Run everything these tensors need; afterwards they are plain buffers."""
-    from plugrad.engine import run_schedule
     tensors = [self, *others]
-    run_schedule(_schedule(tensors), get_registry())
+    _rebind(engine_realize([t.uop for t in tensors], [t.device for t in tensors], _live_roots, get_registry()))
     _finish_realize()
     return self
 
@@ -739,8 +738,16 @@ class Tensor(metaclass=_TensorMeta):
     return self.logical_not() if self.dtype == dtypes.bool else self ^ -1 if not self.dtype.is_unsigned else self ^ self.dtype.max
   def __lt__(self, x): return self._bin(Ops.CMPLT, x)
   def __gt__(self, x): return self._bin(Ops.CMPLT, x, True)
-  def __le__(self, x): return self._bin(Ops.CMPLT, x, True).logical_not()
-  def __ge__(self, x): return self._bin(Ops.CMPLT, x).logical_not()
+  def __le__(self, x): return self._cmp_or_equal(x, True)
+  def __ge__(self, x): return self._cmp_or_equal(x, False)
+
+  def _cmp_or_equal(self, x: Any, reverse: bool) -> Tensor:
+    """a <= b (reverse) or a >= b: not(b < a) for integers; on floats (b < a) or a == b, since NaN
+    compares false with everything (NaN >= 1 is False, not "not less")."""
+    a, b = self._binary_operands(x)
+    lo, hi = (a, b) if reverse else (b, a)
+    if not a.dtype.is_float: return hi._alu(Ops.CMPLT, lo, dtype=dtypes.bool).logical_not()
+    return lo._alu(Ops.CMPLT, hi, dtype=dtypes.bool) | a._alu(Ops.CMPEQ, b, dtype=dtypes.bool)
   def __eq__(self, x): return self._bin(Ops.CMPEQ, x)  # type: ignore[override]
   def __ne__(self, x): return self._bin(Ops.CMPNE, x)  # type: ignore[override]
 
@@ -758,7 +765,10 @@ class Tensor(metaclass=_TensorMeta):
   def neg(self) -> Tensor:
     if self.dtype == dtypes.bool: raise TypeError("negation of a bool tensor is not supported; use logical_not")
     return self._alu(Ops.NEG)
-  def abs(self) -> Tensor: return self if self.dtype.is_unsigned or self.dtype == dtypes.bool else (self < 0).where(-self, self)
+  def abs(self) -> Tensor:
+    if self.dtype.is_unsigned or self.dtype == dtypes.bool: return self
+    # floats: <= so that -0.0 becomes 0 - (-0.0) = +0.0, as torch's abs
+    return (self <= 0).where(0 - self, self) if self.dtype.is_float else (self < 0).where(-self, self)
   def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
   def reciprocal(self) -> Tensor: return self._float()._alu(Ops.RECIP)
   def sqrt(self) -> Tensor: return self._float()._alu(Ops.SQRT)
@@ -768,7 +778,15 @@ class Tensor(metaclass=_TensorMeta):
   def exp(self) -> Tensor: return (self._float() * (1 / math.log(2))).exp2()
   def log(self) -> Tensor: return self.log2() * math.log(2)
   def sin(self) -> Tensor: return self._float()._alu(Ops.SIN)
-  def cos(self) -> Tensor: return (math.pi / 2 - self._float()).sin()
+  def cos(self) -> Tensor:
+    """cos from the device's sin, never rounding x first (sin(pi/2 - x) loses every digit of a large x):
+    1 - 2 sin²(x/2) where |cos x| >= 1/2, and sin(2x) / (2 sin x) near the zeros, where the first is only
+    accurate to an absolute 1e-7. Halves compute in float32."""
+    x = self._float()._wide()
+    half = (x * 0.5).sin()
+    c = 1 - 2 * (half * half)
+    near_zero = (c.abs() < 0.5) & ((x * 2).abs() < math.inf)
+    return near_zero.where((x * 2).sin() / (2 * x.sin()), c).cast(self._float().dtype)
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._alu(Ops.TRUNC)
   def floor(self) -> Tensor:
@@ -781,9 +799,15 @@ class Tensor(metaclass=_TensorMeta):
     return (self > t).where(t + 1, t)
   def square(self) -> Tensor: return self * self
   def sigmoid(self) -> Tensor: return (1 + (-self._float()).exp()).reciprocal()
-  def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+  def tanh(self) -> Tensor:
+    x = self._float()
+    # 2*sigmoid(2x) - 1 cancels to 0 for tiny x (and to +0.0 for -0.0): there tanh(x) = x(1 - x²/3) to the last bit
+    return (x.abs() < 2.0 ** -10).where(x * (1 - x * x * (1 / 3)), 2.0 * (2.0 * x).sigmoid() - 1.0)
   # a where, not maximum(x, 0): the gradient at 0 is then 0, as torch's, instead of a tie's half
-  def relu(self) -> Tensor: return (self > 0).where(self, 0)
+  def relu(self) -> Tensor:
+    """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them), and the gradient at 0 is 0."""
+    if not self.dtype.is_float: return (self > 0).where(self, 0)
+    return (self > 0).where(self, (self < 0).where(0, self * 0))
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
@@ -1170,10 +1194,19 @@ class Tensor(metaclass=_TensorMeta):
     if num_classes < 0: raise ValueError(f"num_classes must be -1 or nonnegative, got {num_classes}")
     return self.unsqueeze(-1)._one_hot_along_dim(num_classes).where(1, 0).cast(dtypes.int32)
 
+  def _log1p_small(self) -> Tensor:
+    # log(1 + u) for u in [0, 1], exact for small u: log(w) * u / (w - 1) with w = 1 + u rounded (Goldberg's trick)
+    w = 1 + self
+    one = w == 1
+    return one.where(self, w.log() * self / one.where(1, w - 1))
+
   def logsigmoid(self) -> Tensor:
-    """log(sigmoid(x)) = -softplus(-x), computed without overflow."""
+    """log(sigmoid(x)), without overflow for any x: x - log(1 + e^x) below 0, -log(1 + e^-x) from 0 on.
+    Each branch sees only its own half of x, so neither overflows, nor does its gradient."""
     x = self._float()
-    return -((-x).relu() + (1 + (-x.abs()).exp()).log())
+    neg = x < 0
+    xn, xp = neg.where(x, 0), neg.where(0, x)
+    return neg.where(xn - xn.exp()._log1p_small(), -(-xp).exp()._log1p_small())
 
   @staticmethod
   def _check_reduction(reduction: str) -> None:
@@ -1239,9 +1272,14 @@ class Tensor(metaclass=_TensorMeta):
     return nll.sum() / w.sum() if reduction == "mean" else nll._do_reduction(reduction)
 
   def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
-    """-(Y log p + (1-Y) log(1-p)) of probabilities p = self; each log is clamped at -100, as torch's."""
+    """-(Y log p + (1-Y) log(1-p)) of probabilities p = self; each log is clamped at -100, as torch's.
+    At p = 0 or 1 the clamped log is a constant, so the gradient stays finite."""
     Tensor._check_reduction(reduction)
-    return (-(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100)))._do_reduction(reduction)
+
+    def clamped_log(p: Tensor) -> Tensor:
+      pos = p > 0
+      return pos.where(pos.where(p, 1).log().maximum(-100), -100)
+    return (-(Y * clamped_log(self) + (1 - Y) * clamped_log(1 - self)))._do_reduction(reduction)
 
   def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """binary_crossentropy of sigmoid(self), computed stably from the logits (torch's
@@ -1501,7 +1539,7 @@ class Tensor(metaclass=_TensorMeta):
   def acosh(self) -> Tensor:
     """Inverse hyperbolic cosine (NaN below 1)."""
     x = self._float()
-    return (x > 1e9).where((x * 2).log(), (x + ((x - 1) * (x + 1)).sqrt()).log())
+    return (x > 1e9).where((x * 2).log(), (x + (x - 1).sqrt() * (x + 1).sqrt()).log())
 
   def atanh(self) -> Tensor:
     """Inverse hyperbolic tangent (+-inf at +-1, NaN outside [-1, 1])."""
@@ -2455,103 +2493,31 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   return _reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape))
 
 
-def _kernelize(tensors: list[Tensor], limit_device: str | None = None) -> None:
-  """Kernelize the tensors' graphs (per device) and point every live tensor at its new node.
-  `limit_device` takes the buffer limit from another device (to render for it elsewhere)."""
-  registry = get_registry()
-  by_device: dict[str, list[Tensor]] = {}
-  for t in tensors: by_device.setdefault(t.device, []).append(t)
-  for device, ts in by_device.items():
-    becomes = kernelize([t.uop for t in ts], device,
-                        new_buffer=lambda dev, size, dt: Buffer(dev, size, dt, registry.device(dev).allocator),
-                        buffer_limit=lambda dev: registry.render_device(limit_device or dev).buffer_limit)
-    if becomes:
-      for t in list(Tensor._live):
-        if (n := becomes.get(t.uop)) is not None: t.uop = n
+def _live_roots() -> list[UOp]:
+  """What every live tensor points at (their buffers must outlive a schedule)."""
+  return [t.uop for t in list(Tensor._live)]
 
 
-def _live_buffers() -> set[Buffer]:
-  out = set()
+def _rebind(becomes: dict[UOp, UOp]) -> None:
+  """Point every live tensor at what its node became."""
+  if not becomes: return
   for t in list(Tensor._live):
-    if (base := contiguous_base(t.uop)) is not None: out.add(buffer_of(base))
-  return out
-
-
-_schedule_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # registry -> ScheduleCache
+    if (n := becomes.get(t.uop)) is not None: t.uop = n
 
 
 def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
-  """Kernelize the tensors and list their pending kernels; a graph whose structure was scheduled
-  before reuses that schedule on its new buffers."""
-  registry = get_registry()
-  if registry.config.check_spec:
-    from plugrad.spec import tensor_spec
-    from plugrad.uops import check_spec
-    for t in tensors: check_spec(t.uop, tensor_spec, "tensor graph")
-  cache = _schedule_caches.setdefault(registry, ScheduleCache())
-  roots = [t.uop for t in tensors]
-  found = structure_key(roots, (tuple(t.device for t in tensors), limit_device))
-  if found is not None and (template := cache.get(found[0])) is not None:
-    items, new_roots = template.instantiate(found[1], lambda dev, size, dt, opts: Buffer(dev, size, dt, registry.device(dev).allocator,
-                                                                                         opts), _live_buffers())
-    becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
-    for t in list(Tensor._live):
-      if (n := becomes.get(t.uop)) is not None: t.uop = n
-    return items
-  _kernelize(tensors, limit_device)
-  items = create_schedule([t.uop for t in tensors], _live_buffers())
-  if found is not None and (template := ScheduleTemplate.record(found[1], [t.uop for t in tensors], items)) is not None:
-    cache.put(found[0], template)
+  """Kernelize the tensors and list their pending kernels (rebinding them); `limit_device` takes the
+  buffer limit from another device (to render for it elsewhere)."""
+  items, becomes = engine_schedule([t.uop for t in tensors], [t.device for t in tensors], _live_roots, get_registry(),
+                                   limit_device)
+  _rebind(becomes)
   return items
 
 
 def _finish_realize() -> None:
   """Tensors whose kernels ran now point at their buffers."""
   for t in list(Tensor._live):
-    base = contiguous_base(t.uop)
-    if base is not None and base.op is Ops.ASSIGN and pending_kernel(base) is None:
-      t.uop = _reshape(base.src[0], t.shape)
-
-
-
-# ---------------------------------------------------------------- helpers of the indexing, pooling and shape methods
-
-def _masked_pick(values: Tensor, hits: Tensor, axis: int) -> Tensor:
-  """The value at the (at most one) hit along `axis`, 0 where none: a gather written as a one-hot reduction."""
-  return hits.where(values, 0).sum(axis).cast(values.dtype)
-
-
-def _index_array(e: Any) -> np.ndarray:
-  """A list or array used as an index, as an int32/int64 or bool numpy array."""
-  arr = np.asarray(e)
-  if arr.size == 0 and arr.dtype.kind not in "biu": arr = arr.astype(np.int32)
-  if arr.dtype.kind == "b": return arr
-  if arr.dtype.kind not in "iu": raise IndexError(f"index {e!r} holds non-integer values")
-  if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31): return arr.astype(np.int64)
-  return arr.astype(np.int32)
-
-
-def _rearrange_side(side: str, formula: str) -> list[list[str]]:
-  """One side of a rearrange formula as axis groups: 'b (h w) 1 ...' -> [['b'], ['h', 'w'], [], ['...']]."""
-  tokens = side.replace("…", "...").replace("(", " ( ").replace(")", " ) ").split()
-  groups: list[list[str]] = []
-  open_group: list[str] | None = None
-  for tok in tokens:
-    if tok == "(":
-      if open_group is not None: raise ValueError(f"rearrange: nested parentheses in {formula!r}")
-      open_group = []
-    elif tok == ")":
-      if open_group is None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
-      groups.append(open_group)
-      open_group = None
-    elif tok == "1":
-      if open_group is None: groups.append([])
-    elif tok == "..." or tok.isidentifier():
-      if open_group is None: groups.append([tok])
-      else: open_group.append(tok)
-    else: raise ValueError(f"rearrange: invalid axis name {tok!r} in {formula!r}")
-  if open_group is not None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
-  return groups
+    if (n := realized_view(t.uop)) is not None: t.uop = n
 
 
 __all__ = ["Tensor", "broadcast_shape"]
