@@ -17,9 +17,9 @@ import numpy as np
 from plugrad.config import TRAINING, Context
 from plugrad.device import Buffer, check_supported, image_spec_for
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
+from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
-from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base
 from plugrad.shape import prod
 from plugrad.uops import Ops, UOp
@@ -701,7 +701,7 @@ class Tensor(metaclass=_TensorMeta):
     odd = b_int & ((b.abs() * 0.5).trunc() * 2 != b.abs())
     neg = a < 0
     out = neg.where(b_int.where(odd.where(-mag, mag), float("nan")), mag)
-    out = (a == float("-inf")).where(odd.where(-mag, mag), out)
+    out = ((a == float("-inf")) | ((a == 0) & (a.reciprocal() < 0))).where(odd.where(-mag, mag), out)  # -inf and -0.0
     return ((b == 0) | (a == 1) | ((a == -1) & (b.abs() == float("inf")))).where(1.0, out)
 
   def round_half_away(self) -> Tensor:
