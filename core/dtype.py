@@ -87,7 +87,7 @@ class dtypes:
   # aliases in torch/tinygrad style
   half, float, double = float16, float32, float64
   char, short, int, long = int8, int16, int32, int64
-  uchar = uint8
+  uchar, ushort, uint, ulong = uint8, uint16, uint32, uint64
   default_float = float32
   default_int = int32
 
@@ -97,9 +97,10 @@ class dtypes:
 
   @staticmethod
   def from_any(x: Any) -> DType:
-    """Turn a DType, a name such as 'float32', or a numpy dtype into a DType; raise TypeError otherwise."""
+    """Turn a DType, a name (tinygrad's: 'float32', 'float', 'half', 'uchar', 'long', ...; case-insensitive) or a
+    numpy dtype into a DType; raise TypeError otherwise."""
     if isinstance(x, DType): return x
-    if isinstance(x, str) and x in _BY_NAME: return _BY_NAME[x]
+    if isinstance(x, str) and (d := _BY_ALIAS.get(x.lower())) is not None: return d
     try:
       npd = np.dtype(x)
     except TypeError:
@@ -120,6 +121,8 @@ class dtypes:
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k == v.name)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
+# every name tinygrad's to_dtype accepts: the canonical names, the C-style aliases and the defaults
+_BY_ALIAS = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 _SIGNED_BY_SIZE = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 

@@ -1308,7 +1308,7 @@ class Tensor(metaclass=_TensorMeta):
         if e.step == 0: raise ValueError(f"slice step cannot be zero in {e!r}")
         parsed.append(("slice", e, 1))
       elif isinstance(e, (Tensor, list, np.ndarray)):
-        host = None if isinstance(e, Tensor) else _index_array(e)
+        host = None if isinstance(e, Tensor) else Tensor._index_array(e)
         t = e if host is None else Tensor(host, device=self.device)
         if t.device != self.device: raise ValueError(f"index tensor on {t.device}, indexed tensor on {self.device}")
         if t.dtype == dtypes.bool:  # a mask stands for the coordinates of its True entries, one index per axis
@@ -1392,7 +1392,7 @@ class Tensor(metaclass=_TensorMeta):
     flat = x.permute(adv + others).reshape((1,) * len(big) + (stride,) + tuple(x.shape[a] for a in others))
     hits = lin._index_hits(stride).reshape(big + (stride,) + (1,) * len(others))
     rest = [a for a in layout if a is None or a not in adv]
-    out = _masked_pick(flat, hits, len(big)).reshape(big + tuple(1 if a is None else x.shape[a] for a in rest))
+    out = Tensor._masked_pick(flat, hits, len(big)).reshape(big + tuple(1 if a is None else x.shape[a] for a in rest))
     # torch's placement: adjacent advanced indices put their dims where they stood, others put them first
     first = layout.index(adv[0])
     if layout[first:first + len(adv)] != adv: return out
@@ -1450,7 +1450,7 @@ class Tensor(metaclass=_TensorMeta):
     order = Tensor.arange(1, nr + 1, dtype=dtypes.int32, device=self.device).reshape(nr, 1)
     last = (hits.cast(dtypes.int32) * order).max(0)                          # the last write to each position
     pick = hits & (order == last.reshape(1, n))
-    val = _masked_pick(v._broadcast_to(pos.shape).reshape(nr, 1), pick, 0)
+    val = Tensor._masked_pick(v._broadcast_to(pos.shape).reshape(nr, 1), pick, 0)
     return (last > 0).where(val, self.flatten()).reshape(self.shape)
 
   def _index_hits(self, n: int) -> Tensor:
@@ -1792,8 +1792,8 @@ class Tensor(metaclass=_TensorMeta):
     rank = (first | (same & earlier)).cast(dtypes.int32).sum(-1)               # where element i goes
     hits = rank._index_hits(n)                                                  # [i, r]: element i goes to r
     order = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape(n, 1)
-    idx = _masked_pick(order, hits, -2)
-    values = _masked_pick(x.unsqueeze(-1), hits, -2)
+    idx = Tensor._masked_pick(order, hits, -2)
+    values = Tensor._masked_pick(x.unsqueeze(-1), hits, -2)
     return values.transpose(d, -1), idx.transpose(d, -1)
 
   def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
@@ -1826,7 +1826,7 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
     x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
     x = x.unsqueeze(-1).transpose(-1, d)  # the gathered axis moves last, size 1 left in its place
-    return _masked_pick(x, index._index_hits(self.shape[d]), -1)
+    return Tensor._masked_pick(x, index._index_hits(self.shape[d]), -1)
 
   def _scatter_parts(self, dim: int, index: Tensor, src: Tensor) -> tuple[int, Tensor, Tensor]:
     """For scatter: (dim, src, mask), both shaped self.shape + (m,): mask[..., p, ..., j] says that source
@@ -1860,7 +1860,7 @@ class Tensor(metaclass=_TensorMeta):
     m = mask.shape[-1]
     order = Tensor.arange(1, m + 1, dtype=dtypes.int32, device=self.device)
     last = (mask.cast(dtypes.int32) * order).max(-1, keepdim=True)
-    return (last > 0).squeeze(-1).where(_masked_pick(src, mask & (order == last), -1), self)
+    return (last > 0).squeeze(-1).where(Tensor._masked_pick(src, mask & (order == last), -1), self)
 
   def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     """Combine src into self at index along `dim` with reduce 'sum', 'prod', 'mean', 'amax' or 'amin';
@@ -1895,7 +1895,7 @@ class Tensor(metaclass=_TensorMeta):
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
     slots, n = m._flat_slots(size)
     if n == 0: return Tensor.zeros(0, dtype=self.dtype, device=self.device)
-    out = _masked_pick(x.unsqueeze(-1), slots._index_hits(n), 0)
+    out = Tensor._masked_pick(x.unsqueeze(-1), slots._index_hits(n), 0)
     if size is None: return out
     filled = Tensor.arange(n, dtype=dtypes.int32, device=self.device) < m.cast(dtypes.int32).sum()
     return filled.where(out, fill_value).cast(self.dtype)
@@ -1910,7 +1910,7 @@ class Tensor(metaclass=_TensorMeta):
     coords = [Tensor.arange(s, dtype=dtypes.int32, device=self.device).reshape(
       tuple(s if k == i else 1 for k in range(self.ndim)))._broadcast_to(self.shape).flatten() for i, s in enumerate(self.shape)]
     coords = Tensor.stack(*coords, dim=-1)                                       # (numel, ndim)
-    out = _masked_pick(coords.unsqueeze(1), slots._index_hits(n).unsqueeze(-1), 0)  # (n, ndim)
+    out = Tensor._masked_pick(coords.unsqueeze(1), slots._index_hits(n).unsqueeze(-1), 0)  # (n, ndim)
     if size is None: return out
     filled = (Tensor.arange(n, dtype=dtypes.int32, device=self.device) < m.cast(dtypes.int32).sum()).unsqueeze(-1)
     return filled.where(out, fill_value).cast(dtypes.int32)
@@ -2065,7 +2065,7 @@ class Tensor(metaclass=_TensorMeta):
     """einops-style rearrange: 'b (h w) c -> b h w c' with h=...; names, parentheses, '...' and 1."""
     if formula.count("->") != 1: raise ValueError(f"rearrange needs exactly one '->' in {formula!r}")
     lhs_s, rhs_s = formula.split("->")
-    lhs, rhs = _rearrange_side(lhs_s, formula), _rearrange_side(rhs_s, formula)
+    lhs, rhs = Tensor._rearrange_side(lhs_s, formula), Tensor._rearrange_side(rhs_s, formula)
     names = lambda side: [n for grp in side for n in grp]  # noqa: E731
     ln, rn = names(lhs), names(rhs)
     if sorted(ln) != sorted(rn) or len(set(ln)) != len(ln):
@@ -2243,7 +2243,7 @@ class Tensor(metaclass=_TensorMeta):
     else: output_size = tuple(output_size)[-n:]
     total = prod(output_size)
     hits = indices.reshape(bs, c, -1)._index_hits(total)  # (bs, c, in, total)
-    return _masked_pick(self.reshape(bs, c, -1, 1), hits, 2).reshape((bs, c) + tuple(output_size))
+    return Tensor._masked_pick(self.reshape(bs, c, -1, 1), hits, 2).reshape((bs, c) + tuple(output_size))
 
   # ------------------------------------------------------------------ creation (tinygrad 0.14's names)
 
@@ -2471,6 +2471,46 @@ class Tensor(metaclass=_TensorMeta):
     cs, sn = cs.unsqueeze(-1).unsqueeze(-1), sn.unsqueeze(-1).unsqueeze(-1)
     new_p, new_c = cs * xp - sn * xc, sn * xp + cs * xc
     return (cols == p).where(new_p, (cols == c).where(new_c, self))
+
+  # ------------------------------------------------------------------ helpers of the indexing and shape methods
+
+  @staticmethod
+  def _masked_pick(values: Tensor, hits: Tensor, axis: int) -> Tensor:
+    """The value at the (at most one) hit along `axis`, 0 where none: a gather written as a one-hot reduction."""
+    return hits.where(values, 0).sum(axis).cast(values.dtype)
+
+  @staticmethod
+  def _index_array(e: Any) -> np.ndarray:
+    """A list or array used as an index, as an int32/int64 or bool numpy array."""
+    arr = np.asarray(e)
+    if arr.size == 0 and arr.dtype.kind not in "biu": arr = arr.astype(np.int32)
+    if arr.dtype.kind == "b": return arr
+    if arr.dtype.kind not in "iu": raise IndexError(f"index {e!r} holds non-integer values")
+    if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31): return arr.astype(np.int64)
+    return arr.astype(np.int32)
+
+  @staticmethod
+  def _rearrange_side(side: str, formula: str) -> list[list[str]]:
+    """One side of a rearrange formula as axis groups: 'b (h w) 1 ...' -> [['b'], ['h', 'w'], [], ['...']]."""
+    tokens = side.replace("…", "...").replace("(", " ( ").replace(")", " ) ").split()
+    groups: list[list[str]] = []
+    open_group: list[str] | None = None
+    for tok in tokens:
+      if tok == "(":
+        if open_group is not None: raise ValueError(f"rearrange: nested parentheses in {formula!r}")
+        open_group = []
+      elif tok == ")":
+        if open_group is None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+        groups.append(open_group)
+        open_group = None
+      elif tok == "1":
+        if open_group is None: groups.append([])
+      elif tok == "..." or tok.isidentifier():
+        if open_group is None: groups.append([tok])
+        else: open_group.append(tok)
+      else: raise ValueError(f"rearrange: invalid axis name {tok!r} in {formula!r}")
+    if open_group is not None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+    return groups
 
 
 # ---------------------------------------------------------------- helpers

@@ -1,0 +1,398 @@
+"""tinygrad 0.14's Tensor API beyond the basics, compared with torch on PYTHON and CPU: math, activations,
+scans, sorting and selection, creation, dtype information and the edge cases torch defines (NaN, inf, -0.0,
+empty and one-element tensors).
+
+Most tests go through `check`: it makes seeded random float32 inputs (or takes arrays as given), runs the
+same function through torch and plugrad and compares values, shapes and dtype kinds:
+
+  check(torch.erf, Tensor.erf, (3, 5), dev=dev)
+"""
+import ctypes
+
+import numpy as np
+import pytest
+import torch
+
+from plugrad import Tensor, dtypes
+
+DEVICES = ["PYTHON", "CPU"]
+
+# special values every unary float op meets: zeros of both signs, tiny and huge, infinities and NaN
+SPECIAL = np.array([0.0, -0.0, 1e-30, -1e-7, 0.5, -0.5, 1.5, 2.5, -2.5, 30.0, -30.0, 1e20, -1e20, np.inf, -np.inf, np.nan],
+                   dtype=np.float32)
+
+
+@pytest.fixture(params=DEVICES)
+def dev(request):
+  return request.param
+
+
+def inputs(specs, dtype=np.float32, low=-2.0, high=2.0, seed=0):
+  rng = np.random.default_rng(seed)
+  out = []
+  for s in specs:
+    if isinstance(s, np.ndarray): out.append(s)
+    elif np.dtype(dtype) == np.bool_: out.append(rng.random(s) < 0.5)
+    elif np.dtype(dtype).kind in "iu": out.append(rng.integers(low, high, size=s).astype(dtype))
+    else: out.append(rng.uniform(low, high, size=s).astype(dtype))
+  return out
+
+
+def to_numpy(x):
+  if isinstance(x, torch.Tensor): return x.detach().numpy()
+  if isinstance(x, Tensor): return x.numpy()
+  return np.asarray(x)
+
+
+def assert_same(got, want, atol=1e-5, rtol=1e-5):
+  got, want = to_numpy(got), to_numpy(want)
+  assert got.shape == want.shape, f"shape {got.shape} != torch's {want.shape}"
+  kinds = {"b": "b", "i": "iu", "u": "iu", "f": "f"}
+  assert got.dtype.kind in kinds[want.dtype.kind], f"dtype {got.dtype} vs torch's {want.dtype}"
+  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
+  else: np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
+
+
+def check(torch_fn, pl_fn, *specs, dev, dtype=np.float32, low=-2.0, high=2.0, atol=1e-5, rtol=1e-5):
+  arrays = inputs(specs, dtype, low, high)
+  want = torch_fn(*[torch.from_numpy(a.copy()) for a in arrays])
+  got = pl_fn(*[Tensor(a, device=dev) for a in arrays])
+  if isinstance(want, (tuple, list)):
+    for g, w in zip(got, want): assert_same(g, w, atol, rtol)
+  else: assert_same(got, want, atol, rtol)
+
+
+# ------------------------------------------------------------------------------------------------ math
+
+UNARY = [  # (name, torch, plugrad, domain low, high)
+  ("acos", torch.acos, Tensor.acos, -1, 1), ("asin", torch.asin, Tensor.asin, -1, 1),
+  ("atan", torch.atan, Tensor.atan, -50, 50), ("acosh", torch.acosh, Tensor.acosh, 1, 20),
+  ("asinh", torch.asinh, Tensor.asinh, -20, 20), ("atanh", torch.atanh, Tensor.atanh, -0.99, 0.99),
+  ("sinh", torch.sinh, Tensor.sinh, -10, 10), ("cosh", torch.cosh, Tensor.cosh, -10, 10),
+  ("erf", torch.erf, Tensor.erf, -4, 4), ("log10", torch.log10, Tensor.log10, 0.01, 100),
+  ("round", torch.round, Tensor.round, -5, 5),
+]
+
+
+@pytest.mark.parametrize("name,tfn,pfn,low,high", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("shape", [(0,), (1,), (3, 5)])
+def test_unary_math(name, tfn, pfn, low, high, shape, dev):
+  check(tfn, pfn, shape, dev=dev, low=low, high=high, atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("name,tfn,pfn", [u[:3] for u in UNARY], ids=[u[0] for u in UNARY])
+def test_unary_math_special_values(name, tfn, pfn, dev):
+  with np.errstate(all="ignore"):
+    check(tfn, pfn, SPECIAL, dev=dev, atol=1e-6, rtol=2e-5)
+
+
+def test_round_halves_to_even(dev):
+  x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999998, 8388609.0, -3.5000002], dtype=np.float32)
+  check(torch.round, Tensor.round, x, dev=dev, atol=0, rtol=0)
+  assert Tensor([3, -4], device=dev).round().tolist() == [3, -4]
+
+
+def test_predicates(dev):
+  check(torch.isnan, Tensor.isnan, SPECIAL, dev=dev)
+  check(torch.isinf, Tensor.isinf, SPECIAL, dev=dev)
+  check(torch.isfinite, Tensor.isfinite, SPECIAL, dev=dev)
+  check(torch.isposinf, lambda t: t.isinf(detect_negative=False), SPECIAL, dev=dev)
+  check(torch.isneginf, lambda t: t.isinf(detect_positive=False), SPECIAL, dev=dev)
+  assert Tensor([1, 2], device=dev).isinf().tolist() == [False, False]
+
+
+def test_isclose_allclose(dev):
+  a = np.array([1.0, 1.0, np.inf, -np.inf, np.nan, 0.0, 1e-9], dtype=np.float32)
+  b = np.array([1.0 + 1e-6, 1.1, np.inf, np.inf, np.nan, 1e-9, 0.0], dtype=np.float32)
+  check(torch.isclose, Tensor.isclose, a, b, dev=dev)
+  check(lambda x, y: torch.isclose(x, y, equal_nan=True), lambda x, y: x.isclose(y, equal_nan=True), a, b, dev=dev)
+  check(lambda x, y: torch.isclose(x, y, rtol=0.2), lambda x, y: x.isclose(y, rtol=0.2), a, b, dev=dev)
+  x = Tensor([1.0, 2.0], device=dev)
+  assert x.allclose(x + 1e-7).item() is True and x.allclose(x + 1e-3).item() is False
+
+
+BINARY = [
+  ("copysign", torch.copysign, Tensor.copysign), ("fmod", torch.fmod, Tensor.fmod),
+  ("logaddexp", torch.logaddexp, Tensor.logaddexp), ("eq", torch.eq, Tensor.eq), ("ne", torch.ne, Tensor.ne),
+]
+
+
+@pytest.mark.parametrize("name,tfn,pfn", BINARY, ids=[b[0] for b in BINARY])
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 1, 3), (4, 1)), ((0, 3), (3,)), ((1,), (1,))])
+def test_binary_math(name, tfn, pfn, shapes, dev):
+  check(tfn, pfn, *shapes, dev=dev, low=-3, high=3)
+
+
+def test_binary_math_special_values(dev):
+  a, b = SPECIAL, SPECIAL[::-1].copy()
+  with np.errstate(all="ignore"):
+    for tfn, pfn in [(torch.copysign, Tensor.copysign), (torch.logaddexp, Tensor.logaddexp)]:
+      check(tfn, pfn, a, b, dev=dev)
+  check(torch.fmod, Tensor.fmod, np.array([5, -5, 5, -5, 7], np.int32), np.array([3, 3, -3, -3, 7], np.int32), dev=dev)
+
+
+def test_lerp(dev):
+  check(lambda a, b, w: torch.lerp(a, b, w), Tensor.lerp, (3, 4), (3, 4), (4,), dev=dev)
+  check(lambda a, b: torch.lerp(a, b, 0.25), lambda a, b: a.lerp(b, 0.25), (2, 3), (2, 3), dev=dev)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint8, np.int64, np.bool_])
+def test_bitwise(dtype, dev):
+  for tfn, pfn in [(torch.bitwise_and, Tensor.bitwise_and), (torch.bitwise_or, Tensor.bitwise_or),
+                   (torch.bitwise_xor, Tensor.bitwise_xor)]:
+    check(tfn, pfn, (3, 4), (4,), dev=dev, dtype=dtype, low=0, high=100)
+  check(torch.bitwise_not, Tensor.bitwise_not, (5,), dev=dev, dtype=dtype, low=0, high=100)
+
+
+def test_shifts(dev):
+  check(lambda a, b: a << b, Tensor.lshift, (6,), (6,), dev=dev, dtype=np.int32, low=0, high=8)
+  check(lambda a, b: a >> b, Tensor.rshift, (6,), (6,), dev=dev, dtype=np.int32, low=0, high=8)
+  assert (1 << Tensor([1, 2, 3], device=dev)).tolist() == [2, 4, 8]
+  assert (64 >> Tensor([1, 2, 3], device=dev)).tolist() == [32, 16, 8]
+
+
+def test_integer_wrap(dev):
+  # tinygrad's example: a Python int beyond int32 wraps into the tensor's dtype
+  assert (Tensor([0], dtype="int", device=dev) | 0xFFFFFFFF).tolist() == [-1]
+  assert (Tensor([250], dtype="uchar", device=dev) + Tensor([10], dtype="uchar", device=dev)).tolist() == [4]
+  assert (Tensor([2**31 - 1], dtype=dtypes.int32, device=dev) + 1).tolist() == [-2**31]
+
+
+def test_pow_edge_cases(dev):
+  base = np.array([0.0, 0.0, 0.0, -0.0, -2.0, -2.0, -8.0, 1.0, -1.0, np.inf, -np.inf, -np.inf, np.nan, 2.0, 0.5],
+                  dtype=np.float32)
+  exp = np.array([0.0, -1.0, 0.5, -3.0, 3.0, 0.5, 1 / 3, np.nan, np.inf, 0.0, 3.0, 0.5, 0.0, -np.inf, np.inf],
+                 dtype=np.float32)
+  with np.errstate(all="ignore"):
+    check(torch.pow, Tensor.pow, base, exp, dev=dev)
+
+
+def test_inplace_operators_write_through(dev):
+  a = Tensor([1.0, 2.0], device=dev).realize()
+  alias = a
+  a += 1
+  a *= 3
+  assert alias is a and alias.tolist() == [6.0, 9.0]
+  b = Tensor([12, 5], device=dev)
+  b //= 2
+  b <<= 1
+  assert b.tolist() == [12, 4]
+
+
+# ------------------------------------------------------------------------------------------------ activations
+
+ACTIVATIONS = [
+  ("elu", torch.nn.functional.elu, Tensor.elu), ("celu", lambda x: torch.nn.functional.celu(x, 0.7), lambda x: x.celu(0.7)),
+  ("selu", torch.nn.functional.selu, Tensor.selu), ("relu6", torch.nn.functional.relu6, Tensor.relu6),
+  ("hardsigmoid", torch.nn.functional.hardsigmoid, Tensor.hardsigmoid),
+  ("hardswish", torch.nn.functional.hardswish, Tensor.hardswish),
+  ("hardtanh", lambda x: torch.nn.functional.hardtanh(x, -0.5, 2), lambda x: x.hardtanh(-0.5, 2)),
+  ("mish", torch.nn.functional.mish, Tensor.mish), ("softsign", torch.nn.functional.softsign, Tensor.softsign),
+  ("logsigmoid", torch.nn.functional.logsigmoid, Tensor.logsigmoid),
+  ("quick_gelu", lambda x: x * torch.sigmoid(1.702 * x), Tensor.quick_gelu),
+  ("gelu_tanh", lambda x: torch.nn.functional.gelu(x, approximate="tanh"), Tensor.gelu),
+  ("gelu_none", torch.nn.functional.gelu, lambda x: x.gelu(approximate="none")),
+  ("softplus", torch.nn.functional.softplus, Tensor.softplus),
+  ("softplus_beta", lambda x: torch.nn.functional.softplus(x, beta=2.0), lambda x: x.softplus(2.0)),
+  ("softmin", lambda x: torch.nn.functional.softmin(x, -1), Tensor.softmin),
+]
+
+
+@pytest.mark.parametrize("name,tfn,pfn", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+def test_activations(name, tfn, pfn, dev):
+  check(tfn, pfn, (4, 7), dev=dev, low=-8, high=8, atol=2e-6)
+  check(tfn, pfn, (0, 3), dev=dev)
+
+
+def test_activations_large_inputs(dev):
+  x = np.array([-100.0, -30.0, 0.0, 30.0, 100.0], dtype=np.float32)
+  for tfn, pfn in [(torch.nn.functional.softplus, Tensor.softplus), (torch.nn.functional.logsigmoid, Tensor.logsigmoid),
+                   (torch.nn.functional.mish, Tensor.mish), (torch.nn.functional.elu, Tensor.elu)]:
+    check(tfn, pfn, x, dev=dev)
+
+
+# ------------------------------------------------------------------------------------------------ reductions, scans
+
+@pytest.mark.parametrize("shape,axis", [((3, 4), None), ((3, 4), 1), ((2, 0, 3), 1), ((1,), 0), ((2, 3, 2), (0, 2))])
+def test_any_all(shape, axis, dev):
+  x = inputs([shape], np.int32, 0, 2)[0]
+  tax = tuple(range(len(shape))) if axis is None else axis
+  check(lambda t: t.any(dim=tax), lambda t: t.any(axis), x, dev=dev)
+  check(lambda t: t.all(dim=tax), lambda t: t.all(axis), x, dev=dev)
+  check(lambda t: t.bool().any(dim=tax, keepdim=True), lambda t: t.any(axis, keepdim=True), x, dev=dev)
+
+
+def test_var_mean_std_mean(dev):
+  check(lambda t: torch.var_mean(t, 1), lambda t: t.var_mean(1), (3, 5), dev=dev)
+  check(lambda t: torch.std_mean(t, (0, 1), correction=0, keepdim=True),
+        lambda t: t.std_mean((0, 1), keepdim=True, correction=0), (3, 5), dev=dev)
+  with pytest.warns(UserWarning):  # torch warns about the degrees of freedom; plugrad gives the same NaN
+    check(lambda t: torch.std(t, 0), lambda t: t.std(0), (1, 3), dev=dev)
+
+
+@pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 5), 1), ((3, 5), 0), ((2, 0), 1), ((1,), 0), ((), 0)])
+def test_cumulative(shape, axis, dev):
+  check(lambda t: torch.cumsum(t, axis), lambda t: t.cumsum(axis), shape, dev=dev, atol=1e-5)
+  check(lambda t: torch.cumprod(t, axis), lambda t: t.cumprod(axis), shape, dev=dev, low=0.5, high=1.5)
+  check(lambda t: torch.logcumsumexp(t, axis), lambda t: t.logcumsumexp(axis), shape, dev=dev, low=-50, high=50)
+  if 0 not in shape:
+    check(lambda t: tuple(torch.cummax(t, axis)), lambda t: t.cummax(axis), shape, dev=dev)
+    check(lambda t: tuple(torch.cummin(t, axis)), lambda t: t.cummin(axis), shape, dev=dev)
+
+
+def test_cumulative_ints_and_ties(dev):
+  x = np.array([[1, 1, 3, 3, 2, 3], [5, 4, 4, 6, 0, 6]], dtype=np.int32)
+  check(lambda t: tuple(torch.cummax(t, 1)), lambda t: t.cummax(1), x, dev=dev)  # the latest index among ties
+  check(lambda t: tuple(torch.cummin(t, 1)), lambda t: t.cummin(1), x, dev=dev)
+  check(lambda t: torch.cumsum(t, 1), lambda t: t.cumsum(1), x.astype(np.int8), dev=dev)
+  check(lambda t: torch.cumsum(t, 0), lambda t: t.cumsum(0), np.array([True, False, True]), dev=dev)
+
+
+def test_cumsum_long_axis_in_chunks():
+  # more than 512 elements: scanned in chunks of 256 plus a scan of the chunk totals
+  check(lambda t: torch.cumsum(t, 1), lambda t: t.cumsum(1), (2, 1300), dev="CPU", atol=1e-3)
+  check(lambda t: torch.cummax(t, 0)[0], lambda t: t.cummax(0)[0], (700,), dev="CPU")
+  check(lambda t: torch.cumsum(t, 0), lambda t: t.cumsum(0), np.ones(1000, np.int32), dev="CPU")
+
+
+# ------------------------------------------------------------------------------------------------ sorting, selection
+
+@pytest.mark.parametrize("shape,dim", [((9,), 0), ((3, 6), 1), ((4, 3), 0), ((1,), 0), ((2, 0), 1), ((5, 1), 1)])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort(shape, dim, descending, dev):
+  x = inputs([shape], np.float32, -3, 3)[0]
+  check(lambda t: torch.sort(t, dim=dim, descending=descending, stable=True),
+        lambda t: t.sort(dim, descending), x, dev=dev)
+  check(lambda t: torch.argsort(t, dim=dim, descending=descending, stable=True),
+        lambda t: t.argsort(dim, descending), x, dev=dev)
+
+
+def test_sort_ties_nan_and_ints(dev):
+  x = np.array([3.0, np.nan, 1.0, 3.0, -np.inf, 1.0, np.nan, 0.0], dtype=np.float32)
+  for desc in (False, True):
+    check(lambda t: torch.sort(t, descending=desc, stable=True), lambda t: t.sort(descending=desc), x, dev=dev)
+  check(lambda t: torch.sort(t, stable=True), Tensor.sort, np.array([5, -1, 5, 2, -1], np.int8), dev=dev)
+
+
+@pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, False), (2, 0, True), (0, 1, True)])
+def test_topk(k, dim, largest, dev):
+  check(lambda t: torch.topk(t, k, dim, largest=largest), lambda t: t.topk(k, dim, largest), (4, 5), dev=dev)
+  with pytest.raises(ValueError, match="out of range"): Tensor.ones(2, 3, device=dev).topk(4)
+
+
+def test_gather(dev):
+  x = inputs([(3, 4)])[0]
+  idx = np.array([[0, 3, 3], [1, 0, 2]], dtype=np.int64)
+  check(lambda t, i: torch.gather(t, 1, i), lambda t, i: t.gather(1, i), x, idx, dev=dev)
+  idx0 = np.array([[2, 0, 1, 1]], dtype=np.int64)
+  check(lambda t, i: torch.gather(t, 0, i), lambda t, i: t.gather(0, i), x, idx0, dev=dev)
+  check(lambda t, i: torch.gather(t, 1, i), lambda t, i: t.gather(1, i), np.arange(6, dtype=np.int8).reshape(2, 3),
+        np.array([[2], [0]]), dev=dev)
+  with pytest.raises(ValueError, match="dimensions"): Tensor(x, device=dev).gather(0, Tensor([0, 1], device=dev))
+
+
+def test_scatter(dev):
+  x = inputs([(3, 5)])[0]
+  src = inputs([(2, 5)], seed=1)[0]
+  idx = np.array([[0, 1, 2, 0, 1], [2, 0, 0, 1, 2]], dtype=np.int64)
+  check(lambda t, i, s: t.scatter(0, i, s), lambda t, i, s: t.scatter(0, i, s), x, idx, src, dev=dev)
+  check(lambda t, i: t.scatter(0, i, 2.5), lambda t, i: t.scatter(0, i, 2.5), x, idx, dev=dev)
+  check(lambda t, i: t.scatter(0, i, 2.0, reduce="add"), lambda t, i: t.scatter(0, i, 2.0, reduce="add"), x, idx, dev=dev)
+  idx1 = np.array([[4, 0], [1, 1]], dtype=np.int64)
+  check(lambda t, i, s: t.scatter(1, i, s), lambda t, i, s: t.scatter(1, i, s), x, idx1, src, dev=dev)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self, dev):
+  x, src = inputs([(3, 4), (4, 4)], low=0.5, high=2)
+  idx = np.array([[0, 1, 0, 0], [0, 0, 1, 1], [2, 0, 0, 1], [0, 2, 1, 1]], dtype=np.int64)
+  check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self),
+        lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self), x, idx, src, dev=dev)
+
+
+def test_masked_fill_select_nonzero(dev):
+  x = inputs([(3, 4)])[0]
+  mask = x > 0.3
+  check(lambda t, m: t.masked_fill(m, -1.0), lambda t, m: t.masked_fill(m, -1.0), x, mask, dev=dev)
+  check(torch.masked_select, Tensor.masked_select, x, mask, dev=dev)
+  check(torch.masked_select, Tensor.masked_select, x, np.array([True, False, False, True]), dev=dev)
+  check(torch.masked_select, Tensor.masked_select, x, np.zeros((3, 4), bool), dev=dev)
+  check(lambda t: torch.nonzero(t).int(), Tensor.nonzero, (x > 0).astype(np.int32), dev=dev)
+  check(lambda t: torch.nonzero(t).int(), Tensor.nonzero, np.zeros((2, 3), np.float32), dev=dev)
+  # with size the result shape is known without running anything: padded with fill_value
+  got = Tensor(x, device=dev).masked_select(Tensor(mask, device=dev), size=12, fill_value=9.0).numpy()
+  np.testing.assert_allclose(got, np.concatenate([x[mask], np.full(12 - mask.sum(), 9.0)]), rtol=1e-6)
+  assert Tensor([0, 3, 0, 5], device=dev).nonzero(size=3, fill_value=-1).tolist() == [[1], [3], [-1]]
+
+
+def test_multinomial(dev):
+  Tensor.manual_seed(3)
+  w = Tensor([0.0, 1.0, 3.0, 0.0], device=dev)
+  draws = w.multinomial(400, replacement=True).numpy()
+  assert draws.shape == (400,) and set(draws.tolist()) <= {1, 2}
+  assert 0.65 < (draws == 2).mean() < 0.85  # 0.75 expected
+  rows = Tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 1.0]], device=dev).multinomial(3)
+  assert sorted(rows.numpy()[0].tolist()) == [0, 1, 2] and rows.numpy()[1, 0] == 2
+  with pytest.raises(ValueError, match="without replacement"): w.multinomial(5)
+
+
+# ------------------------------------------------------------------------------------------------ creation
+
+def test_linspace(dev):
+  for args in [(0, 1, 5), (-3.0, 7.5, 11), (2, 2, 1), (0, 1, 0), (10, 0, 4)]:
+    assert_same(Tensor.linspace(*args, device=dev), torch.linspace(*args))
+  assert_same(Tensor.linspace(0, 10, 4, dtype="int32", device=dev), torch.linspace(0, 10, 4, dtype=torch.int32))
+  with pytest.raises(ValueError): Tensor.linspace(0, 1, -1)
+
+
+def test_random_creation(dev):
+  Tensor.manual_seed(0)
+  n = Tensor.normal(2000, mean=3.0, std=0.5, device=dev).numpy()
+  assert abs(n.mean() - 3.0) < 0.05 and abs(n.std() - 0.5) < 0.05
+  r = Tensor.ones(3, 4, dtype="half", device=dev).randn_like()
+  assert r.shape == (3, 4) and r.dtype == dtypes.float16
+  p = Tensor.randperm(50, device=dev)
+  assert p.dtype == dtypes.int32 and sorted(p.tolist()) == list(range(50)) and p.tolist() != list(range(50))
+  assert Tensor.randperm(0, device=dev).shape == (0,)
+
+
+def test_const_like_and_from_blob(dev):
+  c = Tensor.ones(2, 3, device=dev).const_like(7, dtype="int8")
+  assert c.dtype == dtypes.int8 and c.tolist() == [[7] * 3] * 2
+  src = np.arange(6, dtype=np.float32).reshape(2, 3)
+  t = Tensor.from_blob(src.ctypes.data_as(ctypes.c_void_p).value, (2, 3), dtype=dtypes.float32, device=dev)
+  assert t.tolist() == src.tolist()
+
+
+def test_arange_dtypes(dev):
+  assert_same(Tensor.arange(0, 1, 0.1, device=dev), torch.arange(0, 1, 0.1))
+  assert_same(Tensor.arange(5, -3, -2, device=dev), torch.arange(5, -3, -2).int())
+  assert Tensor.arange(2**31, 2**31 + 3, device=dev).dtype == dtypes.int64
+  assert Tensor.arange(3, dtype="float16", device=dev).dtype == dtypes.float16
+
+
+# ------------------------------------------------------------------------------------------------ dtype and info
+
+def test_dtype_strings_and_info(dev):
+  for name, want in [("uchar", dtypes.uint8), ("float", dtypes.float32), ("half", dtypes.float16), ("long", dtypes.int64),
+                     ("int", dtypes.int32), ("double", dtypes.float64), ("bool", dtypes.bool), ("ushort", dtypes.uint16)]:
+    assert Tensor([1], dtype=name, device=dev).dtype == want
+  with pytest.raises(TypeError, match="unknown dtype"): Tensor([1], dtype="floaty")
+  t = Tensor.ones(2, 3, device=dev)
+  assert t.bfloat16().dtype == dtypes.bfloat16 and t.long().dtype == dtypes.int64 and t.short().dtype == dtypes.int16
+  assert t.is_floating_point() and not t.int().is_floating_point()
+  assert t.element_size() == 4 and t.nbytes() == 24 and t.half().nbytes() == 12
+  assert t.max_shape == (2, 3) and t.max_numel() == 6
+
+
+def test_clone_replace_to_(dev):
+  a = Tensor([1.0, 2.0], device=dev).realize()
+  b = a.clone()
+  a += 1
+  assert b.tolist() == [1.0, 2.0] and a.tolist() == [2.0, 3.0]
+  c = Tensor([0.0, 0.0], device=dev)
+  assert c.replace(a).tolist() == [2.0, 3.0]
+  with pytest.raises(ValueError, match="same shape"): c.replace(Tensor.ones(3))
+  d = Tensor([5], device=dev)
+  assert d.to_("PYTHON") is d and d.device == "PYTHON" and d.tolist() == [5]
