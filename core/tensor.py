@@ -114,7 +114,7 @@ class Tensor(metaclass=_TensorMeta):
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                requires_grad: bool | None = None):
     self.grad: Tensor | None = None
-    self.requires_grad: bool | None = requires_grad
+    self.requires_grad: bool | None = None
     dt = dtypes.from_any(dtype) if dtype is not None else None
     self.device = canonical_device(device) if device else get_registry().default_device()
     if isinstance(data, UOp):
@@ -139,6 +139,7 @@ class Tensor(metaclass=_TensorMeta):
     else:
       raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
     Tensor._live.add(self)
+    if requires_grad is not None: self.requires_grad_(requires_grad)
 
   @staticmethod
   def _from(uop: UOp, device: str) -> Tensor:
@@ -353,14 +354,23 @@ class Tensor(metaclass=_TensorMeta):
     BatchNorm uses batch statistics. The same switch as `Context(TRAINING=1)` and `Tensor.training`."""
     return Context(TRAINING=int(mode))
 
-  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-    """Set `requires_grad` in place (PyTorch's habit) and return this tensor."""
+  def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+    """Set `requires_grad` in place (PyTorch's habit) and return this tensor.
+
+    True or False also makes the tensor a leaf: unless it already is a buffer, it gets one of its own,
+    filled by the next realize. Two tensors built alike (two `Tensor.zeros(3)`) are one node of the
+    graph, so without this two parameters would share their gradient and, once realized, their buffer."""
+    if requires_grad is not None and (contiguous_base(self.uop) is None or self.uop.op is Ops.CONST):
+      buf = Buffer(self.device, prod(self.shape), self.dtype, get_registry().device(self.device).allocator)
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (_reshape(UOp(Ops.BUFFER, self.dtype, (), buf), self.shape), self.uop))
     self.requires_grad = requires_grad
     return self
 
   def detach(self) -> Tensor:
     """The same values, cut off from the graph: no gradient flows through the result."""
-    return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), device=self.device, requires_grad=False)
+    out = self._new(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+    out.requires_grad = False  # not requires_grad_(False): the result is no leaf of its own
+    return out
 
   def contiguous_backward(self) -> Tensor:
     """The same values; the gradient that flows back through here is realized into its own buffer."""
@@ -372,7 +382,7 @@ class Tensor(metaclass=_TensorMeta):
       if self.shape != ():
         raise ValueError(f"backward of a tensor of shape {self.shape} needs `gradient` (dL/dself, of that shape); "
                          "without it, call backward on a scalar such as a loss or .sum()")
-      return Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False)
+      return Tensor(1.0, device=self.device, dtype=self.dtype)
     if not isinstance(gradient, Tensor): raise TypeError(f"gradient must be a Tensor, got {type(gradient).__name__}")
     if gradient.shape != self.shape:
       raise ValueError(f"gradient has shape {gradient.shape} but the tensor it is for has shape {self.shape}")
@@ -696,13 +706,17 @@ class Tensor(metaclass=_TensorMeta):
     if a.dtype.is_int or a.dtype == dtypes.bool:
       return a._float().pow(b._float()).round_half_away().cast(a.dtype)
     # |a|**b via exp2/log2, then the sign for negative bases with odd integer exponents, NaN for other negative bases
-    mag = (b * a.abs().log2()).exp2()
+    # at a == 0, log2 sees 1 and |a|**b is chosen directly (0, inf or NaN): the gradient stays finite there
+    zero = a == 0
+    mag = zero.where((b < 0).where(float("inf"), (b > 0).where(0.0, float("nan"))), (b * zero.where(1, a.abs()).log2()).exp2())
     b_int = b.trunc() == b
     odd = b_int & ((b.abs() * 0.5).trunc() * 2 != b.abs())
     neg = a < 0
     out = neg.where(b_int.where(odd.where(-mag, mag), float("nan")), mag)
     out = ((a == float("-inf")) | ((a == 0) & (a.reciprocal() < 0))).where(odd.where(-mag, mag), out)  # -inf and -0.0
-    return ((b == 0) | (a == 1) | ((a == -1) & (b.abs() == float("inf")))).where(1.0, out)
+    # only where the formula gave NaN: a constant 1 elsewhere would cut the gradient (d/da at a == 1 is b)
+    one = (b == 0) | (a == 1) | ((a == -1) & (b.abs() == float("inf")))
+    return (one & (out != out)).where(1.0, out)
 
   def round_half_away(self) -> Tensor:
     return (self < 0).where(-((-self) + 0.5).trunc(), (self + 0.5).trunc())

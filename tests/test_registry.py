@@ -167,7 +167,7 @@ def test_device_index_beyond_the_plugins_count_is_refused():
   assert reg.device("GPU:1").name == "GPU:1"
   with pytest.raises(DeviceError, match=r"GPU:2 does not exist: this machine has 2 GPU devices \(GPU:0, GPU:1\)"):
     reg.device("GPU:2")
-  with pytest.raises(DeviceError, match="has 1 PYTHON device"): make_registry([]).device("PYTHON:99")
+  with pytest.raises(DeviceError, match="has 8 PYTHON devices"): make_registry([]).device("PYTHON:99")
 
 
 def test_only_the_reference_device_warns_once_what_to_install():
@@ -275,5 +275,5 @@ def test_a_device_index_that_does_not_exist_fails_at_the_first_tensor():
   import subprocess
   import sys
   res = subprocess.run([sys.executable, "-c", "from plugrad import Tensor; Tensor.ones(3)"], capture_output=True, text=True,
-                       env={**os.environ, "DEVICE": "PYTHON:7"}, timeout=60)
-  assert res.returncode != 0 and "device PYTHON:7 does not exist: this machine has 1 PYTHON device" in res.stderr
+                       env={**os.environ, "DEVICE": "PYTHON:8"}, timeout=60)
+  assert res.returncode != 0 and "device PYTHON:8 does not exist: this machine has 8 PYTHON devices" in res.stderr

@@ -149,7 +149,7 @@ def test_mixing_devices_in_one_op_is_an_error():
 
 
 def test_same_structure_reuses_the_compiled_kernel():
-  from plugrad import engine
+  from plugrad.engine import compile as engine
   x, y = realized(8, seed=1), realized(8, seed=2)
   (x * y + 1).realize()
   before = len(engine._compiled)
@@ -168,8 +168,8 @@ def test_large_reduction_runs_in_two_stages():
 
 def _cache():
   from plugrad.registry import get_registry
-  from plugrad.tensor import _schedule_caches
-  return _schedule_caches[get_registry()]
+  from plugrad.engine.schedule import _caches
+  return _caches[get_registry()]
 
 
 def test_same_structure_reuses_the_schedule():

@@ -1,16 +1,13 @@
-"""Running schedules: lower, render, compile and load each kernel once per structure, launch it,
-copy between devices, free buffers after their last use, and tell the observers."""
+"""Kernels from ASTs: lower, render, compile and load each kernel once per (device, structure)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from plugrad.codegen.lowerer import lower
 from plugrad.codegen.program import LoopProgram
-from plugrad.device import CompileError, DeviceError, Program, UnsupportedError, check_supported
-from plugrad.registry import Device, Registry
-from plugrad.scheduler import ScheduleItem
+from plugrad.device import CompileError, Program, UnsupportedError, check_supported
+from plugrad.registry import Device
 from plugrad.uops import Ops, UOp, check_spec
 
 
@@ -70,37 +67,3 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
                          seconds=0.0 if cached else time.perf_counter() - st, cached=cached, ast=ast)
   ck = _compiled[key] = CompiledKernel(prog, src, binary, device.runtime.load(prog.name, binary))
   return ck
-
-
-def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
-  """Run every item in order; buffers listed in an item's `frees` are released after it."""
-  timing = registry.wants_timing()
-  st = time.perf_counter()
-  kernels = copies = 0
-  for it in items:
-    if it.is_copy:
-      t0 = time.perf_counter()
-      dest, src = it.bufs
-      dest.copyin(src.numpy())
-      copies += 1
-      registry.notify("plugrad_copy_ran", src_device=src.device, dest_device=dest.device, nbytes=dest.nbytes,
-                      seconds=time.perf_counter() - t0)
-    else:
-      device = registry.device(it.device)
-      ck = compile_for(device, it.ast)
-      raws: list[Any] = [b.raw for b in it.bufs]
-      try:
-        seconds = ck.runner(*raws, global_size=ck.program.global_size, local_size=ck.program.local_size, wait=timing)
-      except DeviceError:
-        raise
-      except Exception as e:
-        raise DeviceError(f"kernel {ck.program.name} failed on {device.name}: {type(e).__name__}: {e}") from e
-      kernels += 1
-      registry.notify("plugrad_kernel_ran", device=device.name, name=ck.program.name, seconds=seconds,
-                      flops=ck.program.flops, bytes_moved=ck.program.bytes_moved, global_size=ck.program.global_size,
-                      local_size=ck.program.local_size)
-    it.kernel.done = True
-    for b in it.frees: b.deallocate(final=True)
-  if timing:
-    for name in {it.device for it in items if not it.is_copy}: registry.device(name).runtime.synchronize()
-  registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st)

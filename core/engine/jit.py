@@ -1,0 +1,127 @@
+"""TinyJit: run a function of tensors once as usual, capture the kernels its second call launches,
+and replay them on later calls without running the Python function again.
+
+A replay launches the captured kernels on the same buffers, except that each tensor argument's
+buffer is replaced by the new argument's. So, as in tinygrad:
+- the function must compute everything from its tensor arguments and from tensors that keep their
+  buffers (model parameters, optimizer state, updated in place by `assign`); Python values it reads
+  (ints, floats, `.item()` results) are frozen at capture;
+- the returned tensors are the same objects on every call, their buffers written again by each replay;
+- tensor arguments must keep their shape, dtype, device and view structure between calls (a change
+  raises, naming the argument).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Generic, Hashable, TypeVar
+
+from plugrad.device import Buffer
+from plugrad.engine.run import Capture, Launch, replay
+from plugrad.engine.schedule_cache import structure_key
+from plugrad.registry import get_registry
+from plugrad.scheduler import buffer_of, contiguous_base
+from plugrad.uops import UOp
+
+R = TypeVar("R")
+
+
+def _is_tensor(x: Any) -> bool: return isinstance(getattr(x, "uop", None), UOp) and hasattr(x, "realize")
+
+
+def _tensor_args(args: tuple, kwargs: dict) -> list[tuple[int | str, Any]]:
+  """The tensor arguments, keyed by position or keyword name."""
+  return [(i, a) for i, a in enumerate(args) if _is_tensor(a)] + \
+         [(k, v) for k, v in sorted(kwargs.items()) if _is_tensor(v)]
+
+
+def _tensors_in(value: Any) -> list[Any]:
+  """The tensors a function returned (alone, or in a tuple, list or dict)."""
+  if _is_tensor(value): return [value]
+  if isinstance(value, (tuple, list)): return [t for v in value for t in _tensors_in(v)]
+  if isinstance(value, dict): return [t for v in value.values() for t in _tensors_in(v)]
+  return []
+
+
+def _describe(t: Any) -> str: return f"{t.dtype.name} {tuple(t.shape)} on {t.device}"
+
+
+class _Captured:
+  """What a capture recorded: the launches, and for each tensor argument its structure and buffer."""
+
+  def __init__(self, launches: list[Launch], inputs: list[tuple[int | str, Any]], ret: Any):
+    self.launches, self.ret = launches, ret
+    self.keys = [k for k, _ in inputs]
+    self.structures = [_structure(t) for _, t in inputs]
+    self.descriptions = [_describe(t) for _, t in inputs]
+    self.buffers = [_buffer(t) for _, t in inputs]
+
+  def check(self, inputs: list[tuple[int | str, Any]]) -> None:
+    keys = [k for k, _ in inputs]
+    if keys != self.keys:
+      raise TypeError(f"TinyJit: this call passes tensors as arguments {keys}, the captured call passed them as {self.keys}")
+    for (key, t), want, desc in zip(inputs, self.structures, self.descriptions):
+      if _structure(t) != want:
+        raise ValueError(f"TinyJit: tensor argument {key!r} is {_describe(t)}, but the function was captured with {desc} "
+                         f"(or another view of its buffer); call .reset() on the jitted function to capture again")
+
+  def run(self, inputs: list[tuple[int | str, Any]]) -> Any:
+    subs = {old: _buffer(t) for old, (_, t) in zip(self.buffers, inputs)}
+    replay(self.launches, {o: n for o, n in subs.items() if o is not n}, get_registry())
+    return self.ret
+
+
+def _buffer(t: Any) -> Buffer:
+  base = contiguous_base(t.uop)
+  if base is None: raise ValueError(f"TinyJit: a tensor argument ({_describe(t)}) did not realize into a buffer")
+  return buffer_of(base)
+
+
+def _structure(t: Any) -> Hashable:
+  found = structure_key([t.uop], t.device)
+  return None if found is None else found[0]
+
+
+class TinyJit(Generic[R]):
+  """tinygrad's JIT, as a decorator: `@TinyJit def step(x, y): ...`.
+
+  The first call runs the function as usual; the second runs it again and captures every kernel it
+  launches; later calls realize the tensor arguments and replay the captured kernels with them,
+  without running the Python function. Returned tensors are realized at the end of every call. See
+  the module docstring for what a jitted function may do. `reset()` forgets the capture.
+  """
+
+  def __init__(self, fxn: Callable[..., R]):
+    if not callable(fxn): raise TypeError(f"TinyJit wraps a function, got {type(fxn).__name__}")
+    self.fxn = fxn
+    self.cnt = 0
+    self.captured: _Captured | None = None
+    functools.update_wrapper(self, fxn)
+
+  def reset(self) -> None:
+    """Forget the capture: the next call runs the function as usual, the one after captures again."""
+    self.cnt, self.captured = 0, None
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Any:  # a jitted method binds like a function
+    return self if obj is None else functools.partial(self.__call__, obj)
+
+  def __call__(self, *args: Any, **kwargs: Any) -> R:
+    inputs = _tensor_args(args, kwargs)
+    if inputs: inputs[0][1].realize(*[t for _, t in inputs[1:]])
+    if self.captured is not None:
+      self.captured.check(inputs)
+      self.cnt += 1
+      return self.captured.run(inputs)
+    if self.cnt == 0:
+      ret = self._run(args, kwargs)
+    else:
+      with Capture() as cap: ret = self._run(args, kwargs)
+      if not cap.launches: raise RuntimeError("TinyJit: the captured call launched no kernel: nothing to replay")
+      self.captured = _Captured(cap.launches, inputs, ret)
+    self.cnt += 1
+    return ret
+
+  def _run(self, args: tuple, kwargs: dict) -> R:
+    ret = self.fxn(*args, **kwargs)
+    outs = _tensors_in(ret)
+    if outs: outs[0].realize(*outs[1:])
+    return ret

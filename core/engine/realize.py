@@ -1,0 +1,28 @@
+"""The one orchestrator of a realize: schedule (with its structural cache), compile (cached), allocate,
+run, and tell the caller what its handles now are. The frontend hands graphs in and rebinds its own
+handles to the results; the engine never sees a Tensor."""
+from __future__ import annotations
+
+from plugrad.engine.run import run_schedule
+from plugrad.engine.schedule import LiveRoots, schedule
+from plugrad.registry import Registry
+from plugrad.scheduler import contiguous_base, pending_kernel
+from plugrad.uops import Ops, UOp
+
+
+def realize(roots: list[UOp], devices: list[str], live: LiveRoots, registry: Registry) -> dict[UOp, UOp]:
+  """Run everything `roots` need. Returns what each node became; the caller rebinds its handles with
+  it and then with `realized_view`."""
+  items, becomes = schedule(roots, devices, live, registry)
+  run_schedule(items, registry)
+  return becomes
+
+
+def realized_view(u: UOp) -> UOp | None:
+  """A node whose kernel has run, as the buffer it reads as (reshaped to its shape); None for any
+  other node."""
+  base = contiguous_base(u)
+  if base is None or base.op is not Ops.ASSIGN or pending_kernel(base) is not None: return None
+  buf = base.src[0]
+  if buf.shape == u.shape: return buf
+  return UOp(Ops.RESHAPE, buf.dtype, (buf,), u.shape)

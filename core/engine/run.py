@@ -1,0 +1,94 @@
+"""Running a schedule: launch each kernel, copy between devices, free buffers after their last use,
+tell the observers; and the list of launches a JIT captures and replays."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from plugrad.device import Buffer, DeviceError
+from plugrad.engine.compile import CompiledKernel, compile_for
+from plugrad.registry import Registry
+from plugrad.scheduler import ScheduleItem
+
+
+@dataclass(frozen=True)
+class Launch:
+  """One step that ran: a compiled kernel on its buffers (written one first), or a copy between
+  devices (`kernel` None, `bufs` = (dest, src))."""
+  kernel: CompiledKernel | None
+  device: str
+  bufs: tuple[Buffer, ...]
+
+
+class Capture:
+  """Records the launches of every schedule run inside `with Capture() as cap:`, for a JIT to replay.
+  While it records, buffers the memory planner would free stay allocated: a replay writes them again."""
+  active: ClassVar[Capture | None] = None
+
+  def __init__(self) -> None:
+    self.launches: list[Launch] = []
+
+  def __enter__(self) -> Capture:
+    if Capture.active is not None: raise RuntimeError("a TinyJit capture is already running: jitted functions do not nest")
+    Capture.active = self
+    return self
+
+  def __exit__(self, *exc: object) -> None: Capture.active = None
+
+
+def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
+  """Run every item in order; buffers listed in an item's `frees` are released after it."""
+  capture = Capture.active
+  timing = registry.wants_timing()
+  st = time.perf_counter()
+  kernels = copies = 0
+  for it in items:
+    if it.is_copy:
+      dest, src = it.bufs
+      _copy(dest, src, registry)
+      copies += 1
+      if capture is not None: capture.launches.append(Launch(None, dest.device, (dest, src)))
+    else:
+      device = registry.device(it.device)
+      ck = compile_for(device, it.ast)
+      _launch(ck, device.name, it.bufs, registry, timing)
+      kernels += 1
+      if capture is not None: capture.launches.append(Launch(ck, device.name, it.bufs))
+    it.kernel.done = True
+    if capture is None:
+      for b in it.frees: b.deallocate(final=True)
+  if timing:
+    for name in {it.device for it in items if not it.is_copy}: registry.device(name).runtime.synchronize()
+  registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st)
+
+
+def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry) -> None:
+  """Run captured launches again, with each buffer in `subs` replaced by its value (new inputs)."""
+  timing = registry.wants_timing()
+  for ln in launches:
+    bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
+    if ln.kernel is None: _copy(bufs[0], bufs[1], registry)
+    else: _launch(ln.kernel, ln.device, bufs, registry, timing)
+  if timing:
+    for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
+
+
+def _copy(dest: Buffer, src: Buffer, registry: Registry) -> None:
+  t0 = time.perf_counter()
+  dest.copyin(src.numpy())
+  registry.notify("plugrad_copy_ran", src_device=src.device, dest_device=dest.device, nbytes=dest.nbytes,
+                  seconds=time.perf_counter() - t0)
+
+
+def _launch(ck: CompiledKernel, device: str, bufs: tuple[Buffer, ...], registry: Registry, timing: bool) -> None:
+  raws: list[Any] = [b.raw for b in bufs]
+  prog = ck.program
+  try:
+    seconds = ck.runner(*raws, global_size=prog.global_size, local_size=prog.local_size, wait=timing)
+  except DeviceError:
+    raise
+  except Exception as e:
+    raise DeviceError(f"kernel {prog.name} failed on {device}: {type(e).__name__}: {e}") from e
+  registry.notify("plugrad_kernel_ran", device=device, name=prog.name, seconds=seconds, flops=prog.flops,
+                  bytes_moved=prog.bytes_moved, global_size=prog.global_size, local_size=prog.local_size)
