@@ -234,7 +234,7 @@ class LRUAllocator(Allocator):
 
   def _trim(self) -> None:
     """Give back the least recently freed blocks until the cache is within its bound."""
-    while self.cached_bytes > self.cache_limit and self.cache:
+    while self.cache and self.cached_bytes > self.cache_limit:  # an empty cache never asks the device its size
       key, blocks = next(iter(self.cache.items()))
       raw = blocks.pop(0)
       if not blocks: del self.cache[key]

@@ -39,6 +39,18 @@ def test_default_bound_is_a_share_of_the_device():
   assert PoolAllocator(Pool(1000), cache_limit=MemoryBound(share=0.5)).cache_limit == 500
 
 
+def test_device_size_is_asked_only_when_needed():
+  # a subclass sets up its device after LRUAllocator.__init__: the share must not be resolved there
+  class Late(PoolAllocator):
+    def __init__(self):
+      LRUAllocator.__init__(self)
+      self.pool, self.freed = Pool(1000), []
+  a = Late()
+  a.set_cache_limit(MemoryBound(share=0.1))
+  a.free(a.alloc(50), 50)
+  assert a.cache_limit == 100 and a.cached_bytes == 50
+
+
 def test_freed_blocks_are_reused_within_the_bound():
   a = PoolAllocator(Pool(1000), cache_limit=100)
   x = a.alloc(40)
