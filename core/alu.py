@@ -19,17 +19,17 @@ from plugrad.uops import Ops
 def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   # floats: trunc(a / b) with IEEE results for b == 0 (what a renderer's trunc of a division gives)
   if a.dtype.kind == "f": return np.trunc(a / b)
-  # integers: truncating division (C semantics) with x/0 -> 0
+  # integers: truncating division (C semantics) with x/0 -> 0 and INT_MIN/-1 wrapping to INT_MIN. a - fmod(a, b)
+  # is an exact multiple of b, so floor division of it truncates; np.abs would overflow at INT_MIN instead
   safe = np.where(b == 0, 1, b)
-  q = np.abs(a) // np.abs(safe)
-  q = np.where((a < 0) != (safe < 0), -q, q)
+  q = (a - np.fmod(a, safe)) // safe
   return np.where(b == 0, 0, q).astype(a.dtype)
 
 
 def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   if a.dtype.kind == "f": return np.fmod(a, b)  # C's fmod: exact, no rounded quotient involved
-  # remainder with the sign of the dividend (C semantics) with x%0 -> 0 (numpy's answer)
-  return np.where(b == 0, 0, a - _idiv(a, b) * b).astype(a.dtype)
+  # remainder with the sign of the dividend (C semantics: numpy's fmod on integers) with x%0 -> 0 (numpy's answer)
+  return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
 
 
 def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:

@@ -1,0 +1,246 @@
+"""No silent wrong answers: accumulation accuracy, sum dtypes, `//` and `%`, special values (NaN,
+inf, -0.0) and Python int conversion, each checked against torch's own result."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from plugrad import Tensor, dtypes
+from plugrad.codegen.lowerer import ACC_BLOCK, lower
+from plugrad.device import Capabilities
+from plugrad.registry import get_registry
+from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.spec import check_program
+from plugrad.testing import available_devices
+from plugrad.uops import Ops
+
+# every class of float: signed zeros, infinities, NaN, tiny, huge, exact and inexact fractions
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, 5.0, 0.2, -0.2, 7.5, 100.0, -100.0, 1e-30, -1e-30,
+           1e30, -1e30, 1e-45, math.inf, -math.inf, math.nan]
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
+                "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+                "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64}
+
+
+def pairs(values, dtype=np.float32):
+  """Every (a, b) combination of `values` as two flat arrays."""
+  a = np.array([x for x in values for _ in values], dtype)
+  b = np.array([y for _ in values for y in values], dtype)
+  return a, b
+
+
+def to_torch(arr: np.ndarray, dtype: str) -> torch.Tensor: return torch.tensor(arr).to(TORCH_DTYPES[dtype])
+
+
+def assert_same_values(got: np.ndarray, want: np.ndarray, inputs: tuple, rtol: float = 0.0) -> None:
+  """Equal values including the sign of zeros (NaN equals NaN); with rtol, close values but still the same
+  infinities, NaNs and zero signs."""
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  assert got.shape == want.shape
+  if rtol == 0: ok = (got == want) & (np.signbit(got) == np.signbit(want))
+  else:
+    with np.errstate(invalid="ignore"):  # inf - inf in the closeness test; infinities are compared below
+      ok = np.isclose(got, want, rtol=rtol, atol=0) | (np.abs(got - want) <= rtol * 1e-3)
+    ok &= (np.isinf(got) == np.isinf(want)) & ((want != 0) | (np.signbit(got) == np.signbit(want)))
+  ok |= np.isnan(got) & np.isnan(want)
+  bad = np.nonzero(~ok)[0]
+  rows = [f"inputs {tuple(float(x[i]) for x in inputs)}: got {got[i]!r}, torch {want[i]!r}" for i in bad[:8]]
+  assert not len(bad), f"{len(bad)} values differ from torch:\n" + "\n".join(rows)
+
+
+# ---------------------------------------------------------------- accumulation
+
+
+def run_lowered(out: Tensor, caps: Capabilities, acc_block: int):
+  """Schedule `out` on PYTHON, lower every kernel for `caps` with `acc_block`, run it on the reference
+  interpreter; return the result and the programs."""
+  programs = []
+  for item in out.schedule():
+    prog = lower(item.ast, caps, acc_block=acc_block)
+    check_program(prog)
+    programs.append(prog)
+    runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    item.kernel.done = True
+  from plugrad.tensor import _finish_realize
+  _finish_realize()
+  return out.numpy(), programs
+
+
+def accumulator_trip_counts(prog) -> list[int]:
+  """For every float ADD accumulator: how many values it adds (the trip counts of the loops opened between its
+  definition and its update)."""
+  open_loops, defined_at, counts = [], {}, []
+  for u in prog.uops:
+    if u.op is Ops.RANGE: open_loops.append(u.src[0].arg)
+    elif u.op is Ops.ENDRANGE: open_loops.pop()
+    elif u.op is Ops.DEFINE_ACC: defined_at[u] = len(open_loops)
+    elif u.op is Ops.ACCUMULATE and u.arg is Ops.ADD and u.dtype.scalar().is_float:
+      counts.append(math.prod(open_loops[defined_at[u.src[0]]:]))
+  return counts
+
+
+CPU_LIKE = Capabilities(launch_dims=0)
+GPU_LIKE = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
+
+
+@pytest.mark.parametrize("caps", [CPU_LIKE, GPU_LIKE], ids=["loops", "gpu"])
+@pytest.mark.parametrize("build", [
+  lambda x: x.reshape(-1)[:37].sum(),                          # 37: no divisor, the last block is gated
+  lambda x: x.reshape(-1)[:48].sum(),                          # 48 = 3 x 16
+  lambda x: x.reshape(-1).sum(),                               # 1200: three levels
+  lambda x: x.reshape(10, 120).exp().sum(1),                   # exp(0) is 1: a gated tail must add 0, not exp(0)
+  lambda x: x.reshape(3, 4, 100).sum((0, 2)),                  # several reduce axes grouped into accumulators
+  lambda x: x.reshape(40, 30).pad(((0, 0), (5, 6))).sum(1),   # pad validity and block gating together
+  lambda x: x.reshape(30, 40) @ x.reshape(40, 30),             # matmul, K = 40 (register tiles on loops devices)
+], ids=["gated", "exact", "levels", "exp", "axes", "pad", "matmul"])
+def test_cascaded_sums_match_numpy(caps, build):
+  x = np.random.default_rng(0).standard_normal(1200).astype(np.float32)
+  got, progs = run_lowered(build(Tensor(x, device="PYTHON")), caps, acc_block=16)
+  want = build(Tensor(x, device="PYTHON")).numpy()  # default lowering: these sums are short enough for one accumulator
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+  counts = [c for p in progs for c in accumulator_trip_counts(p)]
+  assert counts and max(counts) <= 16, f"an accumulator adds {max(counts)} values, more than the block of 16"
+
+
+def test_long_float_sum_uses_short_accumulators():
+  x = Tensor.empty(3, 10**6 + 3, device="PYTHON")  # 1000003 is prime: no block divides it
+  for item in x.sum(1).schedule():
+    counts = accumulator_trip_counts(lower(item.ast, get_registry().device("PYTHON").caps))
+    assert len(counts) >= 2 and max(counts) <= ACC_BLOCK
+
+
+def test_half_accumulator_holds_more_than_2048(device):
+  # a float16 accumulator stops at 2048 (2049 is not a half); torch accumulates halves in float32
+  assert Tensor.ones(5000, dtype=dtypes.float16, device=device).sum(dtype=dtypes.float16).item() == 5000
+  assert Tensor.ones(100_000, dtype=dtypes.float16, device=device).mean().item() == 1.0  # the sum passes 65504
+  assert Tensor.full((70_000,), 3.0, dtype=dtypes.bfloat16, device=device).var().item() == 0.0
+
+
+@pytest.mark.skipif("CPU" not in available_devices(), reason="needs the CPU device (plugrad-cpu-llvm and llvmlite)")
+def test_sum_of_a_trillion_ones_is_exact():
+  # float32 partial sums stop growing at 2**24; the split reduction and the accumulator cascade keep every level exact
+  assert Tensor.ones(10**12, device="CPU").sum().item() == np.float32(1e12)
+  assert Tensor.ones(2**25 + 3, device="CPU").contiguous().sum().item() == np.float32(2**25 + 3)
+
+
+@pytest.mark.parametrize("dtype", list(TORCH_DTYPES))
+def test_sum_and_prod_dtypes_follow_torch(device, dtype):
+  x = np.array([1, 0, 1, 1], dtype=np.float32)
+  t, ref = Tensor(x, device=device).cast(dtype), to_torch(x, dtype)
+  for op in ("sum", "prod"):
+    assert getattr(t, op)().dtype.name == str(getattr(ref, op)().dtype).removeprefix("torch.")
+    assert getattr(t, op)(dtype=dtypes.int8).dtype == dtypes.int8
+
+
+def test_int_sums_accumulate_in_int64(device):
+  big = Tensor([2**31 - 1] * 4, dtype=dtypes.int32, device=device)
+  assert big.sum().item() == 4 * (2**31 - 1)
+  assert Tensor([200] * 3, dtype=dtypes.uint8, device=device).sum().item() == 600
+  assert Tensor([100, 100, 100], dtype=dtypes.int8, device=device).sum(dtype=dtypes.int8).item() == 44  # torch wraps too
+  assert (big.reshape(2, 2) @ Tensor([[1], [1]], dtype=dtypes.int32, device=device)).dtype == dtypes.int32  # matmul keeps
+
+
+# ---------------------------------------------------------------- // and %
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", ["floordiv", "mod"])
+def test_float_floordiv_and_mod_equal_torch(device, dtype, op):
+  a, b = pairs(SPECIAL)
+  f = (lambda x, y: x // y) if op == "floordiv" else (lambda x, y: x % y)
+  # torch element by element: its vectorised CPU loop gives NaN for 1 % 1e-45 (a/b overflows) where its scalar
+  # code, the definition the vector code approximates, gives the exact 0
+  ta, tb = to_torch(a, dtype), to_torch(b, dtype)
+  want = np.array([f(ta[i:i + 1], tb[i:i + 1]).item() for i in range(len(a))])
+  got = f(Tensor(a, device=device).cast(dtype), Tensor(b, device=device).cast(dtype)).cast(dtypes.float64).numpy()
+  assert_same_values(got, want, (a, b))
+
+
+def test_float_floordiv_examples(device):
+  x = Tensor([5.0, math.inf, 1.0, -1.0, -1.0], device=device)
+  y = Tensor([0.2, 2.0, math.inf, math.inf, 2.0], device=device)
+  np.testing.assert_array_equal((x // y).numpy(), np.float32([24, math.nan, 0, -1, -1]))
+  np.testing.assert_allclose((x % y).numpy(), np.float32([0.2, math.nan, 1, math.inf, 1]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])  # the integer types torch divides
+def test_int_floordiv_and_mod_equal_torch(device, dtype):
+  info = np.iinfo(dtype)
+  values = [0, 1, 2, 7, 100, info.max, info.max - 1] + ([-1, -2, -7, -100, info.min, info.min + 1] if info.min else [])
+  a, b = pairs(values, np.dtype(dtype))
+  nz = b != 0
+  ta, tb = torch.tensor(a[nz]), torch.tensor(b[nz])
+  pa, pb = Tensor(a, device=device), Tensor(b, device=device)
+  np.testing.assert_array_equal((pa // pb).numpy()[nz], (ta // tb).numpy())
+  np.testing.assert_array_equal((pa % pb).numpy()[nz], (ta % tb).numpy())
+  # integer x // 0 and x % 0 are 0 (numpy's answer; torch raises), never a trap
+  assert not (pa // pb).numpy()[~nz].any() and not (pa % pb).numpy()[~nz].any()
+
+
+# ---------------------------------------------------------------- special values in elementwise ops
+
+
+UNARY = {  # name: (plugrad, torch, rtol); rtol 0 means the same bits (up to NaN payloads)
+  "neg": (Tensor.neg, torch.neg, 0), "abs": (Tensor.abs, torch.abs, 0), "sign": (Tensor.sign, torch.sign, 0),
+  "relu": (Tensor.relu, torch.relu, 0), "trunc": (Tensor.trunc, torch.trunc, 0), "floor": (Tensor.floor, torch.floor, 0),
+  "ceil": (Tensor.ceil, torch.ceil, 0), "square": (Tensor.square, torch.square, 0),
+  "reciprocal": (Tensor.reciprocal, torch.reciprocal, 0), "sqrt": (Tensor.sqrt, torch.sqrt, 1e-6),
+  "exp": (Tensor.exp, torch.exp, 1e-5), "log": (Tensor.log, torch.log, 1e-5), "log2": (Tensor.log2, torch.log2, 1e-5),
+  "sin": (Tensor.sin, torch.sin, 1e-5), "cos": (Tensor.cos, torch.cos, 1e-5), "tan": (Tensor.tan, torch.tan, 1e-5),
+  "sigmoid": (Tensor.sigmoid, torch.sigmoid, 1e-5), "tanh": (Tensor.tanh, torch.tanh, 1e-5),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_special_values_equal_torch(device, name):
+  fn, ref, rtol = UNARY[name]
+  x = np.array(SPECIAL + [np.pi / 2, 3 * np.pi / 2, 4000.3, -1e-6], np.float32)
+  assert_same_values(fn(Tensor(x, device=device)).numpy(), ref(torch.tensor(x)).numpy(), (x,), rtol)
+
+
+BINARY = {
+  "add": (Tensor.add, torch.add), "sub": (Tensor.sub, torch.sub), "mul": (Tensor.mul, torch.mul),
+  "div": (Tensor.div, torch.div), "maximum": (Tensor.maximum, torch.maximum), "minimum": (Tensor.minimum, torch.minimum),
+  "lt": (Tensor.__lt__, torch.lt), "gt": (Tensor.__gt__, torch.gt), "le": (Tensor.__le__, torch.le),
+  "ge": (Tensor.__ge__, torch.ge), "eq": (Tensor.__eq__, torch.eq), "ne": (Tensor.__ne__, torch.ne),
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_special_values_equal_torch(device, name):
+  fn, ref = BINARY[name]
+  a, b = pairs(SPECIAL)
+  if name in ("maximum", "minimum"):  # which zero max(-0.0, 0.0) returns is the operand order's, in torch too
+    keep = ~((a == 0) & (b == 0))
+    a, b = a[keep], b[keep]
+  want = ref(torch.tensor(a), torch.tensor(b)).numpy()
+  assert_same_values(fn(Tensor(a, device=device), Tensor(b, device=device)).numpy(), want, (a, b))
+
+
+# ---------------------------------------------------------------- Python ints
+
+
+@pytest.mark.parametrize("make", [
+  lambda: Tensor([1], dtype=dtypes.int64, device="PYTHON") + 2**64,
+  lambda: Tensor([1], dtype=dtypes.int64, device="PYTHON") - (-2**63 - 1),
+  lambda: Tensor([1.0], device="PYTHON") * 2**70,
+  lambda: Tensor(2**64, device="PYTHON"),
+  lambda: Tensor([[1, 2], [3, 2**64]], dtype=dtypes.uint64, device="PYTHON"),
+  lambda: Tensor.full((2,), 2**70, device="PYTHON"),
+  lambda: Tensor([1], device="PYTHON").pad(((1, 1),), value=2**65),
+], ids=["add", "sub", "float-mul", "scalar", "list", "full", "pad"])
+def test_ints_beyond_64_bits_raise_overflow_error(make):
+  with pytest.raises(OverflowError, match="64 bits"):
+    make()
+
+
+def test_ints_within_64_bits_wrap_like_torch(device):
+  one = torch.tensor([1], dtype=torch.int64)
+  assert (Tensor([1], dtype=dtypes.int64, device=device) + 2**63).tolist() == (one + 2**63).tolist()
+  assert (Tensor([1], dtype=dtypes.int64, device=device) + (2**64 - 1)).tolist() == (one + (2**64 - 1)).tolist()
+  assert (Tensor([1], dtype=dtypes.int8, device=device) + 300).tolist() == (torch.tensor([1], dtype=torch.int8) + 300).tolist()
+  assert (Tensor([1], dtype=dtypes.uint8, device=device) - 2).tolist() == [255]
+  assert Tensor([300, -1], dtype=dtypes.int8, device=device).tolist() == [44, -1]
+  assert Tensor([2**63 + 5], dtype=dtypes.uint64, device=device).tolist() == [2**63 + 5]
