@@ -85,9 +85,54 @@ def _array_from_py(data: list | tuple, dt: DType) -> np.ndarray:
 
 
 class _RNG:
-  """The random state behind rand/randn/uniform: a numpy Philox generator, reseeded by manual_seed."""
+  """The random state: a seed and, per device, a counter in a one-element device buffer.
+
+  A draw of n numbers advances the counter by n with an `assign` and hashes (seed, counter + i) on the
+  device, so random numbers are computed where they are used, and a TinyJit replay draws new ones as
+  eager code does (the counter's update is one of the kernels it replays)."""
   lock = threading.Lock()
-  gen = np.random.Generator(np.random.Philox(0))
+  seed = 0
+  counters: dict[str, Tensor] = {}
+
+
+def _seed_keys(seed: int) -> tuple[int, int]:
+  """Two 32-bit keys from a seed (splitmix64), so nearby seeds give unrelated streams."""
+  z = (seed * 0x9E3779B97F4A7C15 + 0x9E3779B97F4A7C15) & (2**64 - 1)
+  z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+  z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+  z ^= z >> 31
+  return z & 0xFFFFFFFF, z >> 32
+
+
+def _hash32(x: Tensor) -> Tensor:
+  """A 32-bit integer hash with full avalanche (Wellons' lowbias32) of a uint32 tensor."""
+  x = x ^ (x >> 16)
+  x = x * 0x7FEB352D
+  x = x ^ (x >> 15)
+  x = x * 0x846CA68B
+  return x ^ (x >> 16)
+
+
+def _random_bits(shape: tuple[int, ...], device: str | None) -> Tensor:
+  """Uniform random uint32 values of `shape` (lazy: realize to draw)."""
+  device = canonical_device(device) if device else get_registry().default_device()
+  n = prod(shape)
+  with _RNG.lock:
+    if (ctr := _RNG.counters.get(device)) is None:
+      # uploaded, not computed: a counter made inside a TinyJit capture must not be reset by its replays
+      ctr = _RNG.counters[device] = Tensor(np.zeros(1, np.uint32), device=device)
+    ctr.assign(ctr + n).realize()  # its own realize: the draw's graph then holds no assign (schedule-cache friendly)
+  first = ctr - n  # the counter after this draw's update: the draws are realized before the next one
+  k0, k1 = _seed_keys(_RNG.seed)
+  index = Tensor.arange(n, dtype=dtypes.uint32, device=device) + first
+  return _hash32(_hash32(index ^ k0) + k1).reshape(shape)
+
+
+def _unit_uniform(shape: tuple[int, ...], dt: DType, device: str | None) -> Tensor:
+  """Uniform values in [0, 1) of float dtype `dt`: as many random bits as `dt` holds exactly, so a
+  value never rounds up to 1."""
+  bits = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dt, 24)
+  return (_random_bits(shape, device) >> (32 - bits)).cast(dt) * (2.0 ** -bits)
 
 
 class _TensorMeta(type):
@@ -238,8 +283,10 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
-    """Seed the generator behind rand, randn and uniform."""
-    with _RNG.lock: _RNG.gen = np.random.Generator(np.random.Philox(seed))
+    """Seed the random numbers of every device: after the same seed, the same program draws the same numbers."""
+    with _RNG.lock:
+      _RNG.seed = int(seed)
+      _RNG.counters = {}
 
   @staticmethod
   def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
@@ -250,10 +297,14 @@ class Tensor(metaclass=_TensorMeta):
   @staticmethod
   def uniform(*shape: ShapeArg, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
               device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-    """Uniform random values in [low, high)."""
+    """Uniform random values in [low, high), drawn on the device."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
-    with _RNG.lock: data = _RNG.gen.random(shape, dtype=np.float32)
-    return Tensor((data * (high - low) + low).astype(dt.np), device=device, dtype=dt, requires_grad=requires_grad)
+    if not dt.is_float: raise TypeError(f"uniform draws floats; use randint for {dt.name}")
+    u = _unit_uniform(shape, dt, device)
+    out = u if (low, high) == (0.0, 1.0) else (u * (high - low) + low).cast(dt)
+    out = out.realize()
+    out.requires_grad = requires_grad
+    return out
 
   @staticmethod
   def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
@@ -264,18 +315,27 @@ class Tensor(metaclass=_TensorMeta):
   @staticmethod
   def normal(*shape: ShapeArg, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None,
              device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-    """Normal random values with `mean` and `std`."""
+    """Normal random values with `mean` and `std` (Box-Muller on the device, computed in float32)."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
-    with _RNG.lock: data = _RNG.gen.standard_normal(shape, dtype=np.float32)
-    return Tensor((data * std + mean).astype(dt.np), device=device, dtype=dt, requires_grad=requires_grad)
+    if not dt.is_float: raise TypeError(f"normal draws floats, not {dt.name}")
+    u = _unit_uniform((2, *shape), dtypes.float32, device)
+    z = ((1 - u[0]).log() * -2).sqrt() * (u[1] * (2 * math.pi)).cos()  # 1 - u is in (0, 1]: log is finite
+    out = (z * std + mean).cast(dt).realize()
+    out.requires_grad = requires_grad
+    return out
 
   @staticmethod
   def randint(*shape: ShapeArg, low: int = 0, high: int = 10, dtype: DType | str | None = None,
               device: str | None = None) -> Tensor:
-    """Random integers in [low, high)."""
+    """Random integers in [low, high), drawn on the device."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_int
-    with _RNG.lock: data = _RNG.gen.integers(low, high, shape)
-    return Tensor(data.astype(dt.np), device=device, dtype=dt)
+    if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer))):
+      raise TypeError(f"randint takes integer bounds, got low={low!r}, high={high!r}")
+    if not 0 < high - low <= 2**32: raise ValueError(f"randint needs low < high within 2**32, got low={low}, high={high}")
+    bits = _random_bits(shape, device)
+    offset = bits if high - low == 2**32 else bits % (high - low)  # modulo bias below 2**-32 * (high - low)
+    return (offset.cast(dtypes.int64) + low).cast(dt).realize() if dt.itemsize == 8 or low < 0 else \
+      (offset.cast(dt) + low).realize()
 
   # ------------------------------------------------------------------ realizing
 
@@ -378,6 +438,10 @@ class Tensor(metaclass=_TensorMeta):
 
   def _check_root_gradient(self, gradient: Tensor | None) -> Tensor:
     if not self.dtype.is_float: raise TypeError(f"only float tensors have gradients, this one is {self.dtype.name}")
+    if contiguous_base(self.uop) is not None and self.requires_grad is not True:
+      # realize() (also numpy(), item()) turns a tensor into its buffer: the graph behind it is gone
+      raise RuntimeError(f"this tensor (shape {self.shape}) is already realized, so the graph it was computed "
+                         "from is gone; call backward()/gradient() before .realize(), .numpy() or .item()")
     if gradient is None:
       if self.shape != ():
         raise ValueError(f"backward of a tensor of shape {self.shape} needs `gradient` (dL/dself, of that shape); "
@@ -2067,9 +2131,7 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"unfold size {size} is larger than dimension {dim} of shape {self.shape}")
     order = [i for i in range(self.ndim) if i != d] + [d]
     x = self.permute(order)
-    if size == 0:
-      x = x.reshape(x.shape[:-1] + (1,)).expand(x.shape[:-1] + ((x.shape[-1]) // step + 1,)).unsqueeze(-1).shrink_to(
-        x.shape[:-1] + (x.shape[-1] // step + 1, 0))
+    if size == 0: x = Tensor.zeros(x.shape[:-1] + (x.shape[-1] // step + 1, 0), dtype=self.dtype, device=self.device)
     else: x = x._pool_last(size, step, 1)
     back = [0] * self.ndim
     for i, o in enumerate(order): back[o] = i
@@ -2280,8 +2342,7 @@ class Tensor(metaclass=_TensorMeta):
   def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
     """A random permutation of 0..n-1 (from the generator manual_seed seeds)."""
     if not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"randperm needs n >= 0, got {n!r}")
-    with _RNG.lock: perm = _RNG.gen.permutation(int(n))
-    return Tensor(perm, device=device, dtype=dtype)
+    return Tensor.rand(int(n), device=device).argsort().cast(dtype).realize()
 
   def const_like(self, b: Any, dtype: DType | str | None = None) -> Tensor:
     """A constant of this shape and device (dtype of self unless given); costs no memory."""

@@ -94,6 +94,18 @@ def test_binary_broadcast(dev, name):
 
 
 @pytest.mark.parametrize("dev", DEVICES)
+def test_pow_at_zero_and_one(dev):
+  # the edges of pow's formula: torch's gradients, not NaN and not the 0 of a constant
+  x = torch.tensor([0.0, 1.0, 3.0], requires_grad=True)
+  e = torch.tensor([2.5, 2.5, 0.0], requires_grad=True)
+  (x ** e).sum().backward()
+  ox, oe = Tensor([0.0, 1.0, 3.0], device=dev, requires_grad=True), Tensor([2.5, 2.5, 0.0], device=dev, requires_grad=True)
+  (ox ** oe).sum().backward()
+  np.testing.assert_allclose(ox.grad.numpy(), x.grad.numpy(), rtol=1e-5)
+  np.testing.assert_allclose(oe.grad.numpy(), e.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
 def test_where(dev):
   check_grad(dev, lambda c, a, b: (c > 0).where(a, b), lambda c, a, b: torch.where(c > 0, a, b), (3, 4), (4,), (3, 1))
 
@@ -228,6 +240,25 @@ def test_backward_of_non_scalar_needs_gradient():
   (x * 2).backward(Tensor.full((2, 3), 0.5, device="PYTHON"))
   np.testing.assert_allclose(x.grad.numpy(), np.ones((2, 3)))
   with pytest.raises(ValueError, match="shape"): (x * 2).backward(Tensor.ones(3, device="PYTHON"))
+
+
+def test_backward_after_realize_says_why_it_cannot():
+  w = Tensor([1.0, 2.0], device="PYTHON", requires_grad=True)
+  loss = (w * w).sum()
+  loss.item()
+  with pytest.raises(RuntimeError, match="already realized"): loss.backward()
+
+
+def test_equal_leaves_keep_their_own_gradients_and_buffers():
+  # two Tensor.ones(3) are one graph node; requires_grad makes each a leaf with a buffer of its own
+  a, b = Tensor.ones(3, device="PYTHON", requires_grad=True), Tensor.ones(3, device="PYTHON", requires_grad=True)
+  (a * 2 + b * 5).sum().backward()
+  np.testing.assert_allclose(a.grad.numpy(), [2.0] * 3)
+  np.testing.assert_allclose(b.grad.numpy(), [5.0] * 3)
+  m, v = Tensor.zeros(3, device="PYTHON").requires_grad_(False), Tensor.zeros(3, device="PYTHON").requires_grad_(False)
+  Tensor.realize(m, v)
+  m.assign(m + 1).realize()
+  np.testing.assert_allclose(v.numpy(), [0.0] * 3)
 
 
 def test_gradient_returns_lazy_tensors_and_leaves_grad_alone():
