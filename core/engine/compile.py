@@ -65,5 +65,16 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
     raise CompileError(f"{device.name} failed to compile kernel {prog.name}: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
   device.registry.notify("plugrad_kernel_compiled", device=device.name, name=prog.name, source=src,
                          seconds=0.0 if cached else time.perf_counter() - st, cached=cached, ast=ast)
-  ck = _compiled[key] = CompiledKernel(prog, src, binary, device.runtime.load(prog.name, binary))
+  ck = _compiled[key] = CompiledKernel(prog, src, binary, _load(device, prog.name, src, binary, cached))
   return ck
+
+
+def _load(device: Device, name: str, src: str, binary: bytes, cached: bool) -> Program:
+  """Load `binary`. A cached one the runtime refuses (built by an earlier build of the same versions) is
+  evicted and rebuilt once, so a stale entry never needs a manual cache clear."""
+  try:
+    return device.runtime.load(name, binary)
+  except Exception:
+    if not cached: raise
+  device.compiler.evict(src)
+  return device.runtime.load(name, device.compiler.compile(src)[0])

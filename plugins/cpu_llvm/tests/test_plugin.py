@@ -128,6 +128,25 @@ def test_cache_two_processes_at_once(tmp_path):
   assert not [p for p in (tmp_path / "cache").rglob(".tmp-*")]  # no temp files left behind
 
 
+def test_stale_signed_entry_is_rebuilt(tmp_path):
+  # an entry this user's plugrad signed, in a layout this build's runtime refuses (as after an upgrade
+  # that kept the version number): evicted and recompiled, no manual cache clear
+  reg = Registry(Config.from_env({"PLUGRAD_CACHE_DIR": str(tmp_path)}))
+  prev = set_registry(reg)
+  try:
+    dev = reg.device("CPU")
+    def out(): return Tensor(np.arange(4, dtype=np.float32), device="CPU") * 3 - 1
+    (item,) = [it for it in out().schedule() if not it.is_copy]
+    src = render_for(dev, item.ast)[1]
+    comp = dev.compiler
+    comp.cache().put(comp.cache_key(src), comp.versions(), pack_binary({"fn": "gone"}, b"\x7fELF stale"))
+    np.testing.assert_array_equal(out().numpy(), np.arange(4) * 3 - 1)
+    binary, cached = comp.compile(src)
+    assert cached and unpack_binary(binary)[0]["nparams"] == 2  # the rebuilt entry replaced the stale one
+  finally:
+    set_registry(prev)
+
+
 def test_binary_format_rejects_foreign_bytes():
   with pytest.raises(ValueError): unpack_binary(b"PLUGRAD1" + b"\x00" * 40)
   good = LLVMCompiler(None).compile(kernel_source(Tensor.rand(8, device="CPU") - 4))[0]
