@@ -120,7 +120,8 @@ class {Cls}Renderer(CStyleRenderer):
   buffer_prefix = ""
 ''',
   "{pkg}/compiler.py": '''\
-"""Source -> binary bytes. plugrad caches the result on disk under a key of the source and identity()."""
+"""Source -> binary bytes. plugrad caches the result on disk (private, signed entries) under a key of the
+source, identity() and the plugrad and plugin versions."""
 from plugrad import CompileError, Compiler
 
 
@@ -141,7 +142,9 @@ from plugrad import LRUAllocator
 
 
 class {Cls}Allocator(LRUAllocator):
-  # TODO: allocate, free and copy with your device's API (LRUAllocator reuses freed blocks by size)
+  # TODO: allocate, free and copy with your device's API (LRUAllocator reuses freed blocks by size, up to
+  # PLUGRAD_ALLOC_CACHE: a share of _memory_total(), the host's memory unless you return your device's);
+  # raise MemoryError when the device is out of memory, so the cached blocks are released and it is retried
   def _alloc(self, nbytes: int, options) -> np.ndarray: return np.empty(nbytes, dtype=np.uint8)
   def _copyin(self, raw: np.ndarray, src: memoryview) -> None: raw[:len(src)] = np.frombuffer(src, dtype=np.uint8)
   def _copyout(self, dest: memoryview, raw: np.ndarray) -> None: np.frombuffer(dest, dtype=np.uint8)[:] = raw[:len(dest)]
