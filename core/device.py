@@ -171,7 +171,8 @@ class LRUAllocator(Allocator):
 
   def set_cache_limit(self, limit: int | MemoryBound | None) -> None:
     """Bound the cache (bytes, a MemoryBound, or None for the default) and trim it to the new bound."""
-    self.bound = DEFAULT_ALLOC_CACHE if limit is None else MemoryBound(nbytes=limit) if isinstance(limit, int) else limit
+    if limit is None: limit = DEFAULT_ALLOC_CACHE
+    self.bound = MemoryBound(nbytes=limit) if isinstance(limit, int) else limit
     self._limit: int | None = None
     self._trim()
 

@@ -80,22 +80,28 @@ def _writers(st: os.stat_result) -> str | None:
   return None
 
 
+_ELSEWHERE = "set PLUGRAD_CACHE_DIR to a directory of your own"
+
+
 def directory_problem(path: Path) -> str | None:
-  """Why `path` (an existing directory) is not safe for a cache other users must not control, or
-  None when it is. The owner check follows ssh's StrictModes: the directory must be the user's,
-  its parents the user's or root's, and none writable by anyone else unless sticky."""
+  """Why `path` (an existing directory) is not safe for a cache other users must not control, and
+  what fixes it; None when it is safe. The check follows ssh's StrictModes: the directory must be
+  the user's, its parents the user's or root's, and none writable by anyone else unless sticky."""
   if not hasattr(os, "getuid"): return None  # Windows: ACLs, not modes, decide; the default profile folder is private
   uid = os.getuid()
   path = Path(os.path.realpath(path))  # check where the entries really live, not a symlink to it
   for p in (path, *path.parents):
     st = p.stat()
     if p == path:
-      if st.st_uid != uid: return f"it is owned by uid {st.st_uid}, not by you (uid {uid})"
-      if (who := _writers(st)): return f"{who} can write to it (mode {stat.S_IMODE(st.st_mode):o})"
+      if st.st_uid != uid: return f"it is owned by uid {st.st_uid}, not by you (uid {uid}); {_ELSEWHERE}"
+      if (who := _writers(st)):
+        return f"{who} can write to it (mode {stat.S_IMODE(st.st_mode):o}); run `chmod go-w {path}` or {_ELSEWHERE}"
     else:
-      if st.st_uid not in (uid, 0): return f"its parent {p} is owned by uid {st.st_uid}, not by you or root"
+      if st.st_uid not in (uid, 0):
+        return f"its parent {p} is owned by uid {st.st_uid}, not by you or root; {_ELSEWHERE}"
       if (who := _writers(st)) and not st.st_mode & stat.S_ISVTX:
-        return f"{who} can write to its parent {p} (mode {stat.S_IMODE(st.st_mode):o}) and could replace it"
+        mode = stat.S_IMODE(st.st_mode)
+        return f"{who} can write to its parent {p} (mode {mode:o}) and could replace it; {_ELSEWHERE}"
   return None
 
 
@@ -121,9 +127,8 @@ def _warn_once(path: Path, problem: str) -> None:
   with _warned_lock:
     if str(path) in _warned: return
     _warned.add(str(path))
-  warnings.warn(f"plugrad: not using the kernel cache {path}: {problem}; compiled kernels stay in memory for this process "
-                f"(make it private with `chmod 700 {path}` if it is yours, or set PLUGRAD_CACHE_DIR to a directory of "
-                f"your own)", KernelCacheWarning, stacklevel=4)
+  warnings.warn(f"plugrad: kernels are cached in memory only, not in {path}: {problem}", KernelCacheWarning,
+                stacklevel=4)
 
 
 # ---------------------------------------------------------------- the cache
@@ -145,7 +150,7 @@ class KernelCache:
       self.problem = directory_problem(path)
       if self.problem is None: self._secret = self._load_secret()
     except OSError as e:
-      self.problem = f"it cannot be used ({e.strerror or e})"
+      self.problem = f"it cannot be used ({e.strerror or e}); {_ELSEWHERE}"
     if self.problem is not None: _warn_once(path, self.problem)
 
   @property
@@ -165,12 +170,13 @@ class KernelCache:
       with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o077):
-          self.problem = f"its key file {key_path} is not private to you (mode {stat.S_IMODE(st.st_mode):o}, uid {st.st_uid})"
+          self.problem = (f"its key file {key_path} is not private to you (mode {stat.S_IMODE(st.st_mode):o}, uid "
+                          f"{st.st_uid}); delete it (a new key is made and entries are rebuilt)")
           return None
         secret = f.read(KEY_BYTES + 1)
       if len(secret) == KEY_BYTES: return secret
       key_path.unlink(missing_ok=True)  # a damaged key: entries signed with it become misses
-    self.problem = f"its key file {key_path} could not be created"
+    self.problem = f"its key file {key_path} could not be created; {_ELSEWHERE}"
     return None
 
   @staticmethod

@@ -93,7 +93,8 @@ def check_meta(meta: Any) -> None:
 
 
 #: ELF e_machine of the architectures LLVM names first in a target triple
-_ELF_MACHINES = {"x86_64": 62, "aarch64": 183, "arm64": 183, "riscv64": 243, "powerpc64le": 21, "ppc64le": 21, "s390x": 22}
+_ELF_MACHINES = {"x86_64": 62, "aarch64": 183, "arm64": 183, "riscv64": 243, "powerpc64le": 21, "ppc64le": 21,
+                 "s390x": 22}
 
 
 def check_object(obj: bytes, triple: str) -> None:

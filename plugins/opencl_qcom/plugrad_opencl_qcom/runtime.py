@@ -44,8 +44,9 @@ class CLProgram(Program):
       # so clearing the cache cannot help: the driver cannot run what it compiled
       log = _build_log(self.program, cldev) if self.program is not None else ""
       raise DeviceError(f"{cldev.info.name} could not load kernel {name} from the binary it built: {e}{log}\n"
-                        f"Clearing the cache will not help (entries are per driver version). Run with DEBUG=4 to see "
-                        f"the kernel's source and report it to plugrad-opencl-qcom with any driver messages above.") from e
+                        f"Clearing the cache will not help (entries are per driver version). Run with DEBUG=4 to "
+                        f"see the kernel's source and report it to plugrad-opencl-qcom with any driver messages "
+                        f"above.") from e
     wi = cl.kernel_work_group_info
     self.max_threads = int(self.kernel.get_work_group_info(wi.WORK_GROUP_SIZE, cldev.device))
     self.uses_local = int(self.kernel.get_work_group_info(wi.LOCAL_MEM_SIZE, cldev.device)) > 0
