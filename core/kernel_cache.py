@@ -20,6 +20,7 @@ covers everything after itself.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -231,6 +232,7 @@ class KernelCache:
     head = json.dumps({**header, "key": key}, sort_keys=True).encode()
     body = struct.pack("<I", len(head)) + head + binary
     entry = self._entry(key)
+    tmp = None
     try:
       entry.parent.mkdir(mode=0o700, exist_ok=True)
       fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
@@ -238,7 +240,8 @@ class KernelCache:
       with os.fdopen(fd, "wb") as f: f.write(MAGIC + hmac.new(self._secret, body, hashlib.sha256).digest() + body)
       os.replace(tmp, entry)
     except OSError:
-      pass
+      if tmp is not None:  # a full disk: leave no partial file behind
+        with contextlib.suppress(OSError): os.unlink(tmp)
 
   def discard(self, key: str) -> None:
     """Forget the entry under `key` (for a binary the runtime could not load)."""
