@@ -772,7 +772,8 @@ class Tensor(metaclass=_TensorMeta):
     # |a|**b via exp2/log2, then the sign for negative bases with odd integer exponents, NaN for other negative bases
     # at a == 0, log2 sees 1 and |a|**b is chosen directly (0, inf or NaN): the gradient stays finite there
     zero = a == 0
-    mag = zero.where((b < 0).where(float("inf"), (b > 0).where(0.0, float("nan"))), (b * zero.where(1, a.abs()).log2()).exp2())
+    at_zero = (b < 0).where(float("inf"), (b > 0).where(0.0, float("nan")))
+    mag = zero.where(at_zero, (b * zero.where(1, a.abs()).log2()).exp2())
     b_int = b.trunc() == b
     odd = b_int & ((b.abs() * 0.5).trunc() * 2 != b.abs())
     neg = a < 0
@@ -1126,11 +1127,13 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
-             dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0) -> Tensor:
+             dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+             dtype: DType | str | None = None) -> Tensor:
     """Convolution (cross-correlation, as torch) over any number of spatial axes despite the name
     (tinygrad's): input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); 1-D, 2-D and 3-D all work.
 
     :param padding: an int, one int per spatial axis, or torch's flat (left, right, top, bottom, ...) order.
+    :param dtype: the dtype the products are summed in (as `sum`'s).
     """
     n = weight.ndim - 2
     if n < 1 or self.ndim != n + 2:
@@ -1149,7 +1152,7 @@ class Tensor(metaclass=_TensorMeta):
     # (bs, g, rc, *out, cin_g, *k): the reduced axes last
     x = x.permute((0, 1, 3) + tuple(range(4, 4 + n)) + (2,) + tuple(range(4 + n, 4 + 2 * n)))
     w = weight.reshape((1, groups, rc) + (1,) * n + (cin_g,) + ks)
-    ret = (x * w).sum(tuple(range(-1 - n, 0))).reshape((bs, cout) + out)
+    ret = (x * w).sum(tuple(range(-1 - n, 0)), dtype=dtype).reshape((bs, cout) + out)
     return ret if bias is None else ret + bias.reshape((1, cout) + (1,) * n)
 
   def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1,

@@ -1,0 +1,303 @@
+"""Indexing (basic and advanced, reads and writes), shape functions, pad modes, pooling options,
+interpolation and linear algebra of tinygrad 0.14's Tensor API, compared with torch on PYTHON and CPU."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from plugrad import Tensor, dtypes
+
+DEVICES = ["PYTHON", "CPU"]
+
+
+@pytest.fixture(params=DEVICES)
+def dev(request):
+  return request.param
+
+
+def rand(*shape, seed=0):
+  return np.random.default_rng(seed).uniform(-2, 2, size=shape).astype(np.float32)
+
+
+def same(got, want, atol=1e-5, rtol=1e-5):
+  got = got.numpy() if isinstance(got, Tensor) else np.asarray(got)
+  want = want.numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
+  assert got.shape == want.shape, f"shape {got.shape} != reference {want.shape}"
+  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
+  else: np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+READS = [  # each index is applied to X through numpy/torch and through plugrad
+  (1,), (slice(5, 2),), (slice(None, None, -2),), (Ellipsis, slice(1, None, 3)), (None, 0, None, slice(1, 3)),
+  (-1, slice(None), -2), (slice(0, 0), 1), (slice(None, None, 2), slice(3, 0, -2)),
+  ([2, 0, 2],), ([[0, 1], [2, 2]],), (slice(None), [3, -1]), ([0, 2], slice(1, 3), [4, 0]), ([0, 2], [1, 3]),
+  (Ellipsis, [1]), (1, [0, 2], [3, 1]), ([1, 0], None, [2, 3]), (0, slice(None), [0, 1]), ([], slice(None)),
+  (np.array([1, 0]), 2), (slice(None), None, [[0], [3]], [1, 2]),
+]
+
+
+@pytest.mark.parametrize("index", READS, ids=[repr(i) for i in READS])
+def test_getitem(index, dev):
+  same(Tensor(X, device=dev)[index], reference(X, index))
+
+
+def reference(x, index):
+  """x[index] as torch computes it; numpy where torch has no negative steps (the two agree on the rest here)."""
+  if any(isinstance(i, slice) and (i.step or 1) < 0 for i in index): return x[index]
+  return torch.from_numpy(x)[tuple(torch.tensor(i, dtype=torch.long) if isinstance(i, (list, np.ndarray)) else i
+                                   for i in index)]
+
+
+def test_getitem_tensor_and_mask(dev):
+  t = Tensor(X, device=dev)
+  idx = Tensor([[2, -1], [0, 1]], device=dev)
+  same(t[idx], X[np.array([[2, -1], [0, 1]])])
+  same(t[:, idx.cast(dtypes.int64)], X[:, np.array([[2, -1], [0, 1]])])
+  mask = X[:, :, 0] > 20
+  same(t[Tensor(mask, device=dev)], X[mask])
+  same(t[mask, 1:3], X[mask, 1:3])
+  same(t[[0, 1]], X[[0, 1]])  # a list is one index, as in torch
+
+
+def test_getitem_errors(dev):
+  t = Tensor(X, device=dev)
+  with pytest.raises(IndexError, match="out of bounds"): t[3]
+  with pytest.raises(IndexError, match="out of bounds"): t[[0, 3]]
+  with pytest.raises(IndexError, match="too many"): t[0, 0, 0, 0]
+  with pytest.raises(IndexError, match="one ellipsis"): t[..., 0, ...]
+  with pytest.raises(ValueError, match="step"): t[::0]
+  with pytest.raises(IndexError, match="integer or bool"): t[Tensor([0.5], device=dev)]
+  with pytest.raises(TypeError, match="invalid index"): t["a"]
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+WRITES = [  # (index, value shape)
+  ((1,), (4, 5)), ((slice(None), 2), ()), ((slice(None, None, 2), slice(3, 0, -2), 1), (2, 2)),
+  ((Ellipsis, slice(1, 3)), (4, 2)), (([0, 2],), (1, 5)), ((slice(None), [3, 0], [1, 1]), (3, 2)),
+  (([0, 2, 0], 1), (3, 5)), ((slice(4, 1),), (0, 4, 5)), ((None, 0, slice(0, 2)), (2, 5)),
+]
+
+
+@pytest.mark.parametrize("index,vshape", WRITES, ids=[repr(w[0]) for w in WRITES])
+def test_setitem(index, vshape, dev):
+  value = rand(*vshape, seed=1) if vshape else np.float32(7.5)
+  want = X.copy()
+  if any(isinstance(i, slice) and (i.step or 1) < 0 for i in index): want[index] = value  # torch has no negative steps
+  else: torch.from_numpy(want)[tuple(torch.tensor(i) if isinstance(i, list) else i for i in index)] = torch.tensor(value)
+  lazy, realized = Tensor(X, device=dev) * 1, Tensor(X.copy(), device=dev).realize()
+  for t in (lazy, realized):
+    t[index] = Tensor(value, device=dev) if vshape else float(value)
+    same(t, want)
+
+
+def test_setitem_writes_through_and_casts(dev):
+  t = Tensor.zeros(2, 3, dtype="int32", device=dev).realize()
+  alias = t
+  t[1, 1:] = 2.7  # cast to the tensor's dtype, as torch
+  t[Tensor([0, 0], device=dev), Tensor([2, 0], device=dev)] = Tensor([5, 6], device=dev)
+  assert alias.tolist() == [[6, 0, 5], [0, 2, 2]] and t.dtype == dtypes.int32
+  t[:] = [[1, 2, 3]]
+  assert t.tolist() == [[1, 2, 3], [1, 2, 3]]
+  with pytest.raises(ValueError, match="shape"): t[0] = Tensor.ones(2, device=dev)
+
+
+# ------------------------------------------------------------------------------------------------ shape functions
+
+def test_reshape_none_and_minus_one(dev):
+  t = Tensor(X, device=dev)
+  assert t.reshape(None, -1).shape == (3, 20) and t.reshape(3, None, 5).shape == (3, 4, 5)
+  assert t.reshape(-1, 1, None).shape == (60, 1, 5)[:0] + (12, 1, 5)
+  with pytest.raises(ValueError): t.reshape(-1, -1)
+  with pytest.raises(ValueError): t.reshape(7, -1)
+
+
+def test_stack_cat_of_a_sequence(dev):
+  a, b = Tensor(X[0], device=dev), Tensor(X[1], device=dev)
+  same(Tensor.stack([a, b], dim=1), np.stack([X[0], X[1]], 1))
+  same(Tensor.cat([a, b, a], dim=-1), np.concatenate([X[0], X[1], X[0]], -1))
+  same(Tensor.cat((a,)), X[0])
+
+
+def test_split_chunk(dev):
+  t, ref = Tensor(X, device=dev), torch.from_numpy(X)
+  for got, want in zip(t.split(2, 1), ref.split(2, 1)): same(got, want)
+  for got, want in zip(t.split([1, 3, 1], -1), ref.split([1, 3, 1], -1)): same(got, want)
+  for got, want in zip(t.chunk(3, 2), ref.chunk(3, 2)): same(got, want)
+  assert len(t.chunk(2, 0)) == 2 and len(t.chunk(6, 2)) == 5
+  with pytest.raises(ValueError, match="add up"): t.split([1, 1], 0)
+
+
+def test_roll_tril_triu_diag_diagonal(dev):
+  t, ref = Tensor(X, device=dev), torch.from_numpy(X)
+  same(t.roll(2, 1), ref.roll(2, 1))
+  same(t.roll((-1, 7), (0, 2)), ref.roll((-1, 7), (0, 2)))
+  same(t.roll(5), ref.roll(5))
+  for k in (-1, 0, 2):
+    same(t.tril(k), ref.tril(k))
+    same(t.triu(k), ref.triu(k))
+  same(Tensor([1.0, 2.0, 3.0], device=dev).diag(), torch.tensor([1.0, 2.0, 3.0]).diag())
+  for offset, d1, d2 in [(0, 0, 1), (1, 1, 2), (-2, 2, 1), (9, 0, 2)]:
+    same(t.diagonal(offset, d1, d2), ref.diagonal(offset, d1, d2))
+
+
+def test_meshgrid_repeat_interleave_unfold(dev):
+  a, b = Tensor([1, 2, 3], device=dev), Tensor([4, 5], device=dev)
+  for indexing in ("ij", "xy"):
+    for got, want in zip(a.meshgrid(b, indexing=indexing), torch.meshgrid(torch.tensor([1, 2, 3]), torch.tensor([4, 5]),
+                                                                         indexing=indexing)):
+      same(got, want)
+  t, ref = Tensor(X, device=dev), torch.from_numpy(X)
+  same(t.repeat_interleave(2, 1), ref.repeat_interleave(2, 1))
+  same(t[0].repeat_interleave(2), ref[0].repeat_interleave(2))
+  same(t.unfold(2, 2, 2), ref.unfold(2, 2, 2))
+  same(t.unfold(1, 3, 1), ref.unfold(1, 3, 1))
+  same(t.unfold(0, 0, 2), ref.unfold(0, 0, 2))
+
+
+def test_rearrange(dev):
+  t = Tensor(np.arange(24).reshape(2, 3, 4), device=dev)
+  ref = np.arange(24).reshape(2, 3, 4)
+  same(t.rearrange("b c (h w) -> b h (c w)", h=2), ref.reshape(2, 3, 2, 2).transpose(0, 2, 1, 3).reshape(2, 2, 6))
+  same(t.rearrange("b ... -> ... b"), ref.transpose(1, 2, 0))
+  same(t.rearrange("b c w -> b 1 (c w)"), ref.reshape(2, 1, 12))
+  with pytest.raises(ValueError, match="same axes"): t.rearrange("a b c -> a b")
+
+
+def test_pad_to_shrink_to_normalize(dev):
+  t = Tensor(X[0], device=dev)
+  same(t.pad_to(6, None), np.pad(X[0], ((0, 2), (0, 0))))
+  same(t.pad_to((5, 7), value=1.5), np.pad(X[0], ((0, 1), (0, 2)), constant_values=1.5))
+  same(t.shrink_to(2, None), X[0][:2])
+  same(t.normalize(), F.normalize(torch.from_numpy(X[0])))
+  same(t.normalize(1, 0), F.normalize(torch.from_numpy(X[0]), 1, 0))
+
+
+PAD_CASES = [(mode, pads) for mode in ("reflect", "replicate", "circular", "constant")
+             for pads in [(1, 2), (2, 0, 1, 3), (0, 0, 3, 1)]] + [("constant", (-1, 2, 1, -2))]  # torch crops in constant only
+
+
+@pytest.mark.parametrize("mode,pads", PAD_CASES)
+def test_pad_modes(mode, pads, dev):
+  x = rand(2, 4, 5)
+  want = F.pad(torch.from_numpy(x), pads, mode=mode, value=0.5) if mode == "constant" else F.pad(torch.from_numpy(x), pads, mode=mode)
+  same(Tensor(x, device=dev).pad(pads, mode=mode, value=0.5), want)
+
+
+def test_pad_mode_errors(dev):
+  t = Tensor.ones(2, 3, device=dev)
+  with pytest.raises(ValueError, match="smaller"): t.pad((3, 0), mode="reflect")
+  with pytest.raises(ValueError, match="wraps"): t.pad((4, 0), mode="circular")
+  with pytest.raises(ValueError, match="mode"): t.pad((1, 1), mode="wrap")
+  with pytest.raises(TypeError, match="value="): t.pad((1, 1), 2.0)
+
+
+# ------------------------------------------------------------------------------------------------ pooling
+
+POOLS = [  # kernel, stride, dilation, padding, ceil_mode
+  ((2, 2), None, 1, 0, False), (3, 2, 1, 1, False), ((3, 2), (2, 1), (1, 2), (1, 0), True), (2, 3, 1, 0, True),
+  ((2, 3), 2, 1, (0, 1), True), (3, 1, 2, 1, False),
+]
+
+
+@pytest.mark.parametrize("k,s,d,p,ceil", POOLS, ids=[repr(p) for p in POOLS])
+def test_max_pool2d(k, s, d, p, ceil, dev):
+  x = rand(2, 2, 7, 6)
+  want, want_idx = F.max_pool2d(torch.from_numpy(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+  got, idx = Tensor(x, device=dev).max_pool2d(k, s, d, p, ceil, return_indices=True)
+  same(got, want)
+  same(idx, want_idx.int())
+
+
+@pytest.mark.parametrize("k,s,p,ceil,include", [((2, 2), None, 0, False, True), (3, 2, 1, False, False), (3, 2, 1, True, True),
+                                                ((2, 3), 2, (1, 1), True, False), (2, 3, 0, True, True)])
+def test_avg_pool2d(k, s, p, ceil, include, dev):
+  x = rand(1, 3, 7, 6)
+  want = F.avg_pool2d(torch.from_numpy(x), k, s, p, ceil_mode=ceil, count_include_pad=include)
+  same(Tensor(x, device=dev).avg_pool2d(k, s, 1, p, ceil, include), want)
+
+
+def test_pools_1d_3d_and_unpool(dev):
+  x1, x3 = rand(2, 3, 9), rand(1, 2, 4, 5, 4)
+  same(Tensor(x1, device=dev).max_pool2d((3,), 2, padding=1), F.max_pool1d(torch.from_numpy(x1), 3, 2, 1))
+  same(Tensor(x3, device=dev).avg_pool2d((2, 2, 2)), F.avg_pool3d(torch.from_numpy(x3), 2))
+  x = rand(1, 2, 6, 4)
+  values, idx = Tensor(x, device=dev).max_pool2d(2, return_indices=True)
+  tv, ti = F.max_pool2d(torch.from_numpy(x), 2, return_indices=True)
+  same(values.max_unpool2d(idx, 2), F.max_unpool2d(tv, ti, 2))
+  with pytest.raises(ValueError, match="does not fit"): Tensor.ones(1, 1, 2, 2, device=dev).max_pool2d(3)
+
+
+@pytest.mark.parametrize("mode,align", [("linear", False), ("linear", True), ("nearest", False), ("nearest-exact", False)])
+@pytest.mark.parametrize("size", [(5, 9), (2, 3), (4, 4)])
+def test_interpolate(mode, align, size, dev):
+  x = rand(1, 2, 4, 6)
+  tmode = {"linear": "bilinear"}.get(mode, mode)
+  kw = {"align_corners": align} if mode == "linear" else {}
+  same(Tensor(x, device=dev).interpolate(size, mode, align), F.interpolate(torch.from_numpy(x), size, mode=tmode, **kw))
+
+
+# ------------------------------------------------------------------------------------------------ linear algebra
+
+EINSUMS = [
+  ("ij,jk->ik", [(3, 4), (4, 2)]), ("ij,jk", [(3, 4), (4, 2)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+  ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,j->ij", [(3,), (4,)]), ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+  ("ij->ji", [(2, 3)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("i,i->", [(0,), (0,)]), ("iij->j", [(2, 2, 3)]),
+]
+
+
+@pytest.mark.parametrize("formula,shapes", EINSUMS, ids=[e[0] for e in EINSUMS])
+def test_einsum(formula, shapes, dev):
+  arrays = [rand(*s, seed=i) for i, s in enumerate(shapes)]
+  want = torch.einsum(formula, *[torch.from_numpy(a) for a in arrays])
+  same(Tensor.einsum(formula, *[Tensor(a, device=dev) for a in arrays]), want, atol=1e-4)
+  same(Tensor.einsum(formula, [Tensor(a, device=dev) for a in arrays]), want, atol=1e-4)
+
+
+def test_einsum_errors(dev):
+  with pytest.raises(ValueError, match="operands"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev))
+  with pytest.raises(ValueError, match="sizes"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev), Tensor.ones(3, 2, device=dev))
+
+
+@pytest.mark.parametrize("causal,mask,gqa", [(False, None, False), (True, None, False), (False, "bool", False),
+                                             (False, "float", True)])
+def test_scaled_dot_product_attention(causal, mask, gqa, dev):
+  q, k, v = rand(1, 4, 3, 8, seed=0), rand(1, 2 if gqa else 4, 5, 8, seed=1), rand(1, 2 if gqa else 4, 5, 6, seed=2)
+  m = None if mask is None else (rand(3, 5, seed=3) > 0) if mask == "bool" else rand(3, 5, seed=3)
+  tm = None if m is None else torch.from_numpy(m)
+  want = F.scaled_dot_product_attention(torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v), tm,
+                                        is_causal=causal, enable_gqa=gqa)
+  pm = None if m is None else Tensor(m, device=dev)
+  got = Tensor(q, device=dev).scaled_dot_product_attention(Tensor(k, device=dev), Tensor(v, device=dev), pm,
+                                                           is_causal=causal, enable_gqa=gqa)
+  same(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 4), (2, 3, 2), (1, 1)])
+def test_qr(shape, dev):
+  x = rand(*shape)
+  q, r = Tensor(x, device=dev).qr()
+  m = shape[-2]
+  assert q.shape == shape[:-2] + (m, m) and r.shape == shape
+  same(q @ r, x, atol=1e-5)
+  same(q.transpose(-2, -1) @ q, np.broadcast_to(np.eye(m, dtype=np.float32), shape[:-2] + (m, m)), atol=1e-5)
+  same(r, np.triu(r.numpy()))
+  # the same R as LAPACK up to the sign of each row
+  tr = torch.linalg.qr(torch.from_numpy(x), mode="complete")[1].numpy()
+  np.testing.assert_allclose(np.abs(r.numpy()), np.abs(tr), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,full", [((4, 3), True), ((4, 3), False), ((3, 5), True), ((2, 3, 3), False), ((1, 2), True)])
+def test_svd(shape, full):
+  x = rand(*shape)
+  u, s, vh = Tensor(x, device="CPU").svd(full)
+  tu, ts, tvh = torch.linalg.svd(torch.from_numpy(x), full_matrices=full)
+  assert u.shape == tuple(tu.shape) and s.shape == tuple(ts.shape) and vh.shape == tuple(tvh.shape)
+  same(s, ts, atol=1e-5)
+  k = s.shape[-1]
+  same((u[..., :, :k] * s.unsqueeze(-2)) @ vh[..., :k, :], x, atol=1e-5)
+  eye = np.broadcast_to(np.eye(u.shape[-1], dtype=np.float32), u.shape[:-2] + (u.shape[-1],) * 2)
+  same(u.transpose(-2, -1) @ u, eye, atol=1e-5)
