@@ -84,3 +84,13 @@ def test_a_capture_that_launches_nothing_is_an_error():
   f = TinyJit(lambda x: x)
   f(Tensor([1.0]))
   with pytest.raises(RuntimeError, match="launched no kernel"): f(Tensor([1.0]))
+
+
+def test_random_numbers_inside_a_jitted_function_are_new_on_every_replay():
+  Tensor.manual_seed(5)
+  f = TinyJit(lambda x: x + Tensor.rand(8) + Tensor.randint(8, high=1000).float())
+  outs = [f(Tensor.zeros(8)).numpy().copy() for _ in range(5)]
+  assert len({o.tobytes() for o in outs}) == 5  # the counter's update is replayed too: no frozen draws
+  Tensor.manual_seed(5)
+  eager = [(Tensor.zeros(8) + Tensor.rand(8) + Tensor.randint(8, high=1000).float()).numpy() for _ in range(5)]
+  np.testing.assert_array_equal(np.stack(outs), np.stack(eager))  # and the same numbers eager code draws

@@ -24,13 +24,17 @@ Ref = tuple[str, int]
 
 def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buffer]] | None:
   """A key equal for graphs of the same structure, and the distinct leaf buffers in the order the
-  key numbers them; None for graphs holding kernelized nodes (not cached)."""
+  key numbers them; None for graphs holding kernelized nodes or an assign that is not a root (not cached)."""
   ids: dict[UOp, int] = {}
   reps: list[tuple] = []
   leaves: list[Buffer] = []
   leaf_index: dict[Buffer, int] = {}
+  root_set = set(roots)
   for n in toposort(roots, descend=lambda n: n.op is not Ops.BUFFER):
     if n.op is Ops.KERNEL: return None
+    # an assign inside the graph may be held by a live tensor that only a full schedule rebinds: reusing
+    # a template would leave that tensor pointing at the assign, and a later realize would apply it again
+    if n.op is Ops.ASSIGN and n not in root_set: return None
     if n.op is Ops.BUFFER:
       buf = n.arg
       if buf not in leaf_index:
