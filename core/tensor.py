@@ -7,8 +7,10 @@ ValueError at the line that caused it, never a failure inside a kernel.
 from __future__ import annotations
 
 import ctypes
+import gzip
 import math
 import threading
+import urllib.request
 import weakref
 from typing import Any, Sequence
 
@@ -2423,6 +2425,19 @@ class Tensor(metaclass=_TensorMeta):
     """A 0-d constant tensor."""
     return Tensor(b, device=device, dtype=dtype)
 
+  @staticmethod
+  def from_url(url: str, gunzip: bool = False, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """The bytes at `url` (http(s), file, ...) as a 1-D uint8 tensor (or reinterpreted as `dtype`); gunzip
+    decompresses them first. tinygrad caches the download on disk; plugrad reads it each call."""
+    with urllib.request.urlopen(url) as response: data = response.read()
+    if gunzip: data = gzip.decompress(data)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if dtype is None: return Tensor(raw.copy(), device=device, dtype=dtypes.uint8)
+    dt = dtypes.from_any(dtype)
+    if len(raw) % dt.itemsize: raise ValueError(f"{len(raw)} bytes from {url} are not a whole number of {dt.name} values")
+    vals = raw.view(dt.storage_np)
+    return Tensor(bf16_to_f32(vals) if dt == dtypes.bfloat16 else vals.copy(), device=device, dtype=dt)
+
   # ------------------------------------------------------------------ linear algebra and attention
 
   @staticmethod
@@ -2541,6 +2556,20 @@ class Tensor(metaclass=_TensorMeta):
       q @ u_small.pad(((0, 0),) * len(batch) + ((0, m - k), (0, m - k))) + \
       q @ (Tensor.eye(m, dtype=a.dtype, device=self.device) - Tensor.eye(k, dtype=a.dtype, device=self.device).pad(((0, m - k), (0, m - k))))
     return u_full, s_sorted, v.transpose(-2, -1)
+
+  def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1e-07) -> Tensor:
+    """Approximate orthogonalisation of the last two axes (Muon's step): G = self / ||self||, then `steps` times
+    G = sum_i params[i] * (G G^T)^i G."""
+    if self.ndim < 2: raise ValueError(f"newton_schulz needs at least 2 dimensions, got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    g = self / (self.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term, total = g @ g.transpose(-2, -1), g, None
+      for i, p in enumerate(params):
+        if i: term = gram @ term
+        total = p * term if total is None else total + p * term
+      g = total if total is not None else g.zeros_like()
+    return g
 
   def _rotate_cols(self, p: int, c: int, cs: Tensor, sn: Tensor) -> Tensor:
     """Columns p and c of the last axis replaced by cs*x_p - sn*x_c and sn*x_p + cs*x_c (a Givens rotation)."""

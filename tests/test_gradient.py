@@ -43,6 +43,9 @@ UNARY = {
   "sqrt": (Tensor.sqrt, torch.sqrt, {"low": 0.5}),
   "rsqrt": (Tensor.rsqrt, torch.rsqrt, {"low": 0.5}),
   "exp": (Tensor.exp, torch.exp, {}),
+  "exp2": (Tensor.exp2, torch.exp2, {}),
+  "log2": (Tensor.log2, torch.log2, {"low": 0.5}),
+  "contiguous": (lambda x: x.contiguous() * x, lambda x: x.contiguous() * x, {}),
   "log": (Tensor.log, torch.log, {"low": 0.5}),
   "sin": (Tensor.sin, torch.sin, {}),
   "cos": (Tensor.cos, torch.cos, {}),
@@ -99,7 +102,8 @@ def test_pow_at_zero_and_one(dev):
   x = torch.tensor([0.0, 1.0, 3.0], requires_grad=True)
   e = torch.tensor([2.5, 2.5, 0.0], requires_grad=True)
   (x ** e).sum().backward()
-  ox, oe = Tensor([0.0, 1.0, 3.0], device=dev, requires_grad=True), Tensor([2.5, 2.5, 0.0], device=dev, requires_grad=True)
+  ox = Tensor([0.0, 1.0, 3.0], device=dev, requires_grad=True)
+  oe = Tensor([2.5, 2.5, 0.0], device=dev, requires_grad=True)
   (ox ** oe).sum().backward()
   np.testing.assert_allclose(ox.grad.numpy(), x.grad.numpy(), rtol=1e-5)
   np.testing.assert_allclose(oe.grad.numpy(), e.grad.numpy(), rtol=1e-5)
@@ -280,6 +284,14 @@ def test_shared_node_sums_its_gradients():
   y = x.exp()
   (y * y + y).sum().backward()  # d/dx (e^2x + e^x)
   np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array([1.0, 2.0])) + np.exp([1.0, 2.0]), rtol=1e-5)
+
+
+def test_gradient_flows_into_an_assigned_value():
+  x = Tensor([1.0, -2.0, 3.0], device="PYTHON", requires_grad=True)
+  a = Tensor.empty(3, device="PYTHON")
+  a.assign(x * 2)                # a pending write into a's buffer: ASSIGN(buffer, x*2)
+  (a * a).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), [8.0, -16.0, 24.0])
 
 
 def test_detach_stops_the_gradient():
