@@ -54,6 +54,16 @@ def test_allocator_accounts_and_reuses(device):
   np.testing.assert_array_equal(again.numpy(), np.arange(1000, dtype=np.float32))
 
 
+def test_impossible_allocation_is_a_memory_error(device):
+  # a MemoryError (not a driver's own exception) is what lets LRUAllocator empty its caches and retry
+  alloc = dev_of(device).allocator
+  before = alloc.stats.in_use
+  with pytest.raises(MemoryError): alloc.alloc(1 << 50)  # a petabyte
+  assert alloc.stats.in_use == before
+  buf = Buffer(device, 16, dtypes.float32, alloc).copyin(np.arange(16, dtype=np.float32))  # and it still works
+  np.testing.assert_array_equal(buf.numpy(), np.arange(16, dtype=np.float32))
+
+
 def test_copyin_checks_size(device):
   buf = Buffer(device, 4, dtypes.float32, dev_of(device).allocator)
   with pytest.raises(ValueError): buf.copyin(np.zeros(5, np.float32))

@@ -46,6 +46,9 @@ class CLAllocator(LRUAllocator):
         fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
         return cl.create_image(ctx, cl.mem_flags.READ_WRITE, fmt, shape=(w, h))
       size = _round_up(nbytes, self.pitch_alignment) if self.pitch_alignment else nbytes
+      if size > (most := self.cldev.device.max_mem_alloc_size):  # the driver's INVALID_BUFFER_SIZE, said plainly
+        raise MemoryError(f"{self.cldev.info.name} allocates at most {most} bytes in one buffer; {nbytes} were asked "
+                          f"for (split the tensor, or use a device with more memory)")
       return cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
     except cl.MemoryError as e:
       raise MemoryError(f"{self.cldev.info.name}: cannot allocate {nbytes} bytes: {e}") from e
