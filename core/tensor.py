@@ -848,8 +848,9 @@ class Tensor(metaclass=_TensorMeta):
     return self._alu(Ops.NEG)
   def abs(self) -> Tensor:
     if self.dtype.is_unsigned or self.dtype == dtypes.bool: return self
-    # floats: <= so that -0.0 becomes 0 - (-0.0) = +0.0, as torch's abs
-    return (self <= 0).where(0 - self, self) if self.dtype.is_float else (self < 0).where(-self, self)
+    # floats: a zero (also -0.0) becomes the constant +0.0, as torch's abs, whose gradient there is 0, as torch's
+    if self.dtype.is_float: return (self == 0).where(0.0, (self < 0).where(-self, self))
+    return (self < 0).where(-self, self)
   def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
   def reciprocal(self) -> Tensor: return self._float()._alu(Ops.RECIP)
   def sqrt(self) -> Tensor: return self._float()._alu(Ops.SQRT)

@@ -396,3 +396,30 @@ def test_clone_replace_to_(dev):
   with pytest.raises(ValueError, match="same shape"): c.replace(Tensor.ones(3))
   d = Tensor([5], device=dev)
   assert d.to_("PYTHON") is d and d.device == "PYTHON" and d.tolist() == [5]
+
+
+def test_from_url(dev, tmp_path):
+  import gzip
+  path = tmp_path / "blob.bin"
+  path.write_bytes(np.array([1.5, -2.0], dtype=np.float32).tobytes())
+  assert Tensor.from_url(path.as_uri(), device=dev).tolist() == list(path.read_bytes())
+  assert Tensor.from_url(path.as_uri(), dtype="float32", device=dev).tolist() == [1.5, -2.0]
+  gz = tmp_path / "blob.gz"
+  gz.write_bytes(gzip.compress(b"\x01\x02\x03"))
+  assert Tensor.from_url(gz.as_uri(), gunzip=True, device=dev).tolist() == [1, 2, 3]
+  with pytest.raises(ValueError, match="whole number"): Tensor.from_url(gz.as_uri(), gunzip=True, dtype="int16")
+
+
+def test_newton_schulz(dev):
+  coeffs = (3.4445, -4.7750, 2.0315)  # Muon's quintic
+
+  def reference(g):
+    x = g / (g.norm() + 1e-7)
+    for _ in range(5):
+      a = x @ x.T
+      x = coeffs[0] * x + (coeffs[1] * a + coeffs[2] * a @ a) @ x
+    return x
+  for shape in [(3, 5), (5, 3)]:
+    x = inputs([shape])[0]
+    want = reference(torch.from_numpy(x)) if shape[0] <= shape[1] else reference(torch.from_numpy(x).T).T
+    assert_same(Tensor(x, device=dev).newton_schulz(5, coeffs), want, atol=1e-5)
