@@ -56,7 +56,7 @@ UNARY = {
   "gelu": (Tensor.gelu, lambda x: F.gelu(x, approximate="tanh"), {}),
   "silu": (Tensor.silu, F.silu, {}),
   "softplus": (Tensor.softplus, F.softplus, {}),
-  "abs": (Tensor.abs, torch.abs, {}),
+  "abs": (Tensor.abs, torch.abs, {"ints": True}),  # whole numbers: abs'(0) is 0, as torch's
   "square": (Tensor.square, torch.square, {}),
   "floor": (Tensor.floor, torch.floor, {}),  # piecewise constant: zero gradient
   "pow_int": (lambda x: x ** 3, lambda x: x ** 3, {}),
