@@ -39,6 +39,7 @@ from pathlib import Path
 MAGIC = b"PLUGRAD2"
 KEY_FILE = ".key"
 KEY_BYTES = 32
+MAX_ENTRY_BYTES = 256 << 20
 
 
 class KernelCacheWarning(UserWarning):
@@ -94,6 +95,7 @@ def directory_problem(path: Path) -> str | None:
   for p in (path, *path.parents):
     st = p.stat()
     if p == path:
+      if not stat.S_ISDIR(st.st_mode): return f"it is not a directory; {_ELSEWHERE}"
       if st.st_uid != uid: return f"it is owned by uid {st.st_uid}, not by you (uid {uid}); {_ELSEWHERE}"
       if (who := _writers(st)):
         return f"{who} can write to it (mode {stat.S_IMODE(st.st_mode):o}); run `chmod go-w {path}` or {_ELSEWHERE}"
@@ -207,11 +209,14 @@ class KernelCache:
     if not self.on_disk: return self.memory.get(key)
     entry = self._entry(key)
     try:
-      data = entry.read_bytes()
+      with open(entry, "rb") as f:
+        # no kernel binary is this big: a larger file is junk, and reading it whole could exhaust memory
+        data = f.read(MAX_ENTRY_BYTES + 1)
     except OSError:
       return None
-    binary = self._open(data, key, header)
-    if binary is None: entry.unlink(missing_ok=True)
+    binary = self._open(data, key, header) if len(data) <= MAX_ENTRY_BYTES else None
+    if binary is None:
+      with contextlib.suppress(OSError): entry.unlink()
     return binary
 
   def _open(self, data: bytes, key: str, header: dict[str, str]) -> bytes | None:

@@ -162,6 +162,18 @@ def test_symlink_to_an_unsafe_directory_is_refused(tmp_path):
   check_refused(tmp_path / "link", "others can write")
 
 
+def test_a_file_in_place_of_the_directory_is_refused(tmp_path):
+  (tmp_path / "file").write_bytes(b"not a directory")
+  check_refused(tmp_path / "file", "not a directory")
+
+
+def test_oversized_entry_is_junk(tmp_path, monkeypatch):
+  monkeypatch.setattr(kernel_cache, "MAX_ENTRY_BYTES", 100)  # no real binary is 256 MiB; a test need not write that
+  c = EchoCompiler(tmp_path)
+  c.compile("k" * 200)  # an entry of about 500 bytes
+  assert [EchoCompiler(tmp_path).compile("k" * 200)[1] for _ in range(2)] == [False, False]
+
+
 def test_missing_directories_are_created_private(tmp_path):
   c = EchoCompiler(tmp_path / "a" / "b")
   with warnings.catch_warnings():
