@@ -301,6 +301,8 @@ def test_detach_stops_the_gradient():
   (x * d).sum().backward()       # d is a constant: d/dx = d, not 2x
   np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0, 3.0])
   np.testing.assert_allclose((d + 1).numpy(), [2.0, 3.0, 4.0])  # the forward value is x's
+  for i in range(2):  # realized as they are (the second time from the schedule cache): just the buffer
+    np.testing.assert_allclose(Tensor([i, 1.0], device="PYTHON").detach().numpy(), [i, 1.0])
 
 
 def test_contiguous_backward_changes_only_the_backward_graph():

@@ -78,7 +78,10 @@ class ScheduleTemplate:
     roots = []
     for r in new_roots:
       base = contiguous_base(r)
-      if base is None or pending_kernel(base) is None: roots.append(None)
+      if base is None: roots.append(None)
+      # a root already a buffer needs no kernel; kernelize may still have changed it (a DETACH taken off)
+      elif pending_kernel(base) is None:
+        roots.append((refs[buffer_of(base)], r.shape) if buffer_of(base) in refs else None)
       elif buffer_of(base) not in refs: return None
       else: roots.append((refs[buffer_of(base)], r.shape))
     return ScheduleTemplate(tuple(steps), tuple(outputs), tuple(roots))
