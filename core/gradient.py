@@ -22,9 +22,9 @@ from plugrad.uops import Ops, PatternMatcher, UOp, UPat, toposort
 # Tensor-graph nodes must agree in shape, so a scalar operand becomes a broadcast constant.
 
 
-def _full(like: UOp, value: Any, dtype: DType | None = None) -> UOp:
-  """The constant `value` with the shape of `like` (a scalar constant, reshaped and expanded)."""
-  dt = dtype or like.dtype
+def _full(like: UOp, value: Any) -> UOp:
+  """The constant `value` with the dtype and shape of `like` (a scalar constant, reshaped and expanded)."""
+  dt = like.dtype
   c = UOp.const(dt, value)
   if not like.shape: return c
   c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(like.shape))
