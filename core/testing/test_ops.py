@@ -980,3 +980,81 @@ def test_unknown_dtype_raises(device):
     Tensor([1, 2], dtype="float33", device=device)
   with pytest.raises((TypeError, ValueError)):
     Tensor([1.0], device=device).cast("no_such_dtype")
+
+
+# --------------------------------------------------------------------------------------------
+# tinygrad 0.14's wider API: indexing, scans, sorting, selection, pad modes, pooling options
+# (each builds on the ops above, so a device that passes those should pass these too)
+# --------------------------------------------------------------------------------------------
+
+
+def test_advanced_indexing_read_write(device):
+  x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+  check(lambda a: a[[1, 0], :, [3, 1]], lambda t: t[[1, 0], :, [3, 1]], x, device=device)
+  check(lambda a: a[:, np.array([[2], [0]]), 1:], lambda t: t[:, Tensor([[2], [0]], device=device), 1:], x, device=device)
+  check(lambda a: a[a[:, :, 0] > 5], lambda t: t[t[:, :, 0] > 5], x, device=device)
+  t = Tensor(x, device=device).realize()
+  t[:, 1, ::2] = -1.0
+  t[[0, 1], [2, 0]] = Tensor([7.0, 8.0, 9.0, 10.0], device=device)
+  want = x.copy()
+  want[:, 1, ::2] = -1.0
+  want[[0, 1], [2, 0]] = [7.0, 8.0, 9.0, 10.0]
+  np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_scans(device):
+  check(lambda a: np.cumsum(a, 1), lambda t: t.cumsum(1), (3, 7), device=device, atol=1e-5)
+  check(lambda a: np.cumprod(a, 0), lambda t: t.cumprod(0), (4, 3), device=device, low=0.5, high=1.5)
+  check(lambda a: np.maximum.accumulate(a, 1), lambda t: t.cummax(1)[0], (3, 6), device=device)
+  check(lambda a: np.cumsum(a, 0), lambda t: t.cumsum(0), (600,), device=device, dtype=np.int32, low=-5, high=5)
+
+
+def test_sort_topk(device):
+  check(lambda a: np.sort(a, 1), lambda t: t.sort(1)[0], (3, 9), device=device)
+  check(lambda a: np.argsort(a, 0, kind="stable"), lambda t: t.argsort(0), (7, 2), device=device, dtype=np.int32,
+        low=0, high=3, check_kind=False)
+  check(lambda a: -np.sort(-a, 1)[:, :2], lambda t: t.topk(2, 1)[0], (4, 5), device=device)
+
+
+def test_gather_scatter_select(device):
+  x = np.arange(12, dtype=np.float32).reshape(3, 4)
+  idx = np.array([[3, 0], [1, 1], [0, 2]])
+  check(lambda a: np.take_along_axis(a, idx, 1), lambda t: t.gather(1, Tensor(idx, device=device)), x, device=device)
+  want = x.copy()
+  np.put_along_axis(want, idx, -1.0, 1)
+  check(lambda a: want, lambda t: t.scatter(1, Tensor(idx, device=device), -1.0), x, device=device)
+  check(lambda a: a[a > 4.5], lambda t: t.masked_select(t > 4.5), x, device=device)
+  check(np.argwhere, Tensor.nonzero, (x % 3 == 0).astype(np.int32), device=device, check_kind=False)
+
+
+@pytest.mark.parametrize("mode,np_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_modes(device, mode, np_mode):
+  check(lambda a: np.pad(a, ((0, 0), (2, 1), (1, 3)), mode=np_mode), lambda t: t.pad((1, 3, 2, 1), mode=mode),
+        (2, 4, 5), device=device)
+
+
+def test_pool_options(device):
+  x = np.random.default_rng(0).uniform(-1, 1, (1, 1, 5, 5)).astype(np.float32)
+  # 3x3 windows, stride 2, padding 1: windows at -1, 1, 3 along each axis
+  padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+  want = np.array([[padded[0, 0, i:i + 3, j:j + 3].max() for j in (0, 2, 4)] for i in (0, 2, 4)])[None, None]
+  check(lambda a: want, lambda t: t.max_pool2d(3, 2, padding=1), x, device=device)
+  ones = np.pad(np.ones((5, 5)), 1)
+  sums = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  avg = np.array([[sums[0, 0, i:i + 3, j:j + 3].sum() / ones[i:i + 3, j:j + 3].sum() for j in (0, 2, 4)] for i in (0, 2, 4)])
+  check(lambda a: avg[None, None], lambda t: t.avg_pool2d(3, 2, padding=1, count_include_pad=False), x, device=device,
+        atol=1e-6)
+
+
+def test_einsum(device):
+  check(lambda a, b: np.einsum("bij,bkj->bik", a, b), lambda a, b: Tensor.einsum("bij,bkj->bik", a, b),
+        (2, 3, 4), (2, 5, 4), device=device, atol=1e-5)
+  check(lambda a: np.einsum("ii->i", a), lambda a: Tensor.einsum("ii->i", a), (4, 4), device=device)
+
+
+def test_special_functions(device):
+  erf = np.vectorize(math.erf, otypes=[np.float32])
+  check(erf, Tensor.erf, (3, 5), device=device, low=-3, high=3, atol=2e-6)
+  check(np.arctan, Tensor.atan, (3, 5), device=device, low=-20, high=20, atol=1e-6)
+  check(np.arcsinh, Tensor.asinh, (3, 5), device=device, low=-20, high=20, atol=1e-6)
+  check(np.round, Tensor.round, np.array([0.5, 1.5, 2.5, -0.5, -1.7, 3.2], np.float32), device=device)
