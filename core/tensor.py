@@ -30,6 +30,8 @@ ShapeArg = int | Sequence[int]
 # reductions of at least this many elements to at most this many outputs run in two stages
 SPLIT_REDUCE_MIN = 1 << 16
 SPLIT_REDUCE_MAX_OUTPUT = 64
+# sorts of at most this many elements per row count ranks in one pass; longer ones use a bitonic network
+SORT_RANK_MAX = 256
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
@@ -1859,26 +1861,69 @@ class Tensor(metaclass=_TensorMeta):
 
   def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along `dim`; stable (equal values keep their order), NaN sorts as the largest.
-    Each element's rank is the count of elements that go before it, so the work is n^2 per row."""
+    Up to SORT_RANK_MAX elements each one's rank is counted in one pass (n^2 work per row); longer axes go
+    through a bitonic network on (value, index) pairs (n log^2 n work, one kernel per compare step)."""
     if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     d = _norm_axis(dim, self.ndim)
     n = self.shape[d]
     if n <= 1: return self, self.zeros_like(dtype=dtypes.int32)
     x = self.transpose(d, -1)
-    a, b = x.unsqueeze(-1), x.unsqueeze(-2)  # a: element i (rows), b: element j (columns)
-    first = (b > a) if descending else (b < a)
-    same = a == b
-    if self.dtype.is_float:
-      na, nb = a.isnan(), b.isnan()
-      first = first | ((nb & na.logical_not()) if descending else (na & nb.logical_not()))
-      same = same | (na & nb)
-    earlier = Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).tril(-1)  # [i, j]: j < i
-    rank = (first | (same & earlier)).cast(dtypes.int32).sum(-1)               # where element i goes
-    hits = rank._index_hits(n)                                                  # [i, r]: element i goes to r
-    order = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape(n, 1)
-    idx = Tensor._masked_pick(order, hits, -2)
-    values = Tensor._masked_pick(x.unsqueeze(-1), hits, -2)
+    values, idx = x._sort_by_rank(descending) if n <= SORT_RANK_MAX else x._sort_bitonic(descending)
     return values.transpose(d, -1), idx.transpose(d, -1)
+
+  @staticmethod
+  def _goes_first(va: Tensor, ia: Tensor, vb: Tensor, ib: Tensor, descending: bool) -> Tensor:
+    """Whether (va, ia) sorts before (vb, ib): by value (NaN largest), ties by index, so the order is stable."""
+    first = (va > vb) if descending else (va < vb)
+    same = va == vb
+    if va.dtype.is_float:
+      na, nb = va.isnan(), vb.isnan()
+      first = first | ((na & nb.logical_not()) if descending else (nb & na.logical_not()))
+      same = same | (na & nb)
+    return first | (same & (ia < ib))
+
+  def _sort_by_rank(self, descending: bool) -> tuple[Tensor, Tensor]:
+    """Sort the last axis: each element goes to the count of elements that sort before it."""
+    n = self.shape[-1]
+    pos = Tensor.arange(n, dtype=dtypes.int32, device=self.device)
+    # [i, j]: element j sorts before element i
+    before = Tensor._goes_first(self.unsqueeze(-2), pos.reshape(1, n), self.unsqueeze(-1), pos.reshape(n, 1), descending)
+    hits = before.cast(dtypes.int32).sum(-1)._index_hits(n)                     # [i, r]: element i goes to r
+    return Tensor._masked_pick(self.unsqueeze(-1), hits, -2), Tensor._masked_pick(pos.reshape(n, 1), hits, -2)
+
+  def _sort_bitonic(self, descending: bool) -> tuple[Tensor, Tensor]:
+    """Sort the last axis with a bitonic network carrying each value's index (padded to a power of two with
+    values that sort last). For each block size b: compare element j of every 2b block with element 2b-1-j,
+    then with j + b/2, j + b/4, ..., 1: every comparison puts the pair in the same direction."""
+    lead, n = self.shape[:-1], self.shape[-1]
+    p = 1 << (n - 1).bit_length()
+    if self.dtype.is_float: fill = float("-inf") if descending else float("nan")
+    else: fill = self.dtype.min if descending else self.dtype.max
+    nolead = ((0, 0),) * len(lead)
+    v = self.pad(nolead + ((0, p - n),), value=fill)
+    i = Tensor.arange(p, dtype=dtypes.int32, device=self.device)._broadcast_to(lead + (p,))
+
+    def step(v: Tensor, i: Tensor, half: int, mirror: bool) -> tuple[Tensor, Tensor]:
+      shape = lead + (p // (2 * half), 2, half)
+      vs, is_ = v.reshape(shape), i.reshape(shape)
+      pick = lambda t, k: t[..., k, :].flip(-1) if mirror and k else t[..., k, :]  # noqa: E731
+      va, vb, ia, ib = pick(vs, 0), pick(vs, 1), pick(is_, 0), pick(is_, 1)
+      a_first = Tensor._goes_first(va, ia, vb, ib, descending)
+      lo_v, hi_v, lo_i, hi_i = a_first.where(va, vb), a_first.where(vb, va), a_first.where(ia, ib), a_first.where(ib, ia)
+      if mirror: hi_v, hi_i = hi_v.flip(-1), hi_i.flip(-1)
+      return Tensor.stack(lo_v, hi_v, dim=-2).reshape(lead + (p,)).contiguous(), \
+        Tensor.stack(lo_i, hi_i, dim=-2).reshape(lead + (p,)).contiguous()
+
+    block = 1
+    while block < p:
+      v, i = step(v, i, block, True)
+      half = block // 2
+      while half:
+        v, i = step(v, i, half, False)
+        half //= 2
+      block *= 2
+    keep = (None,) * len(lead) + ((0, n),)
+    return v.shrink(keep), i.shrink(keep)
 
   def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
     """The indices that sort `dim` (stable)."""

@@ -274,6 +274,15 @@ def test_sort_ties_nan_and_ints(dev):
   check(lambda t: torch.sort(t, stable=True), Tensor.sort, np.array([5, -1, 5, 2, -1], np.int8), dev=dev)
 
 
+def test_sort_long_axis_bitonic():
+  # past SORT_RANK_MAX elements the sort is a bitonic network on (value, index) pairs: still stable, NaN last
+  x = np.random.default_rng(1).integers(0, 30, (2, 300)).astype(np.float32)
+  x[0, ::7], x[1, ::11] = np.nan, -np.inf
+  check(lambda t: torch.sort(t, dim=1, stable=True), lambda t: t.sort(1), x, dev="CPU")
+  p = Tensor.randperm(1000, device="CPU").numpy()
+  assert sorted(p.tolist()) == list(range(1000))
+
+
 @pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, False), (2, 0, True), (0, 1, True)])
 def test_topk(k, dim, largest, dev):
   check(lambda t: torch.topk(t, k, dim, largest=largest), lambda t: t.topk(k, dim, largest), (4, 5), dev=dev)
