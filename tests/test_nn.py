@@ -114,7 +114,7 @@ def test_batchnorm_train_and_eval_match_torch(shape, tcls):
 
 def test_batchnorm_training_mode_through_context_and_without_running_stats():
   bn = nn.BatchNorm2d(2, track_running_stats=False, affine=False)
-  assert get_state_dict(bn).keys() == {"num_batches_tracked"}
+  assert get_state_dict(bn) == {}  # as PyTorch's: no running statistics, no counter
   x = randn(3, 2, 2, 2) * 5 + 2
   out = bn(Tensor(x)).numpy()  # no running statistics: the batch's even in evaluation mode
   np.testing.assert_allclose(out.mean((0, 2, 3)), 0, atol=1e-5)
@@ -177,5 +177,7 @@ def test_bad_input_raises_at_the_call():
   with pytest.raises(ValueError, match=r"\(N, 6, \.\.\.\)"): nn.GroupNorm(2, 6)(Tensor(randn(2, 4, 3)))
   with pytest.raises(ValueError, match=r"ending in \(4,\)"): nn.LayerNorm(4)(Tensor(randn(2, 5)))
   with pytest.raises(ValueError, match=r"\(N, 3, \.\.\.\)"): nn.BatchNorm(3)(Tensor(randn(2, 4)))
+  with pytest.raises(ValueError, match=r"more than one value per channel.*\(1, 3\)"), Tensor.train():
+    nn.BatchNorm(3)(Tensor(randn(1, 3)))
   with pytest.raises(TypeError, match="integer indices"): nn.Embedding(4, 2)(Tensor([0.5]))
   with pytest.raises(ValueError, match=r"\(batch, 3\)"): nn.LSTMCell(3, 2)(Tensor(randn(2, 4)))

@@ -35,9 +35,10 @@ def _check_channels(name: str, x: Tensor, channels: int) -> None:
 class BatchNorm:
   """Batch normalisation over axis 1 of (N, C, ...) input (BatchNorm1d/2d/3d alike).
 
-  In training mode it normalises with the batch's mean and (biased) variance and moves
-  `running_mean` and `running_var` (unbiased) toward them by `momentum`; otherwise it normalises
-  with the running statistics. Without `track_running_stats` it always uses the batch's.
+  In training mode it normalises with the batch's mean and (biased) variance, moves `running_mean`
+  and `running_var` (unbiased) toward them by `momentum` and counts `num_batches_tracked`; otherwise
+  it normalises with the running statistics. Without `track_running_stats` it always uses the
+  batch's and has none of the three.
 
   :param sz: the number of channels C.
   :param affine: learn a per-channel scale `weight` (ones) and shift `bias` (zeros).
@@ -48,12 +49,13 @@ class BatchNorm:
     self.weight: Tensor | None = Tensor.ones(sz) if affine else None
     self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
     if track_running_stats:
+      # no counter without running statistics, as in PyTorch, so its state dicts load either way
       self.running_mean = Tensor.zeros(sz).requires_grad_(False)
       self.running_var = Tensor.ones(sz).requires_grad_(False)
-    # PyTorch counts in int64; a device without int64 gets int32, as in tinygrad
-    caps = get_registry().device(get_registry().default_device()).caps
-    count_dtype = dtypes.int64 if dtypes.int64 in caps.dtypes else dtypes.int32
-    self.num_batches_tracked = Tensor.zeros(1, dtype=count_dtype).requires_grad_(False)
+      # PyTorch counts in int64; a device without int64 gets int32, as in tinygrad
+      caps = get_registry().device(get_registry().default_device()).caps
+      count_dtype = dtypes.int64 if dtypes.int64 in caps.dtypes else dtypes.int32
+      self.num_batches_tracked = Tensor.zeros(1, dtype=count_dtype).requires_grad_(False)
     self.sz = sz
 
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -67,10 +69,12 @@ class BatchNorm:
 
   def __call__(self, x: Tensor) -> Tensor:
     _check_channels("BatchNorm", x, self.sz)
+    n = x.numel() // x.shape[1]
+    if Tensor.training and n < 2:  # as PyTorch: one value has no variance to normalise by
+      raise ValueError(f"BatchNorm in training mode needs more than one value per channel, got input of shape {x.shape}")
     mean, var = self.calc_stats(x)
     if self.track_running_stats and Tensor.training:
-      n = x.numel() // x.shape[1]
-      unbiased = var.detach() * (n / max(n - 1, 1))
+      unbiased = var.detach() * (n / (n - 1))
       self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
       self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
       self.num_batches_tracked.assign(self.num_batches_tracked + 1)
