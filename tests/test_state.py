@@ -185,3 +185,11 @@ def test_torch_load_refuses_code(tmp_path):
     torch_load(tmp_path / "module.pt")
   (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
   with pytest.raises(ValueError, match="torch"): torch_load(tmp_path / "junk.pt")
+
+
+def test_torch_load_never_runs_code_from_a_non_torch_pickle(tmp_path):
+  class Payload:
+    def __reduce__(self): return (print, ("this must not run",))
+  (tmp_path / "evil.pt").write_bytes(pickle.dumps(Payload()))
+  with pytest.raises(ValueError, match="neither a torch zip checkpoint nor a legacy torch file"):
+    torch_load(tmp_path / "evil.pt")

@@ -302,7 +302,8 @@ def _torch_load_legacy(fn: PathLike, device: str | None) -> Any:
   system info, the object, then the storage keys, then each storage as (int64 count, bytes)."""
   with open(fn, "rb") as f:
     try:
-      magic = pickle.load(f)  # plain ints only; nothing here can run code
+      # restricted like the rest: a file that turns out not to be a torch file may hold anything
+      magic = _TorchUnpickler(f, lambda pid: None).load()
     except Exception:
       raise ValueError(f"{os.fspath(fn)!r} is neither a torch zip checkpoint nor a legacy torch file") from None
     if magic != _LEGACY_MAGIC: raise ValueError(f"{os.fspath(fn)!r} is not a torch file (bad magic number)")
