@@ -607,8 +607,9 @@ class Tensor(metaclass=_TensorMeta):
     if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)): return self
     return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
-  def flip(self, axis: int | Sequence[int]) -> Tensor:
-    """Reverse the order of elements along `axis` (an int or several)."""
+  def flip(self, axis: int | Sequence[int], *more: int) -> Tensor:
+    """Reverse the order of elements along `axis` (an int or several: flip(0, 1) or flip((0, 1)))."""
+    if more: axis = ((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)) + more
     axes = tuple(sorted({_norm_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)}))
     axes = tuple(a for a in axes if self.shape[a] > 1)
     return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), axes)) if axes else self
@@ -1050,8 +1051,9 @@ class Tensor(metaclass=_TensorMeta):
 
   # ------------------------------------------------------------------ linear algebra and convolution
 
-  def dot(self, w: Tensor) -> Tensor:
-    """Matrix product with numpy's rules for 1-D operands and broadcast batch dimensions."""
+  def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+    """Matrix product with numpy's rules for 1-D operands and broadcast batch dimensions; with `dtype` the
+    operands are multiplied and summed in, and returned as, that dtype."""
     if not isinstance(w, Tensor): raise TypeError(f"matmul needs a Tensor, got {type(w).__name__}")
     if self.ndim == 0 or w.ndim == 0: raise ValueError("matmul does not take 0-d tensors; use *")
     x, y = self, w
@@ -1059,7 +1061,7 @@ class Tensor(metaclass=_TensorMeta):
     if x.shape[-1] != y.shape[-2 if y.ndim > 1 else -1]:
       raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {x.shape[-1]} and "
                        f"{y.shape[-2 if y.ndim > 1 else -1]} differ)")
-    dt = promote_types(x.dtype, y.dtype)
+    dt = promote_types(x.dtype, y.dtype) if dtype is None else dtypes.from_any(dtype)
     x, y = x.cast(dt), y.cast(dt)
     x1 = x.ndim == 1
     y1 = y.ndim == 1
@@ -1071,16 +1073,20 @@ class Tensor(metaclass=_TensorMeta):
     ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
     # a matmul keeps its dtype (torch): integers accumulate in their own width, halves in float32
     prods = xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))
-    out = prods.sum(-1, dtype=None if dt in (dtypes.float16, dtypes.bfloat16) else dt)
+    out = prods.sum(-1, dtype=dt if dtype is not None or dt not in (dtypes.float16, dtypes.bfloat16) else None)
     if x1: out = out.squeeze(-2)
     if y1: out = out.squeeze(-1)
     return out
 
-  matmul = dot
+  def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """self @ x (x @ self with reverse), summed in `dtype` when given."""
+    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
 
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """self @ weight (+ bias); weight has shape (in, out) as in tinygrad."""
-    out = self @ weight
+  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DType | str | None = None) -> Tensor:
+    """self @ weight (+ bias); weight has shape (in, out) as in tinygrad, and a 1-D weight scales elementwise."""
+    if dtype is not None:
+      return self.cast(dtype).linear(weight.cast(dtype), None if bias is None else bias.cast(dtype))
+    out = self * weight if weight.ndim == 1 else self @ weight
     return out if bias is None else out + bias
 
   def _pool_last(self, k: int, stride: int, dilation: int) -> Tensor:

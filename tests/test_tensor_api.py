@@ -432,3 +432,18 @@ def test_newton_schulz(dev):
     x = inputs([shape])[0]
     want = reference(torch.from_numpy(x)) if shape[0] <= shape[1] else reference(torch.from_numpy(x).T).T
     assert_same(Tensor(x, device=dev).newton_schulz(5, coeffs), want, atol=1e-5)
+
+
+def test_argument_forms(dev):
+  x = inputs([(2, 3)])[0]
+  t = Tensor(x, device=dev)
+  assert_same(t.flip(0, 1), torch.from_numpy(x).flip(0, 1))
+  assert_same(t.matmul(t.T), x @ x.T)
+  assert_same(t.T.matmul(t, reverse=True), x @ x.T)
+  i8 = Tensor([[100, 100]], dtype="int8", device=dev)
+  assert i8.dot(i8.T, dtype="int32").tolist() == [[20000]]  # multiplied and summed in int32
+  assert_same(t.linear(Tensor([1.0, 2.0, 3.0], device=dev), Tensor([0.5], device=dev)), x * [1, 2, 3] + 0.5)
+  assert t.linear(t.T, dtype="float16").dtype == dtypes.float16
+  assert_same(t.softmax(0, dtype="float64"), torch.from_numpy(x).double().softmax(0))
+  assert_same(t.logsumexp(), torch.from_numpy(x).logsumexp((0, 1)))
+  assert_same(t.logsumexp((0, 1), keepdim=True), torch.from_numpy(x).logsumexp((0, 1), keepdim=True))
