@@ -192,9 +192,10 @@ def test_conv_and_pool(dev, name):
   check_grad(dev, ours, theirs, *shapes)
 
 
-@pytest.mark.parametrize("dev", DEVICES)
-def test_small_cnn_matches_torch(dev):
-  """conv2d + relu + max_pool2d + linear + log_softmax + nll_loss: every parameter's gradient within 1e-4."""
+def test_small_cnn_matches_torch():
+  """conv2d + relu + max_pool2d + linear + log_softmax + nll_loss: every parameter's gradient within 1e-4.
+  On the reference device only: the rules above already run on both, and this one compiles ~35 kernels."""
+  dev = "PYTHON"
   rng = np.random.default_rng(1)
   x, y = rng.standard_normal((4, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 4)
   params = {"c1": (6, 1, 3, 3), "b1": (6,), "c2": (8, 6, 3, 3), "b2": (8,), "l": (10, 8), "lb": (10,)}
