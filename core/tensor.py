@@ -447,10 +447,10 @@ class Tensor(metaclass=_TensorMeta):
       raise RuntimeError(f"this tensor (shape {self.shape}) is already realized, so the graph it was computed "
                          "from is gone; call backward()/gradient() before .realize(), .numpy() or .item()")
     if gradient is None:
-      if self.shape != ():
+      if self.numel() != 1:  # one element of any shape, as torch's
         raise ValueError(f"backward of a tensor of shape {self.shape} needs `gradient` (dL/dself, of that shape); "
                          "without it, call backward on a scalar such as a loss or .sum()")
-      return Tensor(1.0, device=self.device, dtype=self.dtype)
+      return Tensor.full(self.shape, 1.0, dtype=self.dtype, device=self.device)
     if not isinstance(gradient, Tensor): raise TypeError(f"gradient must be a Tensor, got {type(gradient).__name__}")
     if gradient.shape != self.shape:
       raise ValueError(f"gradient has shape {gradient.shape} but the tensor it is for has shape {self.shape}")
@@ -1391,7 +1391,8 @@ class Tensor(metaclass=_TensorMeta):
     parsed: list = []  # (kind, value, number of axes it uses)
     for e in entries:
       if e is None or e is Ellipsis: parsed.append((e, e, 0))
-      elif isinstance(e, (bool, np.bool_)): raise TypeError(f"a bool index ({e!r}) is not supported; use None or a mask tensor")
+      elif isinstance(e, (bool, np.bool_)):
+        raise TypeError(f"a bool index ({e!r}) is not supported; use None or a mask tensor")
       elif isinstance(e, (int, np.integer)): parsed.append(("int", int(e), 1))
       elif isinstance(e, slice):
         for part in (e.start, e.stop, e.step):
@@ -1432,7 +1433,8 @@ class Tensor(metaclass=_TensorMeta):
         else:
           t, host = t if kind == "adv" else (t, None)
           if host is not None and host.size and not (-size <= host.min() and host.max() < size):
-            raise IndexError(f"index {host.min() if host.min() < -size else host.max()} is out of bounds for axis {axis} "
+            bad = host.min() if host.min() < -size else host.max()
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} "
                              f"with size {size}")
           plan.append(("adv", (t < 0).where(t + size, t)))
         layout.append(axis)
@@ -1547,7 +1549,8 @@ class Tensor(metaclass=_TensorMeta):
 
   def _index_hits(self, n: int) -> Tensor:
     """For an integer tensor: a bool tensor with a new last axis of size n, True where the value equals the position."""
-    return self.unsqueeze(-1) == Tensor.arange(n, dtype=self.dtype if self.dtype.is_int else dtypes.int32, device=self.device)
+    return self.unsqueeze(-1) == Tensor.arange(n, dtype=self.dtype if self.dtype.is_int else dtypes.int32,
+                                               device=self.device)
 
   # ------------------------------------------------------------------ math (tinygrad 0.14's names)
 
@@ -1803,7 +1806,8 @@ class Tensor(metaclass=_TensorMeta):
       return reduce(x._pool_last(n, 1, 1), -1)
     chunk = 256
     full = -(-n // chunk) * chunk
-    x = self.pad(((0, 0),) * (self.ndim - 1) + ((full - n, 0),), value=ident).reshape(self.shape[:-1] + (full // chunk, chunk))
+    x = self.pad(((0, 0),) * (self.ndim - 1) + ((full - n, 0),), value=ident)
+    x = x.reshape(self.shape[:-1] + (full // chunk, chunk))
     inner = x._cum_last(op)
     # what the earlier chunks contribute: the scan of chunk totals, shifted right by one chunk
     before = inner[..., -1]._cum_last(op).pad(((0, 0),) * (self.ndim - 1) + ((1, -1),), value=ident)
@@ -1893,7 +1897,8 @@ class Tensor(metaclass=_TensorMeta):
     n = self.shape[-1]
     pos = Tensor.arange(n, dtype=dtypes.int32, device=self.device)
     # [i, j]: element j sorts before element i
-    before = Tensor._goes_first(self.unsqueeze(-2), pos.reshape(1, n), self.unsqueeze(-1), pos.reshape(n, 1), descending)
+    before = Tensor._goes_first(self.unsqueeze(-2), pos.reshape(1, n), self.unsqueeze(-1), pos.reshape(n, 1),
+                                descending)
     hits = before.cast(dtypes.int32).sum(-1)._index_hits(n)                     # [i, r]: element i goes to r
     return Tensor._masked_pick(self.unsqueeze(-1), hits, -2), Tensor._masked_pick(pos.reshape(n, 1), hits, -2)
 
@@ -1915,7 +1920,8 @@ class Tensor(metaclass=_TensorMeta):
       pick = lambda t, k: t[..., k, :].flip(-1) if mirror and k else t[..., k, :]  # noqa: E731
       va, vb, ia, ib = pick(vs, 0), pick(vs, 1), pick(is_, 0), pick(is_, 1)
       a_first = Tensor._goes_first(va, ia, vb, ib, descending)
-      lo_v, hi_v, lo_i, hi_i = a_first.where(va, vb), a_first.where(vb, va), a_first.where(ia, ib), a_first.where(ib, ia)
+      lo_v, hi_v = a_first.where(va, vb), a_first.where(vb, va)
+      lo_i, hi_i = a_first.where(ia, ib), a_first.where(ib, ia)
       if mirror: hi_v, hi_i = hi_v.flip(-1), hi_i.flip(-1)
       return Tensor.stack(lo_v, hi_v, dim=-2).reshape(lead + (p,)).contiguous(), \
         Tensor.stack(lo_i, hi_i, dim=-2).reshape(lead + (p,)).contiguous()
@@ -1955,7 +1961,8 @@ class Tensor(metaclass=_TensorMeta):
     if not isinstance(index, Tensor): raise TypeError(f"gather index must be a Tensor, got {type(index).__name__}")
     if index.device != self.device: raise ValueError(f"gather index on {index.device}, tensor on {self.device}")
     if not index.dtype.is_int: raise TypeError(f"gather index must be an integer tensor, not {index.dtype.name}")
-    if index.ndim != self.ndim: raise ValueError(f"gather index {index.shape} and tensor {self.shape} differ in dimensions")
+    if index.ndim != self.ndim:
+      raise ValueError(f"gather index {index.shape} and tensor {self.shape} differ in dimensions")
     d = _norm_axis(dim, self.ndim)
     if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
       raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
@@ -1966,7 +1973,8 @@ class Tensor(metaclass=_TensorMeta):
   def _scatter_parts(self, dim: int, index: Tensor, src: Tensor) -> tuple[int, Tensor, Tensor]:
     """For scatter: (dim, src, mask), both shaped self.shape + (m,): mask[..., p, ..., j] says that source
     element j (along dim) goes to position p."""
-    if not isinstance(index, Tensor) or not index.dtype.is_int: raise TypeError("scatter index must be an integer Tensor")
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
+      raise TypeError("scatter index must be an integer Tensor")
     if index.device != self.device or src.device != self.device:
       raise ValueError(f"scatter: tensor on {self.device}, index on {index.device}, src on {src.device}")
     if not index.ndim == self.ndim == src.ndim:
@@ -1974,7 +1982,8 @@ class Tensor(metaclass=_TensorMeta):
     d = _norm_axis(dim, self.ndim)
     for k, (s, i, r) in enumerate(zip(self.shape, index.shape, src.shape)):
       if i > r or (k != d and i > s):
-        raise ValueError(f"scatter: index {index.shape} must fit in src {src.shape} and in {self.shape} outside dim {dim}")
+        raise ValueError(f"scatter: index {index.shape} must fit in src {src.shape} and in {self.shape} "
+                         f"outside dim {dim}")
     if src.dtype != self.dtype: raise TypeError(f"scatter: src dtype {src.dtype.name} differs from {self.dtype.name}")
     n, m = self.shape[d], index.shape[d]
     src = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(-1).transpose(-1, d)
@@ -1986,7 +1995,8 @@ class Tensor(metaclass=_TensorMeta):
   def scatter(self, dim: int, index: Tensor, src: Tensor | float | int | bool, reduce: str | None = None) -> Tensor:
     """A copy of self with src[...] written at index[...] along `dim` (the last write wins on repeats);
     reduce 'add' or 'multiply' combines instead (a scalar src only, as torch)."""
-    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce not in (None, "add", "multiply"):
+      raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
     if not isinstance(src, Tensor):
       src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
     elif reduce is not None: raise TypeError("scatter with reduce takes a scalar src; use scatter_reduce for tensors")
@@ -2025,7 +2035,8 @@ class Tensor(metaclass=_TensorMeta):
     """The values where `mask` (broadcast to self) is True, as a 1-D tensor. Its length depends on the data, so
     without `size` the mask's count is computed first; with `size` the result has that length (padded with
     fill_value or cut) and nothing runs."""
-    if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool: raise TypeError("masked_select needs a bool mask Tensor")
+    if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+      raise TypeError("masked_select needs a bool mask Tensor")
     shape = broadcast_shape(self.shape, mask.shape)
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
     slots, n = m._flat_slots(size)
@@ -2043,7 +2054,8 @@ class Tensor(metaclass=_TensorMeta):
     if self.ndim == 0: return Tensor.zeros(n, 0, dtype=dtypes.int32, device=self.device)
     if n == 0 or self.numel() == 0: return Tensor.zeros(n, self.ndim, dtype=dtypes.int32, device=self.device)
     coords = [Tensor.arange(s, dtype=dtypes.int32, device=self.device).reshape(
-      tuple(s if k == i else 1 for k in range(self.ndim)))._broadcast_to(self.shape).flatten() for i, s in enumerate(self.shape)]
+      tuple(s if k == i else 1 for k in range(self.ndim)))._broadcast_to(self.shape).flatten()
+      for i, s in enumerate(self.shape)]
     coords = Tensor.stack(*coords, dim=-1)                                       # (numel, ndim)
     out = Tensor._masked_pick(coords.unsqueeze(1), slots._index_hits(n).unsqueeze(-1), 0)  # (n, ndim)
     if size is None: return out
@@ -2177,7 +2189,8 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"repeat_interleave needs a nonnegative int count, got {repeats!r}")
     x, d = (self.flatten(), 0) if dim is None else (self, _norm_axis(dim, self.ndim))
     s = x.shape
-    return x.unsqueeze(d + 1).expand(s[:d + 1] + (int(repeats),) + s[d + 1:]).reshape(s[:d] + (s[d] * repeats,) + s[d + 1:])
+    x = x.unsqueeze(d + 1).expand(s[:d + 1] + (int(repeats),) + s[d + 1:])
+    return x.reshape(s[:d] + (s[d] * repeats,) + s[d + 1:])
 
   def unfold(self, dim: int, size: int, step: int) -> Tensor:
     """Windows of `size` every `step` along `dim`: that axis becomes the window count, a new last axis the window."""
@@ -2206,10 +2219,12 @@ class Tensor(metaclass=_TensorMeta):
     for k in sizes:
       if k not in ln: raise ValueError(f"rearrange: size given for {k!r}, which {formula!r} does not use")
     if "..." in ln:
-      if any("..." in g and g != ["..."] for g in lhs): raise ValueError(f"rearrange: '...' cannot be grouped on the left of {formula!r}")
+      if any("..." in g and g != ["..."] for g in lhs):
+        raise ValueError(f"rearrange: '...' cannot be grouped on the left of {formula!r}")
       ell = [f"...{i}" for i in range(max(self.ndim - (len(lhs) - 1), 0))]
       lhs = [h for g in lhs for h in ([[e] for e in ell] if g == ["..."] else [g])]
-      rhs = [h for g in rhs for h in ([[e] for e in ell] if g == ["..."] else [[e for n in g for e in (ell if n == "..." else [n])]])]
+      grouped = lambda g: [e for n in g for e in (ell if n == "..." else [n])]  # noqa: E731
+      rhs = [h for g in rhs for h in ([[e] for e in ell] if g == ["..."] else [grouped(g)])]
       ln, rn = names(lhs), names(rhs)
     if len(lhs) != self.ndim: raise ValueError(f"rearrange: {lhs_s.strip()!r} has {len(lhs)} axes, shape {self.shape}")
     dims: dict[str, int] = {}
@@ -2237,7 +2252,8 @@ class Tensor(metaclass=_TensorMeta):
   def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
     """Resize the last len(size) axes: mode 'linear' (torch's linear/bilinear/trilinear), 'nearest' or
     'nearest-exact'."""
-    if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s < 0 for s in size):
+    if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or \
+        any(not isinstance(s, int) or s < 0 for s in size):
       raise ValueError(f"interpolate size must be a tuple of up to {self.ndim} nonnegative ints, got {size!r}")
     if mode not in ("linear", "nearest", "nearest-exact"):
       raise ValueError(f"interpolate mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
@@ -2271,14 +2287,16 @@ class Tensor(metaclass=_TensorMeta):
       n = x.shape[d]
       pieces = []
       if mode == "reflect":
-        if max(b, a) >= n: raise ValueError(f"reflect padding ({b}, {a}) must be smaller than dimension {d} of size {n}")
+        if max(b, a) >= n:
+          raise ValueError(f"reflect padding ({b}, {a}) must be smaller than dimension {d} of size {n}")
         if b > 0: pieces.append(x.shrink(tuple((1, b + 1) if i == d else None for i in range(x.ndim))).flip(d))
         pieces.append(x)
         if a > 0: pieces.append(x.shrink(tuple((n - 1 - a, n - 1) if i == d else None for i in range(x.ndim))).flip(d))
       else:
         if (b > 0 or a > 0) and n == 0: raise ValueError(f"replicate padding of dimension {d} of size 0")
-        edge = lambda lo, k: x.shrink(tuple((lo, lo + 1) if i == d else None for i in range(x.ndim))).expand(  # noqa: E731
-          tuple(k if i == d else -1 for i in range(x.ndim)))
+        def edge(lo: int, k: int) -> Tensor:  # the slice at `lo`, repeated k times
+          one = x.shrink(tuple((lo, lo + 1) if i == d else None for i in range(x.ndim)))
+          return one.expand(tuple(k if i == d else -1 for i in range(x.ndim)))
         if b > 0: pieces.append(edge(0, b))
         pieces.append(x)
         if a > 0: pieces.append(edge(n - 1, a))
@@ -2289,7 +2307,8 @@ class Tensor(metaclass=_TensorMeta):
     x = self
     for d, (b, a) in enumerate(pairs):
       n = x.shape[d]
-      if max(b, a) > n: raise ValueError(f"circular padding ({b}, {a}) wraps more than once around dimension {d} of size {n}")
+      if max(b, a) > n:
+        raise ValueError(f"circular padding ({b}, {a}) wraps more than once around dimension {d} of size {n}")
       if b == 0 and a == 0: continue
       reps = 1 + (b > 0) + (a > 0)
       x = x.repeat(tuple(reps if i == d else 1 for i in range(x.ndim)))
@@ -2312,7 +2331,8 @@ class Tensor(metaclass=_TensorMeta):
     extra = []
     for i, kk, ss, dd, (pb, pa) in zip(self.shape[-n:], k, s, d, pads):
       span = dd * (kk - 1) + 1
-      if i + pb + pa < span: raise ValueError(f"a window of {kk} (dilation {dd}) does not fit an axis of {i} padded by {pb + pa}")
+      if i + pb + pa < span:
+        raise ValueError(f"a window of {kk} (dilation {dd}) does not fit an axis of {i} padded by {pb + pa}")
       o = (i + pb + pa - span) // ss + 1
       if ceil_mode:
         o = -(-(i + pb + pa - span) // ss) + 1
@@ -2358,11 +2378,13 @@ class Tensor(metaclass=_TensorMeta):
     else: ones = ones.pad(tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra)))
     return sums / ones._pool(k, s, d).sum(axes)
 
-  def max_unpool2d(self, indices: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
+  def max_unpool2d(self, indices: Tensor, kernel_size: int | tuple[int, ...] = (2, 2),
+                   stride: int | tuple[int, ...] | None = None,
                    dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
                    output_size: Sequence[int] | None = None) -> Tensor:
     """The inverse of max_pool2d with return_indices: each value put back at its index, zeros elsewhere."""
-    if self.shape != indices.shape: raise ValueError(f"max_unpool2d values {self.shape} and indices {indices.shape} differ")
+    if self.shape != indices.shape:
+      raise ValueError(f"max_unpool2d values {self.shape} and indices {indices.shape} differ")
     if self.ndim < 3: raise ValueError(f"max_unpool2d needs (N, C, *spatial) input, got shape {self.shape}")
     bs, c, *spatial = self.shape
     n = len(spatial)
@@ -2384,7 +2406,8 @@ class Tensor(metaclass=_TensorMeta):
   def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
                device: str | None = None) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included (float32 unless dtype is given)."""
-    if not isinstance(steps, (int, np.integer)) or steps < 0: raise ValueError(f"linspace needs steps >= 0, got {steps!r}")
+    if not isinstance(steps, (int, np.integer)) or steps < 0:
+      raise ValueError(f"linspace needs steps >= 0, got {steps!r}")
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     if dt == dtypes.bool: raise ValueError("linspace with a bool dtype is not supported")
     vals = np.linspace(start, stop, int(steps), dtype=np.float64)
@@ -2406,7 +2429,8 @@ class Tensor(metaclass=_TensorMeta):
     return self._const_like(b, dtypes.from_any(dtype) if dtype is not None else self.dtype)
 
   @staticmethod
-  def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | str | None = None,
+                device: str | None = None) -> Tensor:
     """A tensor holding a copy of prod(shape) values at host address `ptr` (tinygrad aliases the memory; plugrad
     copies it, since its buffers belong to device allocators)."""
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
@@ -2486,7 +2510,8 @@ class Tensor(metaclass=_TensorMeta):
     raw = np.frombuffer(data, dtype=np.uint8)
     if dtype is None: return Tensor(raw.copy(), device=device, dtype=dtypes.uint8)
     dt = dtypes.from_any(dtype)
-    if len(raw) % dt.itemsize: raise ValueError(f"{len(raw)} bytes from {url} are not a whole number of {dt.name} values")
+    if len(raw) % dt.itemsize:
+      raise ValueError(f"{len(raw)} bytes from {url} are not a whole number of {dt.name} values")
     vals = raw.view(dt.storage_np)
     return Tensor(bf16_to_f32(vals) if dt == dtypes.bfloat16 else vals.copy(), device=device, dtype=dt)
 
@@ -2526,8 +2551,9 @@ class Tensor(metaclass=_TensorMeta):
       terms.append((s, x))
     letters = sorted(sizes)
     if any(c not in sizes for c in rhs): raise ValueError(f"einsum output {rhs!r} names an index no input has")
-    aligned = [x.permute([s.index(c) for c in sorted(s)]).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters))
-               for s, x in terms]
+    # each operand's axes in alphabetical order, size 1 for the letters it lacks, so they all broadcast
+    aligned = [x.permute([s.index(c) for c in sorted(s)]).reshape(tuple(x.shape[s.index(c)] if c in s else 1
+                                                                        for c in letters)) for s, x in terms]
     prod_all = aligned[0]
     for a in aligned[1:]: prod_all = prod_all * a
     summed = [i for i, c in enumerate(letters) if c not in rhs]
@@ -2604,16 +2630,20 @@ class Tensor(metaclass=_TensorMeta):
     pick = order.unsqueeze(-2)._broadcast_to(batch + (k, k))
     u_small = a.gather(-1, pick) / (s_sorted != 0).where(s_sorted, 1.0).unsqueeze(-2)
     v = v.gather(-1, pick)
-    u_full = q[..., :, :k] @ u_small if not full_matrices or m == k else \
-      q @ u_small.pad(((0, 0),) * len(batch) + ((0, m - k), (0, m - k))) + \
-      q @ (Tensor.eye(m, dtype=a.dtype, device=self.device) - Tensor.eye(k, dtype=a.dtype, device=self.device).pad(((0, m - k), (0, m - k))))
+    if not full_matrices or m == k: u_full = q[..., :, :k] @ u_small
+    else:  # complete U with the last m - k columns of Q: Q @ [[u_small, 0], [0, I]]
+      grow = ((0, m - k), (0, m - k))
+      eye = lambda size: Tensor.eye(size, dtype=a.dtype, device=self.device)  # noqa: E731
+      rest = eye(m) - eye(k).pad(grow)
+      u_full = q @ (u_small.pad(((0, 0),) * len(batch) + grow) + rest)
     return u_full, s_sorted, v.transpose(-2, -1)
 
   def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1e-07) -> Tensor:
     """Approximate orthogonalisation of the last two axes (Muon's step): G = self / ||self||, then `steps` times
     G = sum_i params[i] * (G G^T)^i G."""
     if self.ndim < 2: raise ValueError(f"newton_schulz needs at least 2 dimensions, got shape {self.shape}")
-    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    if self.shape[-2] > self.shape[-1]:
+      return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
     g = self / (self.square().sum((-2, -1), keepdim=True).sqrt() + eps)
     for _ in range(steps):
       gram, term, total = g @ g.transpose(-2, -1), g, None

@@ -245,6 +245,9 @@ def test_backward_of_non_scalar_needs_gradient():
   (x * 2).backward(Tensor.full((2, 3), 0.5, device="PYTHON"))
   np.testing.assert_allclose(x.grad.numpy(), np.ones((2, 3)))
   with pytest.raises(ValueError, match="shape"): (x * 2).backward(Tensor.ones(3, device="PYTHON"))
+  x.grad = None
+  (x * 3).sum(keepdim=True).backward()  # one element of any shape is a scalar loss, as in torch
+  np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 3.0))
 
 
 def test_backward_after_realize_says_why_it_cannot():
