@@ -135,6 +135,7 @@ def reduce_split_plan(prog: LoopProgram) -> tuple[UOp, UOp, UOp] | None:
     if u.op is Ops.RANGE: depth += 1
   if found is None or found[2] is None or len(top_accs) != 1: return None
   acc = found[0]
+  if acc.dtype.itemsize > 8: return None  # a vector accumulator would overrun the runtime's 8-byte partial slots
   ops = {u.arg for u in uops if u.op is Ops.ACCUMULATE and u.src[0] is acc}
   if len(ops) != 1: return None
   return found

@@ -246,6 +246,15 @@ def test_split_reduction_with_epilogue_and_ints():
   np.testing.assert_allclose(((fn - 3).relu().sum() / 10).sqrt().item(), np.sqrt(np.maximum(an - 3, 0).sum() / 10), rtol=1e-5)
 
 
+def test_split_reduction_keeps_vector_accumulators_whole():
+  # 8 outputs vectorised into one <8 x float> accumulator: the partials (8 bytes a piece) cannot hold it, so the
+  # kernel is not split (it wrote 32 bytes per slot and crashed: a conv bias update in training at batch 16)
+  gn = np.random.default_rng(3).standard_normal((16, 8, 26, 26)).astype(np.float32)
+  g, b, lr = Tensor(gn, device="CPU").realize(), Tensor(np.zeros(8, np.float32), device="CPU").realize(), 0.5
+  b.assign(b - Tensor([lr], device="CPU") * g.sum((0, 2, 3))).realize()
+  np.testing.assert_allclose(b.numpy(), -lr * gn.sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
+
+
 def test_small_kernels_run_on_one_thread():
   t = Tensor.rand(4, 4, device="CPU") + 1
   item = [it for it in t.schedule() if not it.is_copy][0]
