@@ -160,6 +160,23 @@ def test_movement(dev, name):
   check_grad(dev, ours, theirs, (3, 5, 4))
 
 
+IDX = np.array([[0, 2], [1, 1], [4, 3]])
+COMPOSITE = {  # ops built from the others: their gradients come from the rules above
+  "gather": (lambda x: x.gather(1, Tensor(IDX, device=x.device)), lambda x: x.gather(1, torch.tensor(IDX))),
+  "tensor_index": (lambda x: x[Tensor([2, 0, 2], device=x.device)], lambda x: x[torch.tensor([2, 0, 2])]),
+  "cumsum": (lambda x: x.cumsum(1), lambda x: x.cumsum(1)),
+  "einsum": (lambda x: Tensor.einsum("ij,kj->ik", x, x), lambda x: torch.einsum("ij,kj->ik", x, x)),
+  "sort": (lambda x: x.sort(1)[0], lambda x: x.sort(1)[0]),
+}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("name", list(COMPOSITE))
+def test_composite(dev, name):
+  ours, theirs = COMPOSITE[name]
+  check_grad(dev, ours, theirs, (3, 5))
+
+
 @pytest.mark.parametrize("dev", DEVICES)
 def test_matmul_batch_broadcast(dev):
   check_grad(dev, lambda a, b: a @ b, lambda a, b: a @ b, (2, 1, 3, 4), (5, 4, 3))
