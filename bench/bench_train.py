@@ -51,14 +51,18 @@ def torch_twin(name: str) -> torch.nn.Module:
   return m
 
 
-def median_time(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
-  for _ in range(warmup): fn()
-  times = []
+def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
+  """The median time of each function, timed in alternation so that load from elsewhere on a shared
+  machine falls on all of them alike."""
+  for _ in range(warmup):
+    for fn in fns: fn()
+  times: list[list[float]] = [[] for _ in fns]
   for _ in range(repeat):
-    st = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - st)
-  return statistics.median(times)
+    for fn, ts in zip(fns, times):
+      st = time.perf_counter()
+      fn()
+      ts.append(time.perf_counter() - st)
+  return [statistics.median(ts) for ts in times]
 
 
 def bench(name: str, model, opt_name: str, batch: int, repeat: int) -> None:
@@ -92,7 +96,7 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int) -> None:
 
   ours, theirs = step(), tstep()
   if abs(ours - theirs) > 1e-4 * max(1.0, abs(theirs)): raise AssertionError(f"{name}: loss {ours} != torch's {theirs}")
-  tp, tt = median_time(step, repeat), median_time(tstep, repeat)
+  tp, tt = median_times([step, tstep], repeat)
   label = f"{name} {opt_name} batch {batch}"
   print(f"{label:<24}  plugrad {tp * 1e3:8.2f} ms/step  torch {tt * 1e3:8.2f} ms/step  ratio {tt / tp:5.2f}x",
         flush=True)
