@@ -139,6 +139,53 @@ def _unit_uniform(shape: tuple[int, ...], dt: DType, device: str | None) -> Tens
   return (_random_bits(shape, device) >> (32 - bits)).cast(dt) * (2.0 ** -bits)
 
 
+class _Handles:
+  """Live tensors indexed by the node each points at, and how many hold each buffer, so a realize
+  touches only the tensors its graph reaches (walking every live tensor made each realize cost grow
+  with the size of the program). Maintained by `Tensor.uop`'s setter and `Tensor.__del__`."""
+
+  def __init__(self) -> None:
+    self.at: dict[UOp, dict[int, weakref.ref[Tensor]]] = {}
+    self.held: dict[Buffer, int] = {}
+    self.kernelized: set[UOp] = set()  # nodes handles were rebound to whose kernels may not have run yet
+
+  def move(self, t: Tensor, old: UOp | None, new: UOp | None) -> None:
+    if old is not None:
+      refs = self.at[old]
+      del refs[id(t)]
+      if not refs: del self.at[old]
+      if (base := contiguous_base(old)) is not None:
+        b = buffer_of(base)
+        if (n := self.held[b] - 1): self.held[b] = n
+        else: del self.held[b]
+    if new is not None:
+      self.at.setdefault(new, {})[id(t)] = weakref.ref(t)
+      if (base := contiguous_base(new)) is not None:
+        b = buffer_of(base)
+        self.held[b] = self.held.get(b, 0) + 1
+
+  def tensors_at(self, u: UOp) -> list[Tensor]:
+    return [t for r in list(self.at.get(u, {}).values()) if (t := r()) is not None]
+
+  def rebind(self, becomes: dict[UOp, UOp]) -> None:
+    """Point every live tensor at what its node became."""
+    for old, new in becomes.items():
+      if old in self.at:
+        for t in self.tensors_at(old): t.uop = new
+        self.kernelized.add(new)
+
+  def finish(self) -> None:
+    """Tensors whose kernels ran now point at their buffers."""
+    for u in list(self.kernelized):
+      if (view := realized_view(u)) is None and contiguous_base(u) is not None: continue  # kernelized, not run
+      self.kernelized.discard(u)
+      if view is not None:
+        for t in self.tensors_at(u): t.uop = view
+
+
+_handles = _Handles()
+
+
 class _TensorMeta(type):
   # `Tensor.training` reads and sets the TRAINING context variable: the one record of training mode
   @property
@@ -156,9 +203,24 @@ class Tensor(metaclass=_TensorMeta):
   :param requires_grad: True: `backward` fills `.grad`; False: never; None (default): filled when
     the tensor is reached by `backward` (tinygrad's rule).
   """
-  __slots__ = ("uop", "device", "grad", "requires_grad", "__weakref__")
-  _live: weakref.WeakSet[Tensor] = weakref.WeakSet()
+  __slots__ = ("_uop", "device", "grad", "requires_grad", "__weakref__")
   __hash__ = object.__hash__
+
+  @property
+  def uop(self) -> UOp:
+    """The node of the graph this tensor is (a buffer once realized)."""
+    return self._uop
+
+  @uop.setter
+  def uop(self, u: UOp) -> None:
+    _handles.move(self, getattr(self, "_uop", None), u)
+    self._uop = u
+
+  def __del__(self) -> None:
+    try:
+      _handles.move(self, self._uop, None)
+    except (AttributeError, KeyError, TypeError):  # never fully made, or the interpreter is shutting down
+      pass
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                requires_grad: bool | None = None):
@@ -187,7 +249,6 @@ class Tensor(metaclass=_TensorMeta):
       self.uop = _upload(arr, dt, self.device)
     else:
       raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
-    Tensor._live.add(self)
     if requires_grad is not None: self.requires_grad_(requires_grad)
 
   @staticmethod
@@ -196,7 +257,6 @@ class Tensor(metaclass=_TensorMeta):
     if uop.dtype.scalar() not in caps.dtypes: check_supported(device, caps, {uop.dtype.scalar()})  # fail at the call
     t = object.__new__(Tensor)
     t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
-    Tensor._live.add(t)
     return t
 
   def _new(self, uop: UOp) -> Tensor: return Tensor._from(uop, self.device)
@@ -351,14 +411,14 @@ class Tensor(metaclass=_TensorMeta):
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
     tensors = [self, *others]
-    _rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
+    _handles.rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
     return self
 
   def realize(self, *others: Tensor) -> Tensor:
     """Run everything these tensors need; afterwards they are plain buffers."""
     tensors = [self, *others]
-    _rebind(engine_realize([t.uop for t in tensors], [t.device for t in tensors], _live_roots, get_registry()))
-    _finish_realize()
+    engine_realize([t.uop for t in tensors], [t.device for t in tensors], _handles.held.keys, _handles.rebind, get_registry())
+    _handles.finish()
     return self
 
   def numpy(self) -> np.ndarray:
@@ -485,8 +545,7 @@ class Tensor(metaclass=_TensorMeta):
     :param gradient: dL/d(self); may be left out only for a scalar (then it is 1).
     """
     root_grad = self._check_root_gradient(gradient)
-    in_graph = set(self.uop.toposort)
-    wanted = [t for t in list(Tensor._live) if t.uop in in_graph and t.requires_grad is not False and t.dtype.is_float]
+    wanted = [t for u in self.uop.toposort for t in _handles.tensors_at(u) if t.requires_grad is not False and t.dtype.is_float]
     grads = compute_gradient(self.uop, root_grad.uop, [t.uop for t in wanted])
     for t in wanted:
       g = Tensor._from(grads[t.uop], t.device) if t.uop in grads else t.zeros_like()
@@ -2722,31 +2781,16 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   return _reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape))
 
 
-def _live_roots() -> list[UOp]:
-  """What every live tensor points at (their buffers must outlive a schedule)."""
-  return [t.uop for t in list(Tensor._live)]
-
-
-def _rebind(becomes: dict[UOp, UOp]) -> None:
-  """Point every live tensor at what its node became."""
-  if not becomes: return
-  for t in list(Tensor._live):
-    if (n := becomes.get(t.uop)) is not None: t.uop = n
-
-
 def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
   """Kernelize the tensors and list their pending kernels (rebinding them); `limit_device` takes the
   buffer limit from another device (to render for it elsewhere)."""
-  items, becomes = engine_schedule([t.uop for t in tensors], [t.device for t in tensors], _live_roots, get_registry(),
-                                   limit_device)
-  _rebind(becomes)
-  return items
+  return engine_schedule([t.uop for t in tensors], [t.device for t in tensors], _handles.held.keys, _handles.rebind,
+                         get_registry(), limit_device)
 
 
 def _finish_realize() -> None:
-  """Tensors whose kernels ran now point at their buffers."""
-  for t in list(Tensor._live):
-    if (n := realized_view(t.uop)) is not None: t.uop = n
+  """Tensors whose kernels ran (through `schedule()` and a run of its items) now point at their buffers."""
+  _handles.finish()
 
 
 __all__ = ["Tensor", "broadcast_shape"]

@@ -87,7 +87,8 @@ def test_setitem(index, vshape, dev):
   value = rand(*vshape, seed=1) if vshape else np.float32(7.5)
   want = X.copy()
   if any(isinstance(i, slice) and (i.step or 1) < 0 for i in index): want[index] = value  # torch has no negative steps
-  else: torch.from_numpy(want)[tuple(torch.tensor(i) if isinstance(i, list) else i for i in index)] = torch.tensor(value)
+  else: torch.from_numpy(want)[tuple(torch.tensor(i) if isinstance(i, list) else i for i in index)] = \
+    torch.tensor(value)
   lazy, realized = Tensor(X, device=dev) * 1, Tensor(X.copy(), device=dev).realize()
   for t in (lazy, realized):
     t[index] = Tensor(value, device=dev) if vshape else float(value)
@@ -176,14 +177,16 @@ def test_pad_to_shrink_to_normalize(dev):
   same(t.normalize(1, 0), F.normalize(torch.from_numpy(X[0]), 1, 0))
 
 
+# negative pads crop; torch allows them in constant mode only
 PAD_CASES = [(mode, pads) for mode in ("reflect", "replicate", "circular", "constant")
-             for pads in [(1, 2), (2, 0, 1, 3), (0, 0, 3, 1)]] + [("constant", (-1, 2, 1, -2))]  # torch crops in constant only
+             for pads in [(1, 2), (2, 0, 1, 3), (0, 0, 3, 1)]] + [("constant", (-1, 2, 1, -2))]
 
 
 @pytest.mark.parametrize("mode,pads", PAD_CASES)
 def test_pad_modes(mode, pads, dev):
   x = rand(2, 4, 5)
-  want = F.pad(torch.from_numpy(x), pads, mode=mode, value=0.5) if mode == "constant" else F.pad(torch.from_numpy(x), pads, mode=mode)
+  kw = {"value": 0.5} if mode == "constant" else {}
+  want = F.pad(torch.from_numpy(x), pads, mode=mode, **kw)
   same(Tensor(x, device=dev).pad(pads, mode=mode, value=0.5), want)
 
 
@@ -212,8 +215,9 @@ def test_max_pool2d(k, s, d, p, ceil, dev):
   same(idx, want_idx.int())
 
 
-@pytest.mark.parametrize("k,s,p,ceil,include", [((2, 2), None, 0, False, True), (3, 2, 1, False, False), (3, 2, 1, True, True),
-                                                ((2, 3), 2, (1, 1), True, False), (2, 3, 0, True, True)])
+@pytest.mark.parametrize("k,s,p,ceil,include", [((2, 2), None, 0, False, True), (3, 2, 1, False, False),
+                                                (3, 2, 1, True, True), ((2, 3), 2, (1, 1), True, False),
+                                                (2, 3, 0, True, True)])
 def test_avg_pool2d(k, s, p, ceil, include, dev):
   x = rand(1, 3, 7, 6)
   want = F.avg_pool2d(torch.from_numpy(x), k, s, p, ceil_mode=ceil, count_include_pad=include)
@@ -231,7 +235,8 @@ def test_pools_1d_3d_and_unpool(dev):
   with pytest.raises(ValueError, match="does not fit"): Tensor.ones(1, 1, 2, 2, device=dev).max_pool2d(3)
 
 
-@pytest.mark.parametrize("mode,align", [("linear", False), ("linear", True), ("nearest", False), ("nearest-exact", False)])
+@pytest.mark.parametrize("mode,align", [("linear", False), ("linear", True), ("nearest", False),
+                                        ("nearest-exact", False)])
 @pytest.mark.parametrize("size", [(5, 9), (2, 3), (4, 4)])
 def test_interpolate(mode, align, size, dev):
   x = rand(1, 2, 4, 6)
@@ -245,7 +250,8 @@ def test_interpolate(mode, align, size, dev):
 EINSUMS = [
   ("ij,jk->ik", [(3, 4), (4, 2)]), ("ij,jk", [(3, 4), (4, 2)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
   ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,j->ij", [(3,), (4,)]), ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
-  ("ij->ji", [(2, 3)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("i,i->", [(0,), (0,)]), ("iij->j", [(2, 2, 3)]),
+  ("ij->ji", [(2, 3)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("i,i->", [(0,), (0,)]),
+  ("iij->j", [(2, 2, 3)]),
 ]
 
 
@@ -259,7 +265,8 @@ def test_einsum(formula, shapes, dev):
 
 def test_einsum_errors(dev):
   with pytest.raises(ValueError, match="operands"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev))
-  with pytest.raises(ValueError, match="sizes"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev), Tensor.ones(3, 2, device=dev))
+  with pytest.raises(ValueError, match="sizes"):
+    Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev), Tensor.ones(3, 2, device=dev))
 
 
 @pytest.mark.parametrize("causal,mask,gqa", [(False, None, False), (True, None, False), (False, "bool", False),
@@ -290,7 +297,8 @@ def test_qr(shape, dev):
   np.testing.assert_allclose(np.abs(r.numpy()), np.abs(tr), atol=1e-5)
 
 
-@pytest.mark.parametrize("shape,full", [((4, 3), True), ((4, 3), False), ((3, 5), True), ((2, 3, 3), False), ((1, 2), True)])
+@pytest.mark.parametrize("shape,full", [((4, 3), True), ((4, 3), False), ((3, 5), True), ((2, 3, 3), False),
+                                        ((1, 2), True)])
 def test_svd(shape, full):
   x = rand(*shape)
   u, s, vh = Tensor(x, device="CPU").svd(full)

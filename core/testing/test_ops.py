@@ -991,7 +991,8 @@ def test_unknown_dtype_raises(device):
 def test_advanced_indexing_read_write(device):
   x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
   check(lambda a: a[[1, 0], :, [3, 1]], lambda t: t[[1, 0], :, [3, 1]], x, device=device)
-  check(lambda a: a[:, np.array([[2], [0]]), 1:], lambda t: t[:, Tensor([[2], [0]], device=device), 1:], x, device=device)
+  idx = np.array([[2], [0]])
+  check(lambda a: a[:, idx, 1:], lambda t: t[:, Tensor(idx, device=device), 1:], x, device=device)
   check(lambda a: a[a[:, :, 0] > 5], lambda t: t[t[:, :, 0] > 5], x, device=device)
   t = Tensor(x, device=device).realize()
   t[:, 1, ::2] = -1.0
@@ -1041,7 +1042,8 @@ def test_pool_options(device):
   check(lambda a: want, lambda t: t.max_pool2d(3, 2, padding=1), x, device=device)
   ones = np.pad(np.ones((5, 5)), 1)
   sums = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-  avg = np.array([[sums[0, 0, i:i + 3, j:j + 3].sum() / ones[i:i + 3, j:j + 3].sum() for j in (0, 2, 4)] for i in (0, 2, 4)])
+  avg = np.array([[sums[0, 0, i:i + 3, j:j + 3].sum() / ones[i:i + 3, j:j + 3].sum() for j in (0, 2, 4)]
+                  for i in (0, 2, 4)])
   check(lambda a: avg[None, None], lambda t: t.avg_pool2d(3, 2, padding=1, count_include_pad=False), x, device=device,
         atol=1e-6)
 
