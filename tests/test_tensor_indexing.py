@@ -309,3 +309,38 @@ def test_svd(shape, full):
   same((u[..., :, :k] * s.unsqueeze(-2)) @ vh[..., :k, :], x, atol=1e-5)
   eye = np.broadcast_to(np.eye(u.shape[-1], dtype=np.float32), u.shape[:-2] + (u.shape[-1],) * 2)
   same(u.transpose(-2, -1) @ u, eye, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ every dtype
+
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[np.dtype(d).name for d in DTYPES])
+def test_selection_ops_keep_every_dtype(dtype, dev):
+  rng = np.random.default_rng(5)
+  x = (rng.random((3, 4)) < 0.5) if dtype is np.bool_ else rng.integers(0, 9, (3, 4)).astype(dtype)
+  t, ref = Tensor(x, device=dev), torch.from_numpy(x)
+  idx = torch.tensor([[2, 0, 1, 2]])
+  cases = [
+    (t[[2, 0], 1:], ref[[2, 0], 1:]), (t[:, Tensor([3, 3], device=dev)], ref[:, [3, 3]]),
+    (t.gather(0, Tensor(idx.numpy(), device=dev)), ref.gather(0, idx)),
+    (t.scatter(0, Tensor(idx.numpy(), device=dev), t[:1]), ref.scatter(0, idx, ref[:1])),
+    (t.roll(1, 1), ref.roll(1, 1)), (t.pad((1, 2), mode="reflect"), np.pad(x, ((0, 0), (1, 2)), "reflect")),
+    (t.masked_select(t != 0), ref.masked_select(ref != 0)), (t.tril(), ref.tril()), (t.flip(1), ref.flip(1)),
+    (t.repeat_interleave(2, 0), ref.repeat_interleave(2, 0)), (t.nonzero(), ref.nonzero().int()),
+  ]
+  for got, want in cases:
+    assert got.dtype.np == np.asarray(want).dtype
+    same(got, want)
+  if dtype is not np.bool_:
+    values, indices = t.sort(1, descending=True)
+    tv, ti = torch.sort(ref.float(), dim=1, descending=True, stable=True)
+    same(values.cast("float32"), tv)
+    same(indices, ti.int())
+    same(t.cummax(1)[0], ref.cummax(1)[0])
+  u = Tensor(x.copy(), device=dev).realize()
+  u[1, ::2] = Tensor(x[0, :2], device=dev)
+  want = x.copy()
+  want[1, ::2] = x[0, :2]
+  same(u, want)
