@@ -1,13 +1,16 @@
 """The PYTHON reference device: the executable definition of the loop program.
 
 Its renderer writes the loop program as text (one UOp a line), its "compiler" checks and encodes
-that text, and its runtime interprets it with numpy, vectorised over the launch indices. It is
-registered through the same hooks as any other device plugin, so core runs and is tested with no
-plugin installed. Speed is not its purpose: exactness and checking are (out-of-bounds accesses
-raise instead of reading garbage).
+that text, and its runtime runs it with numpy (`plugrad.runtime.loop_interpreter`): one array
+operation per UOp over the launch grid and every iteration of the loops around it, with the
+program's sequential meaning kept (accumulation order and dtype, loops whose iterations depend on
+each other). It is registered through the same hooks as any other device plugin, so core runs and
+is tested with no plugin installed. Exactness and checking are its purpose (out-of-bounds accesses
+raise instead of reading garbage); whole-array evaluation keeps it fast enough to use, a fused
+reduction costing about what the split kernels do.
 
 It takes vector ops (Capabilities.vector_ops), so the core tests run the vectorised lowering: a
-vector of n lanes is an array with a trailing axis of n after the launch-grid axes.
+vector of n lanes is an array with a trailing axis of n.
 """
 from __future__ import annotations
 
@@ -17,16 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from plugrad.alu import exec_alu, to_np_compute
 from plugrad.codegen.program import LoopProgram
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config
 from plugrad.device import Allocator, Capabilities, CompileError, Compiler, DeviceDecl, Program, Runtime
-from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
+from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
-from plugrad.uops import GroupOp, Ops
+from plugrad.runtime.loop_interpreter import Instr, LoopInterpreter
+from plugrad.uops import Ops
 
 NAME = "PYTHON"
+VIRTUAL_DEVICES = 8
 _DTYPES = {d.name: d for d in dtypes.all()}
 
 
@@ -72,7 +76,7 @@ class PythonCompiler(Compiler):
 
   def _compile(self, src: str) -> bytes:
     try:
-      _parse(src)
+      LoopInterpreter("check", *_parse(src))
     except Exception as e:
       raise CompileError(f"malformed PYTHON program: {e}\n{src}") from e
     return src.encode()
@@ -81,7 +85,7 @@ class PythonCompiler(Compiler):
     return self._compile(src), False  # parsing is cheaper than the disk cache
 
 
-def _parse(src: str) -> tuple[tuple[int, ...], list[tuple[Ops, DType | None, Any, tuple[int, ...]]]]:
+def _parse(src: str) -> tuple[tuple[int, ...], list[Instr]]:
   lines = [ln for ln in src.splitlines() if ln and not ln.startswith("#")]
   global_size = tuple(int(x) for x in lines[0].split()[1:])
   prog = []
@@ -101,109 +105,17 @@ class PythonAllocator(Allocator):
 
 
 class PythonProgram(Program):
-  """Interprets a parsed program, every value an array over the launch grid."""
+  """A parsed program and its interpreter."""
 
   def __init__(self, name: str, src: str):
     self.name = name
-    self.global_size, self.prog = _parse(src)
+    self.global_size, prog = _parse(src)
+    self.interpreter = LoopInterpreter(name, self.global_size, prog)
 
   def __call__(self, *bufs: np.ndarray, global_size=None, local_size=None, wait: bool = False) -> float | None:
     st = time.perf_counter()
-    grid = tuple(self.global_size)
-    # work-groups: each grid point's group coordinates, which pick its group's copy of local memory
-    local = tuple(local_size) if local_size else (1,) * len(grid)
-    groups = tuple(g // lo for g, lo in zip(grid, local))
-    group_of = tuple(np.broadcast_to((np.arange(g) // lo).reshape([g if i == d else 1 for i in range(len(grid))]), grid)
-                     for d, (g, lo) in enumerate(zip(grid, local)))
-    views: dict[int, tuple[np.ndarray, DType]] = {}
-    vals: list[Any] = [None] * len(self.prog)
-    loops: list[tuple[int, int, int]] = []  # (pc of RANGE, current, end)
-    pc = 0
-    while pc < len(self.prog):
-      op, dt, arg, src = self.prog[pc]
-      if op is Ops.PARAM:
-        # the allocator rounds empty buffers up to one byte: view exactly the param's elements
-        views[pc] = (bufs[arg[0]][:arg[1] * dt.itemsize].view(dt.storage_np), dt)
-      elif op is Ops.CONST: vals[pc] = to_np_compute(arg, dt)
-      elif op is Ops.SPECIAL:
-        shape = [1] * len(grid)
-        shape[arg[1]] = arg[2]
-        vals[pc] = np.arange(arg[2], dtype=dt.np).reshape(shape)
-      elif op is Ops.RANGE:
-        end = int(vals[src[0]])
-        if end <= 0:  # an empty loop: skip to its end
-          pc = next(i for i in range(pc + 1, len(self.prog)) if self.prog[i][0] is Ops.ENDRANGE and self.prog[i][3][0] == pc)
-        else:
-          loops.append((pc, 0, end))
-          vals[pc] = to_np_compute(0, dt)
-      elif op is Ops.ENDRANGE:
-        start, cur, end = loops.pop()
-        if cur + 1 < end:
-          loops.append((start, cur + 1, end))
-          vals[start] = to_np_compute(cur + 1, self.prog[start][1])
-          pc = start
-      elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
-      elif op is Ops.ACCUMULATE:
-        vals[src[0]] = exec_alu(arg, dt, [vals[src[0]], vals[src[1]]], [dt, dt])
-      elif op is Ops.DEFINE_LOCAL: vals[pc] = np.zeros((arg[1],) + groups, dtype=dt.np)
-      elif op is Ops.BARRIER:  # every op runs on the whole grid at once: the stores before it are all done
-        vals[pc] = vals[self.prog[src[0]][3][0]]
-      elif op is Ops.LOAD and self.prog[src[0]][0] is Ops.BARRIER:
-        vals[pc] = vals[src[0]][(np.broadcast_to(vals[src[1]], grid),) + group_of]
-      elif op is Ops.STORE and self.prog[src[0]][0] is Ops.DEFINE_LOCAL:
-        sel = (np.broadcast_to(vals[src[1]], grid),) + group_of
-        val = np.broadcast_to(vals[src[2]], grid)
-        if len(src) > 3:
-          gate = np.broadcast_to(vals[src[3]], grid)
-          sel, val = tuple(x[gate] for x in sel), val[gate]
-        vals[src[0]][sel] = val
-      elif op is Ops.LOAD:
-        idx, gate = vals[src[1]], vals[src[2]] if len(src) > 2 else None
-        if dt.count > 1:  # a vector of consecutive elements: the lanes on a trailing axis
-          idx, gate = _lanes(idx, dt.count), None if gate is None else np.asarray(gate)[..., None]
-        vals[pc] = self._load(views[src[0]], idx, gate)
-      elif op is Ops.STORE:
-        idx, gate, shape = vals[src[1]], vals[src[3]] if len(src) > 3 else None, grid
-        if (n := self.prog[src[2]][1].count) > 1:
-          idx, gate, shape = _lanes(idx, n), None if gate is None else np.asarray(gate)[..., None], grid + (n,)
-        self._store(views[src[0]], idx, vals[src[2]], gate, shape)
-      elif op is Ops.VECTORIZE: vals[pc] = np.stack(np.broadcast_arrays(*(vals[s] for s in src)), axis=-1)
-      elif op is Ops.GEP: vals[pc] = vals[src[0]][..., arg]
-      elif op in GroupOp.ALU:
-        vals[pc] = exec_alu(op, dt, [vals[s] for s in src], [self.prog[s][1] for s in src])
-      else: raise RuntimeError(f"PYTHON device cannot run {op}")
-      pc += 1
+    self.interpreter.run(bufs, local_size)
     return time.perf_counter() - st if wait else None
-
-  def _load(self, view: tuple[np.ndarray, DType], idx: np.ndarray, gate: np.ndarray | None) -> np.ndarray:
-    buf, dt = view
-    idx = np.asarray(idx)
-    if gate is not None: idx, gate = np.broadcast_arrays(idx, np.asarray(gate))
-    live = idx[gate] if gate is not None else idx  # a false gate reads nothing, not even index 0
-    if live.size and (live.min() < 0 or live.max() >= len(buf)):
-      raise IndexError(f"{self.name}: load out of bounds: index range [{live.min()}, {live.max()}] for a buffer of {len(buf)}")
-    if gate is None: v = buf[idx]
-    else:
-      v = np.zeros(idx.shape, buf.dtype)
-      v[gate] = buf[live]
-    return bf16_to_f32(v) if dt == dtypes.bfloat16 else v
-
-  def _store(self, view: tuple[np.ndarray, DType], idx: np.ndarray, val: np.ndarray, gate: np.ndarray | None, grid) -> None:
-    buf, dt = view
-    idx, val = np.broadcast_to(idx, grid), np.broadcast_to(val, grid)
-    if gate is not None:
-      g = np.broadcast_to(gate, grid)
-      idx, val = idx[g], val[g]
-    idx = np.asarray(idx).reshape(-1)
-    if idx.size and (idx.min() < 0 or idx.max() >= len(buf)):
-      raise IndexError(f"{self.name}: store out of bounds: index range [{idx.min()}, {idx.max()}] for a buffer of {len(buf)}")
-    val = np.asarray(val).reshape(-1)
-    buf[idx] = f32_to_bf16(val) if dt == dtypes.bfloat16 else val.astype(dt.storage_np, copy=False)
-
-
-def _lanes(idx: np.ndarray, n: int) -> np.ndarray:
-  """The indices of the n consecutive elements a vector access at `idx` touches (trailing axis)."""
-  return np.asarray(idx)[..., None] + np.arange(n, dtype=np.asarray(idx).dtype)
 
 
 class PythonRuntime(Runtime):
@@ -216,7 +128,9 @@ class PythonDevicePlugin:
 
   @hookimpl
   def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
-    return [DeviceDecl(NAME, priority=0, description="reference interpreter of the loop program (numpy)")]
+    # several virtual instances (PYTHON:0 .. PYTHON:7), so copies between devices are tested without hardware
+    return [DeviceDecl(NAME, priority=0, description="reference interpreter of the loop program (numpy)",
+                       count=lambda: VIRTUAL_DEVICES)]
 
   @hookimpl
   def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:

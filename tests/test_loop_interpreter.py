@@ -1,0 +1,135 @@
+"""The PYTHON reference device runs a loop program with whole-array numpy operations per loop nest
+(plugrad.runtime.loop_interpreter) and keeps the program's sequential meaning: accumulation order
+and dtype, loops whose iterations depend on each other, bounds checks. Programs here are written by
+hand as the lowering would write them, checked against the program spec, and run through the
+device's renderer, compiler and runtime."""
+import numpy as np
+import pytest
+
+from plugrad import Tensor
+from plugrad.codegen.program import LoopProgram, Param
+from plugrad.device import CompileError
+from plugrad.dtype import dtypes
+from plugrad.runtime import loop_interpreter
+from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.spec import check_program
+from plugrad.uops import Ops, UOp
+
+f32, i32 = dtypes.float32, dtypes.int32
+
+
+def program(*stmts: UOp) -> list[UOp]:
+  """The statements in order, each preceded by those of its sources not placed yet (so only the
+  control structure needs writing out: accumulators, loops, updates, stores)."""
+  out: list[UOp] = []
+
+  def place(u: UOp) -> None:
+    if u in out: return
+    for s in u.src: place(s)
+    out.append(u)
+  for st in stmts: place(st)
+  return out
+
+
+def run(uops: list[UOp], *arrays: np.ndarray, check: bool = True) -> np.ndarray:
+  """Run the program `uops` with PARAM i bound to a copy of arrays[i]; return PARAM 0's contents."""
+  params = tuple(Param(u.arg[0], u.dtype, u.arg[1], u.arg[0] == 0) for u in uops if u.op is Ops.PARAM)
+  prog = LoopProgram("test", tuple(uops), params, (), None, 0, 0)
+  if check: check_program(prog)
+  runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
+  bufs = [np.ascontiguousarray(a).view(np.uint8).copy() for a in arrays]
+  runner(*bufs)
+  return bufs[0].view(arrays[0].dtype)
+
+
+def param(index: int, size: int) -> UOp: return UOp(Ops.PARAM, f32, (), (index, size))
+def const(x: int | float) -> UOp: return UOp.const(f32 if isinstance(x, float) else i32, x)
+def loop(n: int | UOp, ident: int) -> UOp: return UOp(Ops.RANGE, i32, (n if isinstance(n, UOp) else const(n),), ident)
+def end(r: UOp) -> UOp: return UOp(Ops.ENDRANGE, None, (r,))
+def acc(ident: int) -> UOp: return UOp(Ops.DEFINE_ACC, f32, (const(0.0),), ident)
+def add_to(a: UOp, value: UOp) -> UOp: return UOp(Ops.ACCUMULATE, f32, (a, value), Ops.ADD)
+def load(buf: UOp, index: UOp, *gate: UOp) -> UOp: return UOp(Ops.LOAD, f32, (buf, index, *gate))
+def store(buf: UOp, index: UOp, value: UOp) -> UOp: return UOp(Ops.STORE, None, (buf, index, value))
+
+
+def tiny_steps(n: int) -> np.ndarray:
+  """1.0 then n-1 halves of float32's epsilon: each step of a sequential float32 sum rounds back to
+  1.0 (ties to even), while a pairwise sum keeps them (1 + (n-1) * 2**-24)."""
+  return np.array([1.0] + [2.0**-24] * (n - 1), np.float32)
+
+
+@pytest.mark.parametrize("chunk", [1 << 21, 100, 1000])
+def test_sum_accumulates_sequentially_in_float32(monkeypatch, chunk):
+  # out[0] = sum over i < 64, j < 64 of x[i*64 + j], one accumulator across both loops; small
+  # chunk budgets make the outer loop run one iteration (100) or a few (1000) at a time
+  monkeypatch.setattr(loop_interpreter, "CHUNK_ELEMENTS", chunk)
+  out, x, total, i, j = param(0, 1), param(1, 4096), acc(0), loop(64, 0), loop(64, 1)
+  prog = program(out, x, total, i, j, add_to(total, load(x, i * const(64) + j)), end(j), end(i),
+                 store(out, const(0), total))
+  got = run(prog, np.zeros(1, np.float32), tiny_steps(4096))
+  assert got[0] == np.float32(1.0)  # what a device's loop gives
+  assert np.float32(tiny_steps(4096).sum()) != np.float32(1.0)  # numpy's pairwise sum: 1.000244
+
+
+def test_reading_an_accumulator_inside_its_loop_sees_the_running_value():
+  # out[i] = x[0] + ... + x[i]: the store inside the loop reads the accumulator the loop updates
+  n = 300
+  out, x, total, i = param(0, n), param(1, n), acc(0), loop(n, 0)
+  prog = program(out, x, total, i, add_to(total, load(x, i)), store(out, i, total), end(i))
+  xs = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+  np.testing.assert_array_equal(run(prog, np.zeros(n, np.float32), xs), np.cumsum(xs, dtype=np.float32))
+
+
+def test_a_recurrence_through_memory_runs_in_order():
+  # out[i+1] = out[i] * 2 + x[i]: each iteration loads what the previous one stored
+  n = 20
+  out, x, i = param(0, n + 1), param(1, n), loop(n, 0)
+  prog = program(out, x, i, store(out, i + const(1), load(out, i) * const(2.0) + load(x, i)), end(i))
+  xs = np.arange(n, dtype=np.float32)
+  want = np.zeros(n + 1, np.float32)
+  for k in range(n): want[k + 1] = want[k] * 2 + xs[k]
+  np.testing.assert_array_equal(run(prog, np.zeros(n + 1, np.float32), xs), want)
+
+
+def test_an_inner_loop_bounded_by_the_outer_variable():
+  # out[0] = sum over i < 50 of sum over j < i of x[j] (a triangle)
+  n = 50
+  out, x, total, i = param(0, 1), param(1, n), acc(0), loop(n, 0)
+  j = loop(i, 1)
+  prog = program(out, x, total, i, j, add_to(total, load(x, j)), end(j), end(i), store(out, const(0), total))
+  xs = np.arange(n, dtype=np.float32)
+  assert run(prog, np.zeros(1, np.float32), xs)[0] == sum(xs[:k].sum() for k in range(n))
+
+
+def test_out_of_bounds_accesses_raise_and_gated_off_ones_read_nothing():
+  n = 8
+  out, x, i = param(0, n), param(1, n), loop(n, 0)
+  nxt = i + const(1)  # x[1], ..., x[8]: the last one past the end
+  xs = np.arange(n, dtype=np.float32)
+  with pytest.raises(IndexError, match="load out of bounds"):
+    run(program(out, x, i, store(out, i, load(x, nxt)), end(i)), np.zeros(n, np.float32), xs)
+  gated = program(out, x, i, store(out, i, load(x, nxt, nxt.lt(const(n)))), end(i))
+  np.testing.assert_array_equal(run(gated, np.zeros(n, np.float32), xs), [1, 2, 3, 4, 5, 6, 7, 0])
+  with pytest.raises(IndexError, match="store out of bounds"):
+    run(program(out, x, i, store(out, nxt, const(1.0)), end(i)), np.zeros(n, np.float32), xs)
+
+
+def test_a_value_used_after_its_loop_is_a_compile_error():
+  out, x, i = param(0, 1), param(1, 4), loop(4, 0)
+  ld = load(x, i)
+  prog = program(out, x, i, ld, end(i), store(out, const(0), ld))
+  with pytest.raises(CompileError, match="outside the loop that defines it"):
+    run(prog, np.zeros(1, np.float32), np.zeros(4, np.float32), check=False)
+
+
+def test_fused_reduction_of_a_matmul_matches_numpy_in_any_chunking(monkeypatch):
+  rng = np.random.default_rng(0)
+  a, b = (rng.standard_normal((96, 80)).astype(np.float32), rng.standard_normal((80, 72)).astype(np.float32))
+
+  def fused() -> Tensor: return (Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON")).relu().sum(axis=1)
+
+  assert len(fused().schedule()) == 1  # matmul, relu and row sum in one kernel: a three-deep loop nest
+  whole = fused().numpy()
+  np.testing.assert_allclose(whole, np.maximum(a @ b, 0).sum(axis=1), rtol=1e-4)
+  monkeypatch.setattr(loop_interpreter, "CHUNK_ELEMENTS", 5000)  # the outer loop in small pieces
+  np.testing.assert_array_equal(fused().numpy(), whole)  # the same order of operations, so the same bits
