@@ -43,11 +43,13 @@ def test_state_dict_keys_follow_attributes():
   assert list(get_state_dict(Pair(Tensor([1.0]), Tensor([2.0])))) == ["left", "right"]
 
 
-def test_shared_and_cyclic_objects_are_listed_once():
+def test_shared_layers_and_cycles():
   m = Model()
-  m.layers.append(m.layers[0])  # shared: listed under its first path only
-  m.parent = m                   # a cycle must not recurse forever
-  assert list(get_state_dict(m)).count("layers.0.weight") == 1 and "layers.2.weight" not in get_state_dict(m)
+  m.layers.append(m.layers[0])  # a shared layer: under both paths (as torch's state_dict), one parameter
+  m.heads["cls"].owner = m      # a cycle is not followed
+  sd = get_state_dict(m)
+  assert sd["layers.2.weight"] is sd["layers.0.weight"] and not any("owner" in k for k in sd)
+  assert len(get_parameters(m)) == 7 and len(sd) == 9
 
 
 def test_load_state_dict_copies_values():

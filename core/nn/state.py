@@ -32,31 +32,34 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
   """Every tensor reachable from `obj` through attributes, dicts, lists and tuples, by dotted path.
 
-  `model.layers[0].weight` is found as "layers.0.weight" (with `prefix` in front). An object reached
-  twice (a shared submodule) is listed under the first path only; cycles are followed once.
+  `model.layers[0].weight` is found as "layers.0.weight" (with `prefix` in front). Something reached
+  by two paths (a shared layer, a tied weight) is listed under both, as in tinygrad and PyTorch; a
+  reference back to an object being walked (a child holding its parent) is not followed.
   """
   out: dict[str, Tensor] = {}
   _walk(obj, prefix, tensor_type, out, set())
   return out
 
 
-def _walk(obj: Any, prefix: str, tensor_type: type, out: dict[str, Tensor], seen: set[int]) -> None:
+def _walk(obj: Any, prefix: str, tensor_type: type, out: dict[str, Tensor], on_path: set[int]) -> None:
   if isinstance(obj, tensor_type):
     out[prefix.rstrip(".")] = obj
     return
-  if isinstance(obj, _OPAQUE) or id(obj) in seen: return
+  if isinstance(obj, _OPAQUE) or id(obj) in on_path: return
   if hasattr(obj, "_asdict"): obj = obj._asdict()  # a namedtuple: by field name, not position
   if isinstance(obj, dict): items = [(str(k), v) for k, v in obj.items()]
   elif isinstance(obj, (list, tuple)): items = [(str(i), v) for i, v in enumerate(obj)]
   elif hasattr(obj, "__dict__"): items = list(vars(obj).items())
   else: return
-  seen.add(id(obj))
-  for k, v in items: _walk(v, f"{prefix}{k}.", tensor_type, out, seen)
+  on_path.add(id(obj))
+  for k, v in items: _walk(v, f"{prefix}{k}.", tensor_type, out, on_path)
+  on_path.discard(id(obj))
 
 
 def get_parameters(obj: Any) -> list[Tensor]:
-  """The tensors of `obj`'s state dict, in attribute order (what an optimizer is given)."""
-  return list(get_state_dict(obj).values())
+  """The tensors of `obj`'s state dict in attribute order, each once (what an optimizer is given)."""
+  seen: set[int] = set()
+  return [t for t in get_state_dict(obj).values() if not (id(t) in seen or seen.add(id(t)))]
 
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor | np.ndarray], strict: bool = True,
