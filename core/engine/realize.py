@@ -4,18 +4,16 @@ handles to the results; the engine never sees a Tensor."""
 from __future__ import annotations
 
 from plugrad.engine.run import run_schedule
-from plugrad.engine.schedule import LiveRoots, schedule
+from plugrad.engine.schedule import LiveBuffers, Rebind, schedule
 from plugrad.registry import Registry
 from plugrad.scheduler import contiguous_base, pending_kernel
 from plugrad.uops import Ops, UOp
 
 
-def realize(roots: list[UOp], devices: list[str], live: LiveRoots, registry: Registry) -> dict[UOp, UOp]:
-  """Run everything `roots` need. Returns what each node became; the caller rebinds its handles with
-  it and then with `realized_view`."""
-  items, becomes = schedule(roots, devices, live, registry)
-  run_schedule(items, registry)
-  return becomes
+def realize(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry) -> None:
+  """Run everything `roots` need; `rebind` is told what each node became (afterwards the caller points
+  its handles at `realized_view` of those nodes)."""
+  run_schedule(schedule(roots, devices, live, rebind, registry), registry)
 
 
 def realized_view(u: UOp) -> UOp | None:

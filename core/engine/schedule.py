@@ -3,17 +3,19 @@ the schedule of a graph whose structure was scheduled before (see schedule_cache
 from __future__ import annotations
 
 import weakref
-from typing import Callable, Iterable
+from typing import Callable, Collection
 
 from plugrad.device import Buffer
 from plugrad.dtype import DType
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.registry import Registry
-from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, create_schedule, kernelize
+from plugrad.scheduler import ScheduleItem, create_schedule, kernelize
 from plugrad.uops import UOp
 
-#: What the caller's live handles point at now; their buffers must outlive the schedule.
-LiveRoots = Callable[[], Iterable[UOp]]
+#: The buffers the caller's live handles hold (read after `Rebind`): they must outlive the schedule.
+LiveBuffers = Callable[[], Collection[Buffer]]
+#: Points the caller's handles at what their nodes became.
+Rebind = Callable[[dict[UOp, UOp]], None]
 
 _caches: weakref.WeakKeyDictionary[Registry, ScheduleCache] = weakref.WeakKeyDictionary()
 
@@ -38,15 +40,11 @@ def kernelize_roots(roots: list[UOp], devices: list[str], registry: Registry,
   return becomes
 
 
-def live_buffers(nodes: Iterable[UOp]) -> set[Buffer]:
-  """The buffers these nodes are views of."""
-  return {buffer_of(base) for n in nodes if (base := contiguous_base(n)) is not None}
-
-
-def schedule(roots: list[UOp], devices: list[str], live: LiveRoots, registry: Registry,
-             limit_device: str | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-  """The pending kernels (and copies) `roots` need, in order, and what each node becomes; a graph
-  whose structure was scheduled before reuses that schedule on its new buffers."""
+def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry,
+             limit_device: str | None = None) -> list[ScheduleItem]:
+  """The pending kernels (and copies) `roots` need, in order; `rebind` is told what each node became
+  before buffers are planned, so `live` then answers for the handles' new nodes. A graph whose
+  structure was scheduled before reuses that schedule on its new buffers."""
   if registry.config.check_spec:
     from plugrad.spec import tensor_spec
     from plugrad.uops import check_spec
@@ -54,11 +52,13 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveRoots, registry: Re
   cache = _caches.setdefault(registry, ScheduleCache())
   found = structure_key(roots, (tuple(devices), limit_device))
   if found is not None and (template := cache.get(found[0])) is not None:
-    items, new_roots = template.instantiate(found[1], new_buffer_on(registry), live_buffers(live()))
-    return items, {old: new for old, new in zip(roots, new_roots) if new is not None}
+    items, new_roots = template.instantiate(found[1], new_buffer_on(registry), live())
+    rebind({old: new for old, new in zip(roots, new_roots) if new is not None})
+    return items
   becomes = kernelize_roots(roots, devices, registry, limit_device)
+  rebind(becomes)
   new_roots = [becomes.get(r, r) for r in roots]
-  items = create_schedule(new_roots, live_buffers(becomes.get(n, n) for n in live()))
+  items = create_schedule(new_roots, live())
   if found is not None and (template := ScheduleTemplate.record(found[1], new_roots, items)) is not None:
     cache.put(found[0], template)
-  return items, becomes
+  return items
