@@ -143,6 +143,20 @@ def test_cnn_gradients_match_torch():
       np.testing.assert_allclose(g, tg, rtol=1e-4, atol=max(1e-4 * np.abs(tg).max(), 1e-6), err_msg=k)
 
 
+@pytest.mark.parametrize("make", [lambda: nn.BatchNorm2d(4), lambda: nn.LayerNorm(4), lambda: nn.GroupNorm(2, 4),
+                                  lambda: nn.InstanceNorm(4), lambda: nn.RMSNorm(4), lambda: nn.LSTMCell(1, 1)],
+                         ids=["batchnorm", "layernorm", "groupnorm", "instancenorm", "rmsnorm", "lstmcell"])
+def test_layers_built_alike_own_their_weights(make):
+  """Weights that start as a constant (ones, zeros) are still one buffer per layer: updating one
+  layer leaves the other alone."""
+  first, second = get_state_dict(make()), get_state_dict(make())
+  Tensor.realize(*first.values(), *second.values())
+  for k, t in first.items():
+    before = second[k].numpy()
+    t.assign(t + 5).realize()
+    np.testing.assert_array_equal(second[k].numpy(), before, err_msg=k)
+
+
 def test_default_initialisation():
   Tensor.manual_seed(1)
   lin = nn.Linear(100, 50)

@@ -18,6 +18,13 @@ from plugrad.shape import prod
 from plugrad.tensor import Tensor
 
 
+def _owned(value: Tensor, requires_grad: bool | None = None) -> Tensor:
+  """`value` in a buffer of its own. Needed for weights that start as a constant: two layers built
+  alike would otherwise hold the same graph node (`Tensor.ones(16)` is one node however often it is
+  made), realize into one buffer, and then share every update."""
+  return Tensor.empty(*value.shape, dtype=value.dtype, device=value.device, requires_grad=requires_grad).assign(value)
+
+
 def _tuple(x: int | Sequence[int], n: int) -> tuple[int, ...]:
   return (x,) * n if isinstance(x, int) else tuple(x)
 
@@ -46,16 +53,16 @@ class BatchNorm:
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
                momentum: float = 0.1):
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
-    self.weight: Tensor | None = Tensor.ones(sz) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+    self.weight: Tensor | None = _owned(Tensor.ones(sz)) if affine else None
+    self.bias: Tensor | None = _owned(Tensor.zeros(sz)) if affine else None
     if track_running_stats:
       # no counter without running statistics, as in PyTorch, so its state dicts load either way
-      self.running_mean = Tensor.zeros(sz).requires_grad_(False)
-      self.running_var = Tensor.ones(sz).requires_grad_(False)
+      self.running_mean = _owned(Tensor.zeros(sz), requires_grad=False)
+      self.running_var = _owned(Tensor.ones(sz), requires_grad=False)
       # PyTorch counts in int64; a device without int64 gets int32, as in tinygrad
       caps = get_registry().device(get_registry().default_device()).caps
       count_dtype = dtypes.int64 if dtypes.int64 in caps.dtypes else dtypes.int32
-      self.num_batches_tracked = Tensor.zeros(1, dtype=count_dtype).requires_grad_(False)
+      self.num_batches_tracked = _owned(Tensor.zeros(1, dtype=count_dtype), requires_grad=False)
     self.sz = sz
 
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -71,7 +78,8 @@ class BatchNorm:
     _check_channels("BatchNorm", x, self.sz)
     n = x.numel() // x.shape[1]
     if Tensor.training and n < 2:  # as PyTorch: one value has no variance to normalise by
-      raise ValueError(f"BatchNorm in training mode needs more than one value per channel, got input of shape {x.shape}")
+      raise ValueError(f"BatchNorm in training mode needs more than one value per channel, "
+                       f"got input of shape {x.shape}")
     mean, var = self.calc_stats(x)
     if self.track_running_stats and Tensor.training:
       unbiased = var.detach() * (n / (n - 1))
@@ -131,7 +139,8 @@ class ConvTranspose2d(Conv2d):
   """
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...],
                stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
-               output_padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True):
+               output_padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1,
+               bias: bool = True):
     super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
     scale = 1 / math.sqrt(in_channels * prod(self.kernel_size))
     self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-scale, high=scale)
@@ -171,8 +180,8 @@ class GroupNorm:
     if num_groups < 1 or num_channels % num_groups:
       raise ValueError(f"num_channels {num_channels} must be divisible by num_groups {num_groups}")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-    self.weight: Tensor | None = Tensor.ones(num_channels) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(num_channels) if affine else None
+    self.weight: Tensor | None = _owned(Tensor.ones(num_channels)) if affine else None
+    self.bias: Tensor | None = _owned(Tensor.zeros(num_channels)) if affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     _check_channels("GroupNorm", x, self.num_channels)
@@ -186,8 +195,8 @@ class InstanceNorm:
   and shift per channel (`weight` ones, `bias` zeros when `affine`)."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
     self.num_features, self.eps = num_features, eps
-    self.weight: Tensor | None = Tensor.ones(num_features) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(num_features) if affine else None
+    self.weight: Tensor | None = _owned(Tensor.ones(num_features)) if affine else None
+    self.bias: Tensor | None = _owned(Tensor.zeros(num_features)) if affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     _check_channels("InstanceNorm", x, self.num_features)
@@ -203,8 +212,8 @@ class LayerNorm:
     self.normalized_shape: tuple[int, ...] = _tuple(normalized_shape, 1)
     self.axis = tuple(-1 - i for i in range(len(self.normalized_shape)))
     self.eps, self.elementwise_affine = eps, elementwise_affine
-    self.weight: Tensor | None = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
-    self.bias: Tensor | None = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+    self.weight: Tensor | None = _owned(Tensor.ones(*self.normalized_shape)) if elementwise_affine else None
+    self.bias: Tensor | None = _owned(Tensor.zeros(*self.normalized_shape)) if elementwise_affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     n = len(self.normalized_shape)
@@ -227,7 +236,7 @@ class RMSNorm:
   """x / sqrt(mean(x**2 over the last axis) + eps), computed in float32, times `weight` (ones)."""
   def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
     self.eps = eps
-    self.weight: Tensor | None = Tensor.ones(dim) if elementwise_affine else None
+    self.weight: Tensor | None = _owned(Tensor.ones(dim)) if elementwise_affine else None
 
   def _norm(self, x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
 
@@ -267,8 +276,8 @@ class LSTMCell:
     stdv = 1.0 / math.sqrt(hidden_size)
     self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-stdv, high=stdv)
     self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-stdv, high=stdv)
-    self.bias_ih: Tensor | None = Tensor.zeros(hidden_size * 4) if bias else None
-    self.bias_hh: Tensor | None = Tensor.zeros(hidden_size * 4) if bias else None
+    self.bias_ih: Tensor | None = _owned(Tensor.zeros(hidden_size * 4)) if bias else None
+    self.bias_hh: Tensor | None = _owned(Tensor.zeros(hidden_size * 4)) if bias else None
 
   def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     hidden = self.weight_hh.shape[1]
