@@ -423,6 +423,7 @@ class Tensor(metaclass=_TensorMeta):
 
   def numpy(self) -> np.ndarray:
     """The values as a numpy array (bfloat16 comes back as float32)."""
+    if self.numel() == 0: return np.zeros(self.shape, dtype=self.dtype.np)  # no values: nothing to run or read
     self.realize()
     u = self.uop
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
@@ -1515,6 +1516,8 @@ class Tensor(metaclass=_TensorMeta):
         steps.append(step)
     if flips: x = x.flip(flips)
     x = x.shrink(tuple(shrinks))
+    if x.numel() == 0:  # nothing to stride over: straight to the result's shape
+      return x.reshape(tuple(1 if p[0] == "int" else p[3] if p[0] == "slice" else self.shape[a] for a, p in enumerate(plan)))
     if any(s > 1 for s in steps):
       # a stride is a pad to a multiple of the step, a reshape to (n, step) and keeping column 0
       x = x.pad(tuple((0, (-sz) % st) for sz, st in zip(x.shape, steps)))

@@ -35,7 +35,7 @@ READS = [  # each index is applied to X through numpy/torch and through plugrad
   (-1, slice(None), -2), (slice(0, 0), 1), (slice(None, None, 2), slice(3, 0, -2)),
   ([2, 0, 2],), ([[0, 1], [2, 2]],), (slice(None), [3, -1]), ([0, 2], slice(1, 3), [4, 0]), ([0, 2], [1, 3]),
   (Ellipsis, [1]), (1, [0, 2], [3, 1]), ([1, 0], None, [2, 3]), (0, slice(None), [0, 1]), ([], slice(None)),
-  (np.array([1, 0]), 2), (slice(None), None, [[0], [3]], [1, 2]),
+  (np.array([1, 0]), 2), (slice(None), None, [[0], [3]], [1, 2]), (slice(None, 0),), (slice(4, None, 2), None),
 ]
 
 
