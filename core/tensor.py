@@ -22,7 +22,7 @@ from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar,
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
-from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base
+from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel
 from plugrad.shape import prod
 from plugrad.uops import Ops, UOp
 
@@ -172,14 +172,14 @@ class _Handles:
     for old, new in becomes.items():
       if old in self.at:
         for t in self.tensors_at(old): t.uop = new
-        self.kernelized.add(new)
+        if (base := contiguous_base(new)) is not None and pending_kernel(base) is not None: self.kernelized.add(new)
 
   def finish(self) -> None:
     """Tensors whose kernels ran now point at their buffers."""
     for u in list(self.kernelized):
-      if (view := realized_view(u)) is None and contiguous_base(u) is not None: continue  # kernelized, not run
+      if u in self.at and pending_kernel(contiguous_base(u)) is not None: continue  # kernelized, not run yet
       self.kernelized.discard(u)
-      if view is not None:
+      if (view := realized_view(u)) is not None:
         for t in self.tensors_at(u): t.uop = view
 
 
@@ -2393,12 +2393,12 @@ class Tensor(metaclass=_TensorMeta):
     extra = []
     for i, kk, ss, dd, (pb, pa) in zip(self.shape[-n:], k, s, d, pads):
       span = dd * (kk - 1) + 1
-      if i + pb + pa < span:
-        raise ValueError(f"a window of {kk} (dilation {dd}) does not fit an axis of {i} padded by {pb + pa}")
       o = (i + pb + pa - span) // ss + 1
-      if ceil_mode:
+      if ceil_mode:  # a last window that hangs over the end counts, as long as it starts inside
         o = -(-(i + pb + pa - span) // ss) + 1
         if (o - 1) * ss >= i + pb: o -= 1
+      if o < 1:
+        raise ValueError(f"a window of {kk} (dilation {dd}) does not fit an axis of {i} padded by {pb + pa}")
       extra.append(max(0, (o - 1) * ss + span - (i + pb + pa)))
     return k, s, d, pads, extra
 

@@ -202,7 +202,7 @@ def test_pad_mode_errors(dev):
 
 POOLS = [  # kernel, stride, dilation, padding, ceil_mode
   ((2, 2), None, 1, 0, False), (3, 2, 1, 1, False), ((3, 2), (2, 1), (1, 2), (1, 0), True), (2, 3, 1, 0, True),
-  ((2, 3), 2, 1, (0, 1), True), (3, 1, 2, 1, False),
+  ((2, 3), 2, 1, (0, 1), True), (3, 1, 2, 1, False), ((4, 3), 2, (2, 1), 0, True),  # a window past the end with ceil
 ]
 
 
