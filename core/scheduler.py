@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 from plugrad.device import Buffer, ImageSpec
 from plugrad.dtype import DType
@@ -339,7 +339,7 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
 
 # ---------------------------------------------------------------- ordering
 
-def create_schedule(roots: Iterable[UOp], live: set[Buffer] | None = None) -> list[ScheduleItem]:
+def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] | None = None) -> list[ScheduleItem]:
   """The pending kernels under kernelized `roots` in an order that respects their data
   dependencies and writes into buffers other kernels still read (BFS order among the ready).
 
@@ -380,13 +380,14 @@ def create_schedule(roots: Iterable[UOp], live: set[Buffer] | None = None) -> li
   return items
 
 
-def _plan_frees(items: list[ScheduleItem], live: set[Buffer]) -> None:
+def _plan_frees(items: list[ScheduleItem], live: Collection[Buffer], kept: Collection[Buffer] = ()) -> None:
+  """Free each buffer the schedule writes after its last use, unless it is `live` or `kept`."""
   last_use: dict[Buffer, int] = {}
   written = {it.kernel.buffer for it in items}
   for i, it in enumerate(items):
     for b in it.bufs: last_use[b] = i
   for b, i in last_use.items():
-    if b in written and b not in live: items[i].frees.append(b)
+    if b in written and b not in live and b not in kept: items[i].frees.append(b)
 
 
 def count_kernels(items: list[ScheduleItem]) -> int:

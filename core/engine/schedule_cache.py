@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Hashable
+from typing import Callable, Collection, Hashable
 
 from plugrad.device import Buffer
 from plugrad.dtype import DType
@@ -87,7 +87,7 @@ class ScheduleTemplate:
     return ScheduleTemplate(tuple(steps), tuple(outputs), tuple(roots))
 
   def instantiate(self, leaves: list[Buffer], new_buffer: Callable[[str, int, DType, object], Buffer],
-                  live: set[Buffer]) -> tuple[list[ScheduleItem], list[UOp | None]]:
+                  live: Collection[Buffer]) -> tuple[list[ScheduleItem], list[UOp | None]]:
     """The schedule on these leaves with fresh outputs, and each root's new node (None: unchanged)."""
     created = [new_buffer(*spec) for spec in self.outputs]
     buffer = {("leaf", i): b for i, b in enumerate(leaves)} | {("out", j): b for j, b in enumerate(created)}
@@ -99,7 +99,7 @@ class ScheduleTemplate:
       k = UOp(Ops.KERNEL, None, tuple(node[r] for r in st.ins), kernel)
       node[st.out] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k))
       items.append(ScheduleItem(st.ast, st.device, (out,) + tuple(buffer[r] for r in st.ins), kernel))
-    _plan_frees(items, live | {buffer[r[0]] for r in self.roots if r is not None})
+    _plan_frees(items, live, {buffer[r[0]] for r in self.roots if r is not None})
     roots = []
     for r in self.roots:
       if r is None: roots.append(None)
