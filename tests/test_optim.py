@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from plugrad import Tensor
+from plugrad import Tensor, TinyJit, nn
 from plugrad.nn import optim
+from plugrad.nn.state import get_parameters
 
 STEPS = 20
 rng = np.random.default_rng(0)
@@ -191,3 +192,27 @@ def test_step_needs_training_mode():
   opt = optim.SGD([p])
   (p * 2).sum().backward()
   with pytest.raises(RuntimeError, match="training"): opt.step()
+
+
+def test_training_loop_with_batchnorm_eager_and_under_tinyjit():
+  """tinygrad's loop (backward, step, then read the loss) with BatchNorm's running statistics among the
+  optimizer's buffers; under TinyJit the replayed steps update the same state in place, step for step."""
+  def run(use_jit):
+    Tensor.manual_seed(0)
+    l1, bn, l2 = nn.Linear(4, 8), nn.BatchNorm(8), nn.Linear(8, 3)
+    opt = optim.Adam(get_parameters([l1, bn, l2]), lr=0.01)
+
+    def step(x, y):
+      with Tensor.train():
+        opt.zero_grad()
+        loss = l2(bn(l1(x)).relu()).sparse_categorical_crossentropy(y).backward()
+        opt.step()
+      return loss
+    f = TinyJit(step) if use_jit else step
+    data = np.random.default_rng(1)
+    losses = [f(Tensor(data.standard_normal((16, 4)).astype(np.float32)),
+                Tensor(data.integers(0, 3, 16).astype(np.int32))).item() for _ in range(5)]
+    return losses, l1.weight.numpy(), bn.running_var.numpy(), bn.num_batches_tracked.item()
+  eager, jitted = run(False), run(True)
+  assert eager[3] == jitted[3] == 5
+  for ours, ref in zip(jitted[:3], eager[:3]): np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)

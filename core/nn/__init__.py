@@ -19,10 +19,12 @@ from plugrad.tensor import Tensor
 
 
 def _owned(value: Tensor, requires_grad: bool | None = None) -> Tensor:
-  """`value` in a buffer of its own. Needed for weights that start as a constant: two layers built
-  alike would otherwise hold the same graph node (`Tensor.ones(16)` is one node however often it is
-  made), realize into one buffer, and then share every update."""
-  return Tensor.empty(*value.shape, dtype=value.dtype, device=value.device, requires_grad=requires_grad).assign(value)
+  """`value` in a buffer of its own, filled now. Needed for weights that start as a constant: two
+  layers built alike would otherwise hold the same graph node (`Tensor.ones(16)` is one node however
+  often it is made), realize into one buffer, and then share every update. Filled now because a
+  write still pending when the first update is assigned would leave the update unbound to the buffer."""
+  t = Tensor.empty(*value.shape, dtype=value.dtype, device=value.device, requires_grad=requires_grad)
+  return t.assign(value).realize()
 
 
 def _tuple(x: int | Sequence[int], n: int) -> tuple[int, ...]:
