@@ -216,3 +216,25 @@ def test_training_loop_with_batchnorm_eager_and_under_tinyjit():
   eager, jitted = run(False), run(True)
   assert eager[3] == jitted[3] == 5
   for ours, ref in zip(jitted[:3], eager[:3]): np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_parameters_still_waiting_for_a_value_are_updated_in_place():
+  """A parameter that is a pending constant (Tensor.zeros(..., requires_grad=True)) takes its updates
+  in its own buffer, and the loss built before the step can still be read after it."""
+  w = Tensor.zeros(4, requires_grad=True)
+  opt = optim.SGD([w], lr=0.5)
+  x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+  with Tensor.train():
+    for _ in range(2):
+      opt.zero_grad()
+      loss = ((Tensor(x) * w).sum(1) - 1).square().mean()
+      loss.backward()
+      opt.step()
+      assert loss.item() > 0
+  tw = torch.zeros(4, requires_grad=True)
+  topt = torch.optim.SGD([tw], lr=0.5)
+  for _ in range(2):
+    topt.zero_grad()
+    ((torch.tensor(x) * tw).sum(1) - 1).square().mean().backward()
+    topt.step()
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)

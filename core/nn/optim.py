@@ -50,6 +50,12 @@ class Optimizer:
     """One float32 state tensor per parameter, zero at the start."""
     return [Tensor.zeros(*p.shape, dtype=dtypes.float32, device=self.device).requires_grad_(False) for p in self.params]
 
+  def _realize_state(self, *state: Tensor) -> None:
+    """Put the parameters, buffers and state in buffers before the first step, so every update is
+    an in-place write (a tensor still waiting for its first value would take the update as a new
+    value instead, unbound from the buffer that graphs built before the step read)."""
+    Tensor.realize(*self.params, *self.buffers, *state)
+
   def zero_grad(self) -> None:
     """Forget the parameters' gradients (the next backward starts from none)."""
     for p in self.params: p.grad = None
@@ -128,6 +134,7 @@ class LARS(Optimizer):
         if p.ndim < 2:
           raise ValueError(f"Muon updates matrices; a parameter has shape {p.shape} (optimize it with AdamW)")
     self.b = self._zeros_like_params() if momentum else []
+    self._realize_state(*self.b)
 
   def _step(self, idx: list[int], params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     out = []
@@ -207,6 +214,7 @@ class LAMB(Optimizer):
     self.b2_t = Tensor.ones(1, dtype=dtypes.float32, device=self.device).requires_grad_(False)
     self.m = self._zeros_like_params()
     self.v = self._zeros_like_params()
+    self._realize_state(self.b1_t, self.b2_t, *self.m, *self.v)
 
   def _step(self, idx: list[int], params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     self.b1_t.assign(self.b1_t * self.b1)
