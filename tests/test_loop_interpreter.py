@@ -9,7 +9,7 @@ import pytest
 from plugrad import Tensor
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.device import CompileError
-from plugrad.dtype import dtypes
+from plugrad.dtype import bf16_to_f32, dtypes, f32_to_bf16
 from plugrad.runtime import loop_interpreter
 from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
 from plugrad.spec import check_program
@@ -58,17 +58,30 @@ def tiny_steps(n: int) -> np.ndarray:
   return np.array([1.0] + [2.0**-24] * (n - 1), np.float32)
 
 
-@pytest.mark.parametrize("chunk", [1 << 21, 100, 1000])
-def test_sum_accumulates_sequentially_in_float32(monkeypatch, chunk):
+@pytest.mark.parametrize("chunk,fold_rows", [(1 << 21, 512), (100, 512), (1000, 512), (1 << 21, 0)])
+def test_sum_accumulates_sequentially_in_float32(monkeypatch, chunk, fold_rows):
   # out[0] = sum over i < 64, j < 64 of x[i*64 + j], one accumulator across both loops; small
-  # chunk budgets make the outer loop run one iteration (100) or a few (1000) at a time
+  # chunk budgets make the outer loop run one iteration (100) or a few (1000) at a time, and
+  # fold_rows 0 folds step by step instead of along each output's chain
   monkeypatch.setattr(loop_interpreter, "CHUNK_ELEMENTS", chunk)
+  monkeypatch.setattr(loop_interpreter, "FOLD_ROWS", fold_rows)
   out, x, total, i, j = param(0, 1), param(1, 4096), acc(0), loop(64, 0), loop(64, 1)
   prog = program(out, x, total, i, j, add_to(total, load(x, i * const(64) + j)), end(j), end(i),
                  store(out, const(0), total))
   got = run(prog, np.zeros(1, np.float32), tiny_steps(4096))
   assert got[0] == np.float32(1.0)  # what a device's loop gives
   assert np.float32(tiny_steps(4096).sum()) != np.float32(1.0)  # numpy's pairwise sum: 1.000244
+
+
+def test_bfloat16_accumulates_rounding_after_every_step():
+  # 1.0 then 2**-9 64 times: a quarter of bfloat16's spacing at 1.0, so every step rounds back to 1.0
+  n, bf16 = 65, dtypes.bfloat16
+  out, x, i = UOp(Ops.PARAM, bf16, (), (0, 1)), UOp(Ops.PARAM, bf16, (), (1, n)), loop(n, 0)
+  total = UOp(Ops.DEFINE_ACC, bf16, (UOp.const(bf16, 0.0),), 0)
+  update = UOp(Ops.ACCUMULATE, bf16, (total, UOp(Ops.LOAD, bf16, (x, i))), Ops.ADD)
+  prog = program(out, x, total, i, update, end(i), store(out, const(0), total))
+  xs = f32_to_bf16(np.array([1.0] + [2.0**-9] * (n - 1), np.float32))
+  assert bf16_to_f32(run(prog, np.zeros(1, np.uint16), xs))[0] == 1.0  # float32 steps would give 1.125
 
 
 def test_reading_an_accumulator_inside_its_loop_sees_the_running_value():

@@ -2,7 +2,8 @@
 
 A kernel runs as numpy operations over arrays whose axes are the open loops and the launch grid:
 one axis per loop nesting depth first (a loop at depth k, 0 at the top level, varies along axis
-k), then the grid's dimensions, then the lanes of a vector value. A loop is not iterated one index
+k), then the grid's dimensions; a vector value has its lanes on one more axis in front (so the
+long grid axes stay innermost, where numpy's loops are fast). A loop is not iterated one index
 at a time: its variable is an arange along its axis, so each UOp of a loop nest is one numpy
 operation over every iteration at once, and an accumulator update is a fold over the axes of the
 loops opened since the accumulator was defined (outermost first, so each step of the fold is one
@@ -42,6 +43,21 @@ Instr = tuple[Ops, "DType | None", Any, tuple[int, ...]]  # (op, dtype, arg, pos
 CHUNK_ELEMENTS = 1 << 21
 FOLD_ROWS = 512  # a fold over at least this many outputs runs step by step, each step one array operation
 _FOLD = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.MIN: np.minimum}
+
+
+# ops whose result can stay constant along an axis their operands vary along (i // 512 over a
+# chunk of i inside one block of 512, a gate over a chunk that lies inside the valid region)
+_STEPWISE = frozenset({Ops.IDIV, Ops.MOD, Ops.SHR, Ops.AND, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+
+
+def _drop_constant_axes(x: np.ndarray) -> np.ndarray:
+  """`x` with size 1 along every axis it does not vary along: what depends on it then broadcasts
+  there instead of being computed (or gathered from memory) once per index."""
+  for ax in range(x.ndim):
+    if x.shape[ax] > 1:
+      first = x[(slice(None),) * ax + (slice(0, 1),)]
+      if (x == first).all(): x = first
+  return x
 
 
 class MalformedProgram(ValueError):
@@ -283,9 +299,14 @@ class _Run:
       vals[pc] = vals[ip.prog[src[0]][3][0]]
     elif op is Ops.LOAD: vals[pc] = self.load(pc)
     elif op is Ops.STORE: self.store(pc)
-    elif op is Ops.VECTORIZE: vals[pc] = np.stack(np.broadcast_arrays(*(vals[s] for s in src)), axis=-1)
-    elif op is Ops.GEP: vals[pc] = vals[src[0]][..., arg]
-    elif op in GroupOp.ALU: vals[pc] = exec_alu(op, dt, [vals[s] for s in src], [ip.prog[s][1] for s in src])
+    elif op is Ops.VECTORIZE:
+      lanes = [vals[s] for s in src]
+      shape = np.broadcast_shapes(*(np.shape(v) for v in lanes))
+      vals[pc] = np.stack([np.broadcast_to(v, (1,) * (ip.ndim - len(shape)) + shape) for v in lanes])
+    elif op is Ops.GEP: vals[pc] = vals[src[0]][arg]
+    elif op in GroupOp.ALU:
+      out = exec_alu(op, dt, [vals[s] for s in src], [ip.prog[s][1] for s in src])
+      vals[pc] = _drop_constant_axes(out) if op in _STEPWISE else out
     else: raise RuntimeError(f"PYTHON device cannot run {op}")
 
   def fold(self, pc: int) -> np.ndarray:
@@ -294,10 +315,11 @@ class _Run:
     ip = self.interp
     _, dt, op, (acc_pc, val_pc) = ip.prog[pc]
     acc, val = self.vals[acc_pc], self.vals[val_pc]
-    lo, hi = len(ip.scope[acc_pc]), len(ip.scope[pc])  # the axes of the loops opened since the definition
+    lane = int(dt.count > 1)  # a vector's lanes come first
+    lo, hi = lane + len(ip.scope[acc_pc]), lane + len(ip.scope[pc])  # the axes of the loops opened since the definition
     if lo == hi: return exec_alu(op, dt, [acc, val], [dt, dt])
-    extents = [1] * ip.ndim + ([1] if dt.count > 1 else [])
-    extents[lo:hi] = self.shape[lo:hi]
+    extents = [1] * (lane + ip.ndim)
+    extents[lo:hi] = self.shape[lo - lane:hi - lane]
     full = np.broadcast_shapes(np.shape(acc), np.shape(val), tuple(extents))
     pre, steps, post = full[:lo], math.prod(full[lo:hi]), full[hi:]
     updates = np.broadcast_to(val, full).reshape(pre + (steps,) + post)  # in loop order along axis lo
@@ -321,13 +343,13 @@ class _Run:
     return np.expand_dims(out, tuple(range(lo, hi)))
 
   def _live(self, pc: int, is_store: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """The element index and gate of a LOAD or STORE, with a vector's lanes on a trailing axis."""
+    """The element index and gate of a LOAD or STORE (a vector's indices with its lanes in front)."""
     _, dt, _, src = self.interp.prog[pc]
     n = self.interp.prog[src[2]][1].count if is_store else dt.count
     gate_pos = 3 if is_store else 2
     idx, gate = np.asarray(self.vals[src[1]]), self.vals[src[gate_pos]] if len(src) > gate_pos else None
     if n > 1:  # a vector touches n consecutive elements from its index
-      idx, gate = idx[..., None] + np.arange(n, dtype=idx.dtype), None if gate is None else np.asarray(gate)[..., None]
+      idx = idx + np.arange(n, dtype=idx.dtype).reshape((n,) + (1,) * self.interp.ndim)
     return idx, gate
 
   def _check(self, kind: str, idx: np.ndarray, size: int) -> None:

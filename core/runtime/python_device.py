@@ -10,7 +10,7 @@ raise instead of reading garbage); whole-array evaluation keeps it fast enough t
 reduction costing about what the split kernels do.
 
 It takes vector ops (Capabilities.vector_ops), so the core tests run the vectorised lowering: a
-vector of n lanes is an array with a trailing axis of n.
+vector of n lanes is an array with one more axis, of n, in front.
 """
 from __future__ import annotations
 
