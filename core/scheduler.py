@@ -16,6 +16,7 @@ Everything else is fused into the kernel of the realized node that reads it.
 """
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable
@@ -26,16 +27,15 @@ from plugrad.shape import prod
 from plugrad.uops import GroupOp, Ops, UOp, toposort
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class Kernel:
-  """What a KERNEL node runs: a compute AST, or a copy between devices (`ast` is None).
+  """What a KERNEL node runs: a compute AST, or a copy between devices (`ast` is None). Whether it
+  has run is kept outside the graph (`mark_done`), so the graph stays a value.
 
-  :param buffer: the buffer the kernel writes.
-  :param done: set once the kernel has run; a finished kernel reads as its buffer."""
+  :param buffer: the buffer the kernel writes."""
   ast: UOp | None
   device: str
   buffer: Buffer
-  done: bool = False
 
   @property
   def is_copy(self) -> bool: return self.ast is None
@@ -66,9 +66,17 @@ class ScheduleItem:
 
 # ---------------------------------------------------------------- node classification
 
+_done: weakref.WeakSet[Kernel] = weakref.WeakSet()  # kernels that have run: a finished kernel reads as its buffer
+
+
+def mark_done(kernel: Kernel) -> None:
+  """Record that `kernel` ran (the engine calls this after launching it)."""
+  _done.add(kernel)
+
+
 def pending_kernel(u: UOp) -> Kernel | None:
   """The Kernel of an ASSIGN(BUFFER, KERNEL) node that has not run yet."""
-  if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL and not u.src[1].arg.done: return u.src[1].arg
+  if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL and u.src[1].arg not in _done: return u.src[1].arg
   return None
 
 

@@ -41,6 +41,7 @@ def test_debug_levels_print_kernels(tmp_path):
   assert out.stdout.strip() == "8.0"
   assert "realized: 1 kernels" in out.stderr
   assert "*** PYTHON" in out.stderr and "GFLOP/s" in out.stderr
+  assert "ms (kernels " in out.stderr and "overhead" in out.stderr  # where a realize's time goes
   out4 = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEBUG": "4"})
   assert "LOAD" in out4.stderr  # the PYTHON device's rendered program
 

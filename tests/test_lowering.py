@@ -7,6 +7,7 @@ from plugrad import Tensor
 from plugrad.codegen.lowerer import lower
 from plugrad.device import Capabilities
 from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
 from plugrad.uops import Ops
 
@@ -23,7 +24,7 @@ def run_lowered(out: Tensor, caps: Capabilities) -> tuple[np.ndarray, list]:
     programs.append(prog)
     runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
     runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-    item.kernel.done = True
+    mark_done(item.kernel)
   from plugrad.tensor import _finish_realize
   _finish_realize()
   return out.numpy(), programs

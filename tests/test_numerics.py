@@ -11,6 +11,7 @@ from plugrad.codegen.lowerer import ACC_BLOCK, lower
 from plugrad.device import Capabilities
 from plugrad.registry import get_registry
 from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
 from plugrad.testing import available_devices
 from plugrad.uops import Ops
@@ -62,7 +63,7 @@ def run_lowered(out: Tensor, caps: Capabilities, acc_block: int):
     programs.append(prog)
     runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
     runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-    item.kernel.done = True
+    mark_done(item.kernel)
   from plugrad.tensor import _finish_realize
   _finish_realize()
   return out.numpy(), programs

@@ -1,10 +1,13 @@
 """The scheduler's fusion decisions, pinned as kernel counts for known graphs."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 from plugrad import Tensor
 from plugrad.scheduler import count_kernels
 from plugrad.testing import assert_close
+from plugrad.uops import Ops
 
 
 def realized(*shape, seed=0):
@@ -216,3 +219,14 @@ def test_very_deep_chain_is_cut_into_kernels():
   n = kernels(out)
   assert 3000 // MAX_KERNEL_DEPTH <= n <= 3000 // MAX_KERNEL_DEPTH + 2
   assert_close(out, x.numpy() + 3000, atol=1e-3)
+
+
+def test_a_kernel_that_ran_is_recorded_outside_the_graph():
+  t = (Tensor([1.0, 2.0], device="PYTHON") * 2).kernelize()
+  lazy = t + 1
+  kernel = next(n.arg for n in lazy.uop.toposort if n.op is Ops.KERNEL)
+  nodes = list(lazy.uop.toposort)
+  t.realize()
+  assert list(lazy.uop.toposort) == nodes  # the graph is a value: running its kernel changed no node
+  with pytest.raises(dataclasses.FrozenInstanceError): kernel.device = "CPU"
+  assert lazy.tolist() == [3.0, 5.0]  # and the finished kernel now reads as its buffer

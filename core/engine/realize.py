@@ -3,6 +3,8 @@ run, and tell the caller what its handles now are. The frontend hands graphs in 
 handles to the results; the engine never sees a Tensor."""
 from __future__ import annotations
 
+import time
+
 from plugrad.engine.run import run_schedule
 from plugrad.engine.schedule import LiveBuffers, Rebind, schedule
 from plugrad.registry import Registry
@@ -13,7 +15,8 @@ from plugrad.uops import Ops, UOp
 def realize(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry) -> None:
   """Run everything `roots` need; `rebind` is told what each node became (afterwards the caller points
   its handles at `realized_view` of those nodes)."""
-  run_schedule(schedule(roots, devices, live, rebind, registry), registry)
+  started = time.perf_counter()
+  run_schedule(schedule(roots, devices, live, rebind, registry), registry, started)
 
 
 def realized_view(u: UOp) -> UOp | None:

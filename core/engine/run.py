@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from plugrad.device import Buffer, DeviceError
 from plugrad.engine.compile import CompiledKernel, compile_for
 from plugrad.registry import Registry
-from plugrad.scheduler import ScheduleItem
+from plugrad.scheduler import ScheduleItem, mark_done
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,12 @@ class Capture:
   def __exit__(self, *exc: object) -> None: Capture.active = None
 
 
-def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
-  """Run every item in order; buffers listed in an item's `frees` are released after it."""
+def run_schedule(items: list[ScheduleItem], registry: Registry, started: float | None = None) -> None:
+  """Run every item in order; buffers listed in an item's `frees` are released after it. `started`:
+  when the realize began (perf_counter), so observers get its whole time, scheduling included."""
   capture = Capture.active
   timing = registry.wants_timing()
-  st = time.perf_counter()
+  st = time.perf_counter() if started is None else started
   kernels = copies = 0
   for it in items:
     if it.is_copy:
@@ -55,7 +56,7 @@ def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
       _launch(ck, device.name, it.bufs, registry, timing)
       kernels += 1
       if capture is not None: capture.launches.append(Launch(ck, device.name, it.bufs))
-    it.kernel.done = True
+    mark_done(it.kernel)
     if capture is None:
       for b in it.frees: b.deallocate(final=True)
   if timing:
@@ -66,12 +67,15 @@ def run_schedule(items: list[ScheduleItem], registry: Registry) -> None:
 def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry) -> None:
   """Run captured launches again, with each buffer in `subs` replaced by its value (new inputs)."""
   timing = registry.wants_timing()
+  st = time.perf_counter()
   for ln in launches:
     bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
     if ln.kernel is None: _copy(bufs[0], bufs[1], registry)
     else: _launch(ln.kernel, ln.device, bufs, registry, timing)
   if timing:
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
+  copies = sum(1 for ln in launches if ln.kernel is None)
+  registry.notify("plugrad_schedule_ran", kernels=len(launches) - copies, copies=copies, seconds=time.perf_counter() - st)
 
 
 def _copy(dest: Buffer, src: Buffer, registry: Registry) -> None:

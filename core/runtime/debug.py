@@ -1,7 +1,8 @@
 """DEBUG output, as a built-in observation plugin.
 
-DEBUG=1: kernels and copies per realize. DEBUG=2: also one line per kernel with its device, time,
-GFLOP/s and GB/s. DEBUG=4: also the rendered source of every kernel compiled.
+DEBUG=1: kernels and copies per realize (or TinyJit replay) and its time. DEBUG=2: also one line per
+kernel with its device, time, GFLOP/s and GB/s, and the realize's time split into kernels and the
+overhead around them (scheduling, Python, launches). DEBUG=4: also the rendered source of every kernel.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class DebugPlugin:
   def __init__(self, config: Config, stream: TextIO | None = None):
     self.level = config.debug
     self.stream = stream
+    self._kernel_seconds = 0.0  # measured kernel time since the last realize ended
 
   def _print(self, line: str) -> None: print(line, file=self.stream or sys.stderr, flush=True)
 
@@ -32,6 +34,7 @@ class DebugPlugin:
   @hookimpl
   def plugrad_kernel_ran(self, device, name, seconds, flops, bytes_moved, global_size, local_size) -> None:
     if self.level < 2: return
+    self._kernel_seconds += seconds or 0.0
     if seconds:
       perf = f"{seconds*1e6:9.1f} us  {flops/seconds/1e9:8.2f} GFLOP/s  {bytes_moved/seconds/1e9:8.2f} GB/s"
     else:
@@ -44,4 +47,9 @@ class DebugPlugin:
 
   @hookimpl
   def plugrad_schedule_ran(self, kernels: int, copies: int, seconds: float) -> None:
-    if self.level >= 1: self._print(f"realized: {kernels} kernels, {copies} copies in {seconds*1e3:.2f} ms")
+    if self.level >= 1:
+      # with DEBUG=2 the kernels are timed: the rest of the realize is the Python around them
+      split = f" (kernels {self._kernel_seconds*1e3:.2f} ms, overhead {(seconds - self._kernel_seconds)*1e3:.2f} ms)" \
+        if self.level >= 2 else ""
+      self._print(f"realized: {kernels} kernels, {copies} copies in {seconds*1e3:.2f} ms{split}")
+    self._kernel_seconds = 0.0
