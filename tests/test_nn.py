@@ -43,6 +43,8 @@ LAYERS = {
                              [(1, 4, 6, 7)]),
   "conv2d_same": (lambda: nn.Conv2d(2, 3, 4, padding="same"), lambda: torch.nn.Conv2d(2, 3, 4, padding="same"),
                   [(1, 2, 5, 6)]),
+  "conv2d_same_dilated": (lambda: nn.Conv2d(2, 3, (3, 4), padding="same", dilation=(2, 1)),
+                          lambda: torch.nn.Conv2d(2, 3, (3, 4), padding="same", dilation=(2, 1)), [(1, 2, 7, 8)]),
   "conv1d": (lambda: nn.Conv1d(2, 4, 3, stride=2, padding=1), lambda: torch.nn.Conv1d(2, 4, 3, stride=2, padding=1),
              [(2, 2, 9)]),
   "conv_transpose2d": (lambda: nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1),
