@@ -43,6 +43,15 @@ def _shape_args(shape: tuple) -> tuple[int, ...]:
   return tuple(int(s) for s in shape)
 
 
+class ArgumentError(ValueError, RuntimeError):
+  """A bad argument value: the ValueError plugrad documents, and the RuntimeError tinygrad raises for the same
+  mistake, so code written against either catches it."""
+
+
+class ArgumentTypeError(TypeError, RuntimeError):
+  """A bad argument type or dtype: a TypeError that is also tinygrad's RuntimeError for it."""
+
+
 def _norm_axis(axis: int, ndim: int) -> int:
   if not isinstance(axis, (int, np.integer)): raise TypeError(f"axis must be an int, got {axis!r}")
   lo, hi = -max(ndim, 1), max(ndim, 1) - 1
@@ -960,7 +969,7 @@ class Tensor(metaclass=_TensorMeta):
     """GELU: the tanh approximation by default (as tinygrad), the exact x * Phi(x) with approximate='none'."""
     x = self._float()
     if approximate == "none": return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
-    if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', not {approximate!r}")
+    if approximate != "tanh": raise ArgumentError(f"gelu approximate must be 'tanh' or 'none', not {approximate!r}")
     return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
   def softplus(self, beta: float = 1.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, as max(bx, 0) + log1p(exp(-|bx|)): no overflow for large inputs."""
@@ -1463,7 +1472,7 @@ class Tensor(metaclass=_TensorMeta):
       elif isinstance(e, (Tensor, list, np.ndarray)):
         host = None if isinstance(e, Tensor) else Tensor._index_array(e)
         t = e if host is None else Tensor(host, device=self.device)
-        if t.device != self.device: raise ValueError(f"index tensor on {t.device}, indexed tensor on {self.device}")
+        if t.device != self.device: raise ArgumentError(f"index tensor on {t.device}, indexed tensor on {self.device}")
         if t.dtype == dtypes.bool:  # a mask stands for the coordinates of its True entries, one index per axis
           cols = t.nonzero()
           parsed.append(("mask", [cols[:, k] for k in range(t.ndim)], t.ndim))
@@ -1517,7 +1526,8 @@ class Tensor(metaclass=_TensorMeta):
     if flips: x = x.flip(flips)
     x = x.shrink(tuple(shrinks))
     if x.numel() == 0:  # nothing to stride over: straight to the result's shape
-      return x.reshape(tuple(1 if p[0] == "int" else p[3] if p[0] == "slice" else self.shape[a] for a, p in enumerate(plan)))
+      return x.reshape(tuple(1 if p[0] == "int" else p[3] if p[0] == "slice" else self.shape[a]
+                             for a, p in enumerate(plan)))
     if any(s > 1 for s in steps):
       # a stride is a pad to a multiple of the step, a reshape to (n, step) and keeping column 0
       x = x.pad(tuple((0, (-sz) % st) for sz, st in zip(x.shape, steps)))
@@ -2021,10 +2031,11 @@ class Tensor(metaclass=_TensorMeta):
   def gather(self, dim: int, index: Tensor) -> Tensor:
     """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (index.shape[k] <= self.shape[k] elsewhere)."""
     if not isinstance(index, Tensor): raise TypeError(f"gather index must be a Tensor, got {type(index).__name__}")
-    if index.device != self.device: raise ValueError(f"gather index on {index.device}, tensor on {self.device}")
-    if not index.dtype.is_int: raise TypeError(f"gather index must be an integer tensor, not {index.dtype.name}")
+    if index.device != self.device: raise ArgumentError(f"gather index on {index.device}, tensor on {self.device}")
+    if not index.dtype.is_int:
+      raise ArgumentTypeError(f"gather index must be an integer tensor, not {index.dtype.name}")
     if index.ndim != self.ndim:
-      raise ValueError(f"gather index {index.shape} and tensor {self.shape} differ in dimensions")
+      raise ArgumentError(f"gather index {index.shape} and tensor {self.shape} differ in dimensions")
     d = _norm_axis(dim, self.ndim)
     if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
       raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
@@ -2036,9 +2047,9 @@ class Tensor(metaclass=_TensorMeta):
     """For scatter: (dim, src, mask), both shaped self.shape + (m,): mask[..., p, ..., j] says that source
     element j (along dim) goes to position p."""
     if not isinstance(index, Tensor) or not index.dtype.is_int:
-      raise TypeError("scatter index must be an integer Tensor")
+      raise ArgumentTypeError("scatter index must be an integer Tensor")
     if index.device != self.device or src.device != self.device:
-      raise ValueError(f"scatter: tensor on {self.device}, index on {index.device}, src on {src.device}")
+      raise ArgumentError(f"scatter: tensor on {self.device}, index on {index.device}, src on {src.device}")
     if not index.ndim == self.ndim == src.ndim:
       raise ValueError(f"scatter: tensor {self.shape}, index {index.shape} and src {src.shape} differ in dimensions")
     d = _norm_axis(dim, self.ndim)
@@ -2046,7 +2057,8 @@ class Tensor(metaclass=_TensorMeta):
       if i > r or (k != d and i > s):
         raise ValueError(f"scatter: index {index.shape} must fit in src {src.shape} and in {self.shape} "
                          f"outside dim {dim}")
-    if src.dtype != self.dtype: raise TypeError(f"scatter: src dtype {src.dtype.name} differs from {self.dtype.name}")
+    if src.dtype != self.dtype:
+      raise ArgumentTypeError(f"scatter: src dtype {src.dtype.name} differs from {self.dtype.name}")
     n, m = self.shape[d], index.shape[d]
     src = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(-1).transpose(-1, d)
     src = src._broadcast_to(src.shape[:d] + (n,) + src.shape[d + 1:])
@@ -2073,7 +2085,7 @@ class Tensor(metaclass=_TensorMeta):
     """Combine src into self at index along `dim` with reduce 'sum', 'prod', 'mean', 'amax' or 'amin';
     include_self=False leaves self's value out wherever something is scattered."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-      raise ValueError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}")
+      raise ArgumentError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}")
     _, src, mask = self._scatter_parts(dim, index, src)
     untouched = mask.any(-1).logical_not()
     base = lambda ident: self if include_self else untouched.where(self, ident)  # noqa: E731
@@ -2098,7 +2110,7 @@ class Tensor(metaclass=_TensorMeta):
     without `size` the mask's count is computed first; with `size` the result has that length (padded with
     fill_value or cut) and nothing runs."""
     if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
-      raise TypeError("masked_select needs a bool mask Tensor")
+      raise ArgumentTypeError("masked_select needs a bool mask Tensor")
     shape = broadcast_shape(self.shape, mask.shape)
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
     slots, n = m._flat_slots(size)
@@ -2183,7 +2195,7 @@ class Tensor(metaclass=_TensorMeta):
     if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
-    if len(dims) != len(shifts): raise ValueError(f"roll needs as many shifts as dims, got {shifts} and {dims}")
+    if len(dims) != len(shifts): raise ArgumentError(f"roll needs as many shifts as dims, got {shifts} and {dims}")
     x = self
     for d, s in zip(dims, shifts):
       d = _norm_axis(d, self.ndim)
@@ -2220,7 +2232,7 @@ class Tensor(metaclass=_TensorMeta):
   def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of axes dim1 and dim2 (shifted right by `offset`), as a new last axis."""
     d1, d2 = _norm_axis(dim1, self.ndim), _norm_axis(dim2, self.ndim)
-    if d1 == d2: raise ValueError(f"diagonal needs two different dimensions, got {dim1} and {dim2}")
+    if d1 == d2: raise ArgumentError(f"diagonal needs two different dimensions, got {dim1} and {dim2}")
     x = self.permute([i for i in range(self.ndim) if i not in (d1, d2)] + [d1, d2])
     r, c = x.shape[-2:]
     lead = (None,) * (x.ndim - 2)
@@ -2233,7 +2245,7 @@ class Tensor(metaclass=_TensorMeta):
 
   def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids from 1-D tensors (indexing 'ij' or 'xy', as torch and numpy)."""
-    if indexing not in ("ij", "xy"): raise ValueError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
+    if indexing not in ("ij", "xy"): raise ArgumentError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = (self, *args)
     if len(ts) == 1: return ts
     flat = [t.flatten() for t in ts]
@@ -2257,10 +2269,10 @@ class Tensor(metaclass=_TensorMeta):
   def unfold(self, dim: int, size: int, step: int) -> Tensor:
     """Windows of `size` every `step` along `dim`: that axis becomes the window count, a new last axis the window."""
     d = _norm_axis(dim, self.ndim)
-    if size < 0: raise ValueError(f"unfold size must be >= 0, got {size}")
-    if step <= 0: raise ValueError(f"unfold step must be > 0, got {step}")
+    if size < 0: raise ArgumentError(f"unfold size must be >= 0, got {size}")
+    if step <= 0: raise ArgumentError(f"unfold step must be > 0, got {step}")
     if size > self.shape[d]:
-      raise ValueError(f"unfold size {size} is larger than dimension {dim} of shape {self.shape}")
+      raise ArgumentError(f"unfold size {size} is larger than dimension {dim} of shape {self.shape}")
     order = [i for i in range(self.ndim) if i != d] + [d]
     x = self.permute(order)
     if size == 0: x = Tensor.zeros(x.shape[:-1] + (x.shape[-1] // step + 1, 0), dtype=self.dtype, device=self.device)
@@ -2318,8 +2330,8 @@ class Tensor(metaclass=_TensorMeta):
         any(not isinstance(s, int) or s < 0 for s in size):
       raise ValueError(f"interpolate size must be a tuple of up to {self.ndim} nonnegative ints, got {size!r}")
     if mode not in ("linear", "nearest", "nearest-exact"):
-      raise ValueError(f"interpolate mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
-    if align_corners and mode != "linear": raise ValueError("align_corners only applies to mode='linear'")
+      raise ArgumentError(f"interpolate mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
+    if align_corners and mode != "linear": raise ArgumentError("align_corners only applies to mode='linear'")
     x = self
     for i in range(-1, -len(size) - 1, -1):
       n_in, n_out = self.shape[i], size[i]
@@ -2633,7 +2645,8 @@ class Tensor(metaclass=_TensorMeta):
       value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
     qk = (self @ key.transpose(-2, -1))._float() * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
-      if attn_mask is not None: raise ValueError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+      if attn_mask is not None:
+        raise ArgumentError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
       attn_mask = Tensor.ones(qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = qk + (attn_mask.where(0.0, float("-inf")) if attn_mask.dtype == dtypes.bool else attn_mask)

@@ -344,3 +344,23 @@ def test_selection_ops_keep_every_dtype(dtype, dev):
   want = x.copy()
   want[1, ::2] = x[0, :2]
   same(u, want)
+
+
+def test_bad_arguments_raise_what_plugrad_and_tinygrad_raise(dev):
+  # plugrad documents ValueError/TypeError; tinygrad raises RuntimeError for these: both catch them
+  t = Tensor(X, device=dev)
+  cases = [
+    (ValueError, lambda: t.diagonal(0, 1, 1), "different dimensions"),
+    (ValueError, lambda: t.roll((1, 2), 0), "as many shifts"),
+    (ValueError, lambda: t.unfold(0, 4, 1), "larger than dimension"),
+    (ValueError, lambda: t.gelu(approximate="fast"), "approximate"),
+    (ValueError, lambda: t.gather(0, Tensor([[0]], device=dev)), "dimensions"),
+    (ValueError, lambda: t.scatter_reduce(0, t.int(), t, "max"), "reduce"),
+    (ValueError, lambda: t[0].meshgrid(t[1], indexing="yx"), "indexing"),
+    (TypeError, lambda: t.scatter(0, t.int(), t.int()), "dtype"),
+    (TypeError, lambda: t.masked_select(t), "bool mask"),
+    (TypeError, lambda: t.gather(0, t), "integer"),
+  ]
+  for documented, call, words in cases:
+    for kind in (documented, RuntimeError):
+      with pytest.raises(kind, match=words): call()
