@@ -172,6 +172,10 @@ symbolic = PatternMatcher([
   (UPat(Ops.IDIV, src=(UPat(Ops.MOD, src=(xi, c1)), c2)), _mod_then_div),
   # (g*a + g*b + k) < c -> (a + b) < ceil((c-k)/g)
   (UPat(Ops.CMPLT, src=(xi, c1)), _lt_of_sum),
+  # x < x -> False (NaN < NaN is False too); x != x -> False and x == x -> True unless x may be NaN
+  (UPat(Ops.CMPLT, src=(x, x), name="u"), lambda u, x: UOp.const(dtypes.bool, False) if u.dtype.count == 1 else None),
+  (UPat((Ops.CMPNE, Ops.CMPEQ), src=(x, x), name="u"),
+   lambda u, x: UOp.const(dtypes.bool, u.op is Ops.CMPEQ) if not x.dtype.is_float and u.dtype.count == 1 else None),
   # -(-x) -> x
   (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(x,)),)), lambda x: x),
   # where(True, a, b) -> a ; where(False, a, b) -> b

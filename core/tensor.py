@@ -735,7 +735,8 @@ class Tensor(metaclass=_TensorMeta):
       y = other
     elif isinstance(other, (bool, int, float, np.generic)):
       dt = result_type_with_scalar(self.dtype, other)
-      y = Tensor._from(UOp.const(dt, other.item() if isinstance(other, np.generic) else _check_py_int(other)), self.device)
+      value = other.item() if isinstance(other, np.generic) else _check_py_int(other)
+      y = Tensor._from(UOp.const(dt, value), self.device)
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
     x, y = self.cast(dt), y.cast(dt)
@@ -2643,7 +2644,9 @@ class Tensor(metaclass=_TensorMeta):
     if enable_gqa:
       key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
       value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
-    qk = (self @ key.transpose(-2, -1))._float() * (1 / math.sqrt(self.shape[-1]))
+    # scores in float32 at least (halves multiply and sum in it, as tinygrad), softmax there, then back
+    acc = promote_types(promote_types(self.dtype, key.dtype), dtypes.float32)
+    qk = self.matmul(key.transpose(-2, -1), dtype=acc) * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
       if attn_mask is not None:
         raise ArgumentError("scaled_dot_product_attention takes attn_mask or is_causal, not both")

@@ -19,9 +19,8 @@ from plugrad.uops import Ops
 # every class of float: signed zeros, infinities, NaN, tiny, huge, exact and inexact fractions
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, 5.0, 0.2, -0.2, 7.5, 100.0, -100.0, 1e-30, -1e-30,
            1e30, -1e30, 1e-45, math.inf, -math.inf, math.nan]
-TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
-                "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
-                "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64}
+TORCH_DTYPES = {name: getattr(torch, name) for name in ("float16", "bfloat16", "float32", "float64", "bool", "int8", "int16",
+                                                       "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
 
 
 def pairs(values, dtype=np.float32):
@@ -83,7 +82,8 @@ def accumulator_trip_counts(prog) -> list[int]:
 
 
 CPU_LIKE = Capabilities(launch_dims=0)
-GPU_LIKE = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
+GPU_LIKE = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024,
+                        local_memory=48 * 1024)
 
 
 @pytest.mark.parametrize("caps", [CPU_LIKE, GPU_LIKE], ids=["loops", "gpu"])
@@ -139,8 +139,9 @@ def test_int_sums_accumulate_in_int64(device):
   big = Tensor([2**31 - 1] * 4, dtype=dtypes.int32, device=device)
   assert big.sum().item() == 4 * (2**31 - 1)
   assert Tensor([200] * 3, dtype=dtypes.uint8, device=device).sum().item() == 600
-  assert Tensor([100, 100, 100], dtype=dtypes.int8, device=device).sum(dtype=dtypes.int8).item() == 44  # torch wraps too
-  assert (big.reshape(2, 2) @ Tensor([[1], [1]], dtype=dtypes.int32, device=device)).dtype == dtypes.int32  # matmul keeps
+  # sum(dtype=) casts first and sums in that type (wrapping, as torch); a matmul keeps its dtype
+  assert Tensor([100, 100, 100], dtype=dtypes.int8, device=device).sum(dtype=dtypes.int8).item() == 44
+  assert (big.reshape(2, 2) @ Tensor([[1], [1]], dtype=dtypes.int32, device=device)).dtype == dtypes.int32
 
 
 # ---------------------------------------------------------------- // and %
@@ -185,7 +186,8 @@ def test_int_floordiv_and_mod_equal_torch(device, dtype):
 
 UNARY = {  # name: (plugrad, torch, rtol); rtol 0 means the same bits (up to NaN payloads)
   "neg": (Tensor.neg, torch.neg, 0), "abs": (Tensor.abs, torch.abs, 0), "sign": (Tensor.sign, torch.sign, 0),
-  "relu": (Tensor.relu, torch.relu, 0), "trunc": (Tensor.trunc, torch.trunc, 0), "floor": (Tensor.floor, torch.floor, 0),
+  "relu": (Tensor.relu, torch.relu, 0), "trunc": (Tensor.trunc, torch.trunc, 0),
+  "floor": (Tensor.floor, torch.floor, 0),
   "ceil": (Tensor.ceil, torch.ceil, 0), "square": (Tensor.square, torch.square, 0),
   "reciprocal": (Tensor.reciprocal, torch.reciprocal, 0), "sqrt": (Tensor.sqrt, torch.sqrt, 1e-6),
   "exp": (Tensor.exp, torch.exp, 1e-5), "log": (Tensor.log, torch.log, 1e-5), "log2": (Tensor.log2, torch.log2, 1e-5),
@@ -203,7 +205,8 @@ def test_unary_special_values_equal_torch(device, name):
 
 BINARY = {
   "add": (Tensor.add, torch.add), "sub": (Tensor.sub, torch.sub), "mul": (Tensor.mul, torch.mul),
-  "div": (Tensor.div, torch.div), "maximum": (Tensor.maximum, torch.maximum), "minimum": (Tensor.minimum, torch.minimum),
+  "div": (Tensor.div, torch.div), "maximum": (Tensor.maximum, torch.maximum),
+  "minimum": (Tensor.minimum, torch.minimum),
   "lt": (Tensor.__lt__, torch.lt), "gt": (Tensor.__gt__, torch.gt), "le": (Tensor.__le__, torch.le),
   "ge": (Tensor.__ge__, torch.ge), "eq": (Tensor.__eq__, torch.eq), "ne": (Tensor.__ne__, torch.ne),
 }
@@ -241,7 +244,8 @@ def test_ints_within_64_bits_wrap_like_torch(device):
   one = torch.tensor([1], dtype=torch.int64)
   assert (Tensor([1], dtype=dtypes.int64, device=device) + 2**63).tolist() == (one + 2**63).tolist()
   assert (Tensor([1], dtype=dtypes.int64, device=device) + (2**64 - 1)).tolist() == (one + (2**64 - 1)).tolist()
-  assert (Tensor([1], dtype=dtypes.int8, device=device) + 300).tolist() == (torch.tensor([1], dtype=torch.int8) + 300).tolist()
+  small = torch.tensor([1], dtype=torch.int8)
+  assert (Tensor([1], dtype=dtypes.int8, device=device) + 300).tolist() == (small + 300).tolist()
   assert (Tensor([1], dtype=dtypes.uint8, device=device) - 2).tolist() == [255]
   assert Tensor([300, -1], dtype=dtypes.int8, device=device).tolist() == [44, -1]
   assert Tensor([2**63 + 5], dtype=dtypes.uint64, device=device).tolist() == [2**63 + 5]

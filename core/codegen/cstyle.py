@@ -77,7 +77,8 @@ class CStyleRenderer(Renderer):
   def prelude(self, prog: LoopProgram) -> list[str]:
     """Lines before the kernel (includes, helper functions)."""
     lines = ["#include <math.h>", "#include <string.h>"]
-    if any(p.dtype == dtypes.bfloat16 for p in prog.params) and self.bf16_storage: lines += BF16_HELPERS_C
+    if self.bf16_storage and any(u.dtype is not None and u.dtype.scalar() == dtypes.bfloat16 for u in prog.uops):
+      lines += BF16_HELPERS_C
     return lines
 
   def render_param(self, p: Param) -> str:
@@ -114,6 +115,18 @@ class CStyleRenderer(Renderer):
     """sqrt, exp2, log2, sin and trunc; C picks the float or double function by suffix."""
     name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}[op]
     return f"{name}{'f' if self.ctype(dtype) == 'float' else ''}({x})"
+
+  def round_storage(self, expr: str, op: Ops, dtype: DType) -> str:
+    """`expr` rounded to bfloat16 when bfloat16 is only storage here (computed in a float): the reference
+    rounds after every op (a cast to bfloat16 included), so a fused kernel must too. Ops whose result is one
+    of their bfloat16 operands are left alone, and so is an expression a dialect's render_alu already rounded."""
+    if dtype.scalar() != dtypes.bfloat16 or not self.bf16_storage: return expr
+    return expr if op in (Ops.WHERE, Ops.MAX, Ops.MIN, Ops.NEG) else self.render_bf16_round(expr)
+
+  def render_bf16_round(self, x: str) -> str:
+    """A float expression rounded to the nearest bfloat16 (nearest even), still a float. The default uses the
+    BF16_HELPERS_C functions the prelude adds; a dialect with its own conversions overrides this."""
+    return x if x.startswith(_BF16_ROUND) else f"{_BF16_ROUND}{x}))"
 
   def render_float_divmod(self, op: Ops, a: str, b: str, dtype: DType) -> str:
     """Float IDIV (trunc(a / b)) and MOD (C's fmod). fmod is computed in float or double, where it is
@@ -209,7 +222,7 @@ class CStyleRenderer(Renderer):
       elif op is Ops.ACCUMULATE:
         acc, val = names[u.src[0]], names[u.src[1]]
         expr = self.render_alu(u.arg, [acc, val], u.dtype, [u.dtype, u.dtype], [None, None])
-        line(f"{acc} = {expr};")
+        line(f"{acc} = {self.round_storage(expr, u.arg, u.dtype)};")
       elif op is Ops.DEFINE_LOCAL:
         names[u] = f"temp{u.arg[0]}"
         line(self.render_define_local(names[u], u.dtype, u.arg[1]))
@@ -239,6 +252,7 @@ class CStyleRenderer(Renderer):
         if op is Ops.WHERE and (idiom := int_abs_idiom(u)) is not None:
           if (expr := self.render_int_abs(names[idiom[0]], u.dtype)) is not None and idiom[1]: expr = f"(-{expr})"
         if expr is None: expr = self.render_alu(op, srcs, u.dtype, [s.dtype for s in u.src], consts)
+        expr = self.round_storage(expr, op, u.dtype)
         names[u] = f"alu{counter}"
         counter += 1
         line(f"{self.ctype(u.dtype)} {names[u]} = {expr};")
@@ -264,6 +278,7 @@ def int_abs_idiom(u: UOp) -> tuple[UOp, bool] | None:
   return None
 
 
+_BF16_ROUND = "plugrad_bf16_to_f32(plugrad_f32_to_bf16("
 # bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in
 BF16_HELPERS_C = [
   "static inline float plugrad_bf16_to_f32(unsigned short x) { unsigned int u = ((unsigned int)x) << 16; float f; "

@@ -4,6 +4,7 @@ Load it with `-p plugrad.testing.pytest_plugin` or `pytest_plugins = ["plugrad.t
 
 - `--plugrad-device NAME`: tests taking the `device` fixture run on NAME only (repeatable);
   without it they run once per available device.
+- `--fuzz-long`: the random-graph fuzzer (test_graphs.py) runs its long, randomly seeded profile.
 - `--plugrad-shadow-device NAME`: every kernel the tests compile is also lowered, rendered and
   compiled for NAME (which needs its plugin and compiler, not its hardware); a test whose kernels
   fail to render or compile for NAME fails. This is how CUDA and Metal kernels are checked on
@@ -22,6 +23,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="run device tests on NAME only (repeatable); default: every available device")
   group.addoption("--plugrad-shadow-device", default=None, metavar="NAME",
                   help="also render and compile every kernel for NAME (no hardware needed)")
+  group.addoption("--fuzz-long", action="store_true", default=False,
+                  help="the random-graph fuzzer's nightly profile: 3000 graphs per device from a random seed, "
+                       "bigger and deeper than the normal run's 60")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

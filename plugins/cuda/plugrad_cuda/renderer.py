@@ -14,10 +14,7 @@ even when stored or cast to bfloat16, as the reference device does. Source needs
 """
 from __future__ import annotations
 
-from plugrad.codegen.cstyle import CStyleRenderer
-from plugrad.codegen.program import LoopProgram
-from plugrad.dtype import DType, dtypes
-from plugrad.uops import Ops, UOp
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, UOp, dtypes
 
 CUDA_TYPES: dict[DType, str] = {
   dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.int16: "short", dtypes.int32: "int", dtypes.int64: "long long",
@@ -125,6 +122,9 @@ class CUDARenderer(CStyleRenderer):
     return f"(({self.ctype(dtype)})({x}))"  # integers of one size: a C conversion keeps the bits
 
   # ---------------------------------------------------------------- math and ALU
+
+  def render_bf16_round(self, x: str) -> str:
+    return x if x.startswith("__bfloat162float(__float2bfloat16(") else f"__bfloat162float(__float2bfloat16({x}))"
 
   def render_math(self, op: Ops, x: str, dtype: DType) -> str:
     name = _MATH[op]

@@ -8,8 +8,8 @@ extern "C" __global__ void __launch_bounds__(32) r_32(__nv_bfloat16* __restrict_
   int alu1 = (alu0 + lidx0);
   float val2 = data1[alu1];
   float alu3 = __bfloat162float(__float2bfloat16(val2));
-  float alu4 = (alu3 * alu3);
-  float alu5 = (alu4 + 1.0f);
+  float alu4 = __bfloat162float(__float2bfloat16((alu3 * alu3)));
+  float alu5 = __bfloat162float(__float2bfloat16((alu4 + 1.0f)));
   float alu6 = ((float)(alu5));
   temp0[lidx0] = alu6;
   __syncthreads();

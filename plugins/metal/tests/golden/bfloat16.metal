@@ -6,7 +6,7 @@ inline ushort plugrad_f32_to_bf16(float f) { uint u = as_type<uint>(f); if ((u &
 kernel void E_8(device ushort* data0 [[buffer(0)]], const device float* data1 [[buffer(1)]], uint3 gid [[thread_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]]) {
   int gidx0 = (int)gid.x;
   float val0 = data1[gidx0];
-  float alu1 = ((float)(val0));
-  float alu2 = (alu1 * 2.0f);
+  float alu1 = plugrad_bf16_to_f32(plugrad_f32_to_bf16(((float)(val0))));
+  float alu2 = plugrad_bf16_to_f32(plugrad_f32_to_bf16((alu1 * 2.0f)));
   data0[gidx0] = plugrad_f32_to_bf16(alu2);
 }
