@@ -283,6 +283,14 @@ def test_scaled_dot_product_attention(causal, mask, gqa, dev):
   same(got, want, atol=1e-5)
 
 
+def test_scaled_dot_product_attention_half(dev):
+  q, k, v = rand(1, 2, 3, 8, seed=0), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)
+  want = F.scaled_dot_product_attention(*[torch.from_numpy(a) for a in (q, k, v)])
+  got = Tensor(q, device=dev).half().scaled_dot_product_attention(Tensor(k, device=dev).half(), Tensor(v, device=dev).half())
+  assert got.dtype == dtypes.float16
+  same(got.float(), want, atol=3e-3, rtol=3e-3)
+
+
 @pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 4), (2, 3, 2), (1, 1)])
 def test_qr(shape, dev):
   x = rand(*shape)
