@@ -36,15 +36,13 @@ from plugrad.alu import exec_alu, to_np_compute
 from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
 from plugrad.uops import GroupOp, Ops
 
-Instr = tuple[Ops, "DType | None", Any, tuple[int, ...]]  # (op, dtype, arg, positions of the sources)
+Instr = tuple[Ops, DType | None, Any, tuple[int, ...]]  # (op, dtype, arg, positions of the sources)
 
 # elements one step of a loop nest may span (per array, lanes counted); a bigger nest runs its
 # outer loops in chunks. Big enough that numpy, not Python, dominates; small enough for memory.
 CHUNK_ELEMENTS = 1 << 21
 FOLD_ROWS = 512  # a fold over at least this many outputs runs step by step, each step one array operation
 _FOLD = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.MIN: np.minimum}
-
-
 # ops whose result can stay constant along an axis their operands vary along (i // 512 over a
 # chunk of i inside one block of 512, a gate over a chunk that lies inside the valid region)
 _STEPWISE = frozenset({Ops.IDIV, Ops.MOD, Ops.SHR, Ops.AND, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
@@ -391,4 +389,4 @@ class _Run:
       mem[sel[0]] = f32_to_bf16(val) if dt == dtypes.bfloat16 else val.astype(dt.storage_np, copy=False)
 
 
-__all__ = ["LoopInterpreter", "MalformedProgram", "CHUNK_ELEMENTS"]
+__all__ = ["Instr", "LoopInterpreter", "MalformedProgram", "CHUNK_ELEMENTS", "FOLD_ROWS"]
