@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import itertools
 import math
 import threading
 import urllib.request
@@ -22,9 +23,9 @@ from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar,
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
-from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel
+from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
-from plugrad.uops import Ops, UOp
+from plugrad.uops import GroupOp, Ops, UOp
 
 ShapeArg = int | Sequence[int]
 # reductions of at least this many elements to at most this many outputs run in two stages
@@ -193,6 +194,7 @@ class _Handles:
 
 
 _handles = _Handles()
+_assign_ids = itertools.count()  # the arg of each ASSIGN node `Tensor.assign` makes
 
 
 class _TensorMeta(type):
@@ -437,6 +439,7 @@ class Tensor(metaclass=_TensorMeta):
     u = self.uop
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
     if u.op is Ops.CONST: return np.full(self.shape, u.arg, dtype=self.dtype.np)
+    if contiguous_base(self.uop) is None: self.realize()  # a view of a buffer an assign just wrote: copy it out
     base = contiguous_base(self.uop)
     if base is None: raise RuntimeError(f"internal error: {self!r} is not a buffer after realize")
     raw = buffer_of(base).numpy()
@@ -473,12 +476,47 @@ class Tensor(metaclass=_TensorMeta):
     if x.device != self.device: raise ValueError(f"assign from device {x.device} into a tensor on {self.device}")
     if broadcast_shape(x.shape, self.shape) != self.shape:
       raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
-    value = x.cast(self.dtype)._broadcast_to(self.shape).uop
-    if contiguous_base(self.uop) is not None and self.uop.op is not Ops.CONST:
-      self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, value))
+    value = x.cast(self.dtype)._broadcast_to(self.shape)
+    if value.uop is self.uop: return self  # writing a tensor into itself changes nothing
+    # each assign is its own node (a unique arg): the scheduler records which writes it applied (see
+    # scheduler._applied), and two assigns of equal values at different times are two writes
+    if version_base(self.uop) is not None:  # a buffer, or a pending write into one: write in place
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, value.uop), next(_assign_ids))
+    elif (through := self._write_through(value)) is not None:
+      base, whole, chain = through
+      node = UOp(Ops.ASSIGN, base.dtype, (base, whole), next(_assign_ids))
+      for op in reversed(chain): node = op.replace(src=(node,))  # this tensor stays the same view of the buffer
+      self.uop = node
     else:
-      self.uop = value  # nothing aliases an unrealized tensor: the new value simply replaces it
+      self.uop = value.uop  # nothing aliases an unrealized tensor: the new value simply replaces it
     return self
+
+  def _write_through(self, value: Tensor) -> tuple[UOp, UOp, list[UOp]] | None:
+    """For a tensor that is a view (movement ops) of a buffer: the buffer's version under the view, the
+    buffer's whole new value (`value` where the view reads, the old contents elsewhere) and the view's
+    movement ops from the top down; None when this tensor is no view of a buffer."""
+    chain, u = [], self.uop
+    while version_base(u) is None:
+      if u.op not in GroupOp.Movement: return None
+      chain.append(u)
+      u = u.src[0]
+    v, mask = value, Tensor.full(self.shape, True, dtype=dtypes.bool, device=self.device)
+    for op in chain:  # carry the value and where it goes from the view's shape back to the buffer's
+      shape = op.src[0].shape
+      if op.op is Ops.RESHAPE: v, mask = v.reshape(shape), mask.reshape(shape)
+      elif op.op is Ops.PERMUTE:
+        inverse = tuple(sorted(range(len(op.arg)), key=lambda i: op.arg[i]))
+        v, mask = v.permute(inverse), mask.permute(inverse)
+      elif op.op is Ops.FLIP: v, mask = v.flip(op.arg), mask.flip(op.arg)
+      elif op.op is Ops.SHRINK:
+        pads = tuple((b, s - e) for (b, e), s in zip(op.arg, shape))
+        v, mask = v.pad(pads), mask.pad(pads)  # outside the view: the mask is False
+      elif op.op is Ops.PAD:  # the padding is no part of the buffer: what is written there is dropped
+        keep = tuple((b, b + s) for (b, _), s in zip(op.arg[0], shape))
+        v, mask = v.shrink(keep), mask.shrink(keep)
+      else: raise ValueError(f"cannot assign into an expanded view {self.shape} of a tensor of shape {shape}: "
+                             "several positions of the view are one element of the buffer")
+    return u, mask.where(v, Tensor._from(u, self.device)).uop, chain
 
   # ------------------------------------------------------------------ gradients
 
@@ -1476,7 +1514,7 @@ class Tensor(metaclass=_TensorMeta):
         if t.device != self.device: raise ArgumentError(f"index tensor on {t.device}, indexed tensor on {self.device}")
         if t.dtype == dtypes.bool:  # a mask stands for the coordinates of its True entries, one index per axis
           cols = t.nonzero()
-          parsed.append(("mask", [cols[:, k] for k in range(t.ndim)], t.ndim))
+          parsed.append(("mask", ([cols[:, k] for k in range(t.ndim)], t.shape), t.ndim))
         elif t.dtype.is_int: parsed.append(("adv", (t, host), 1))
         else: raise IndexError(f"tensors used as indices must be integer or bool, not {t.dtype.name}")
       else: raise TypeError(f"invalid index {e!r} of type {type(e).__name__}")
@@ -1491,7 +1529,9 @@ class Tensor(metaclass=_TensorMeta):
       if kind is None:
         layout.append(None)
         continue
-      for t in (val if kind == "mask" else [val]):
+      if kind == "mask" and val[1] != self.shape[len(plan):len(plan) + len(val[1])]:
+        raise IndexError(f"a mask of shape {val[1]} does not match axes {len(plan)}.. of shape {self.shape}")
+      for t in (val[0] if kind == "mask" else [val]):
         axis, size = len(plan), self.shape[len(plan)]
         if kind == "int":
           if not -size <= t < size: raise IndexError(f"index {t} is out of bounds for axis {axis} with size {size}")
@@ -1504,8 +1544,7 @@ class Tensor(metaclass=_TensorMeta):
           t, host = t if kind == "adv" else (t, None)
           if host is not None and host.size and not (-size <= host.min() and host.max() < size):
             bad = host.min() if host.min() < -size else host.max()
-            raise IndexError(f"index {bad} is out of bounds for axis {axis} "
-                             f"with size {size}")
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {size}")
           plan.append(("adv", (t < 0).where(t + size, t)))
         layout.append(axis)
     return plan, layout

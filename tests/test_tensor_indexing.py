@@ -71,6 +71,7 @@ def test_getitem_errors(dev):
   with pytest.raises(ValueError, match="step"): t[::0]
   with pytest.raises(IndexError, match="integer or bool"): t[Tensor([0.5], device=dev)]
   with pytest.raises(TypeError, match="invalid index"): t["a"]
+  with pytest.raises(IndexError, match="mask of shape"): t[Tensor([True, False], device=dev)]
 
 
 # ------------------------------------------------------------------------------------------------ writing
