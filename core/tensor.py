@@ -1647,7 +1647,8 @@ class Tensor(metaclass=_TensorMeta):
 
   def _setitem_advanced(self, index: Any, v: Tensor) -> Tensor | None:
     # the flat positions the index selects, found by indexing a tensor of positions the same way
-    pos = Tensor.arange(self.numel(), dtype=dtypes.int32, device=self.device).reshape(self.shape)[index]
+    pos_dt = dtypes.int64 if self.numel() >= 2**31 else dtypes.int32
+    pos = Tensor.arange(self.numel(), dtype=pos_dt, device=self.device).reshape(self.shape)[index]
     if broadcast_shape(v.shape, pos.shape) != pos.shape:
       raise ValueError(f"cannot set a value of shape {v.shape} into a selection of shape {pos.shape}")
     nr, n = pos.numel(), self.numel()
