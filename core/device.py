@@ -134,6 +134,13 @@ class Allocator:
   def copyin(self, raw: Any, src: memoryview) -> None: self._copyin(raw, src)
   def copyout(self, dest: memoryview, raw: Any) -> None: self._copyout(dest, raw)
 
+  def as_host(self, raw: Any, nbytes: int) -> memoryview | None:
+    """The first `nbytes` of a block as host memory that can be read in place (devices whose memory
+    the host sees), or None; transfers then read it without an extra copy."""
+    return self._as_host(raw, nbytes)
+
+  def _as_host(self, raw: Any, nbytes: int) -> memoryview | None: return None
+
   def _alloc(self, nbytes: int, options: Any) -> Any: raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
   def _free(self, raw: Any, nbytes: int, options: Any) -> None: pass
   def _copyin(self, raw: Any, src: memoryview) -> None:
@@ -322,6 +329,30 @@ class Buffer:
 
   def __repr__(self) -> str:
     return f"<Buffer {self.device} {self.size}x{self.dtype.name}{' allocated' if self.is_allocated else ''}>"
+
+
+# ---------------------------------------------------------------- transfer
+
+class Transfer:
+  """Copies a buffer's contents to a buffer of another device. Plugins implement `_copy`; `copy` checks."""
+
+  def copy(self, dest: Buffer, src: Buffer) -> None:
+    if dest.nbytes != src.nbytes:
+      raise ValueError(f"cannot copy {src.nbytes} bytes of {src!r} into {dest.nbytes} bytes of {dest!r}")
+    if dest.nbytes: self._copy(dest, src)
+
+  def _copy(self, dest: Buffer, src: Buffer) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _copy")
+
+
+class HostTransfer(Transfer):
+  """plugrad's fallback: read the source in place when its memory is host-visible, else copy it out to
+  the host once; then copy it into the destination."""
+
+  def _copy(self, dest: Buffer, src: Buffer) -> None:
+    view = src.allocator.as_host(src.raw, src.nbytes)
+    if view is not None: dest.allocator.copyin(dest.raw, view)
+    else: dest.copyin(src.numpy())
 
 
 # ---------------------------------------------------------------- compiler

@@ -7,7 +7,13 @@ so every such hook must return None for devices it does not own; implement one w
 `@hookimpl(tryfirst=True)` to take over a single role of another plugin's device.
 
 Phases, in the order a kernel meets them:
-discover -> limits -> render -> compile -> allocate -> run -> observe.
+discover -> limits -> lower -> render -> compile -> allocate -> transfer -> run -> observe.
+
+Plugins import what they use from `plugrad.plugin` (and `plugrad`) only; `plugrad.plugin.DevicePlugin`
+implements the role hooks below for the device names a plugin owns.
+
+Contract 2 (from 1): `plugrad_buffer_limit` is gone (the limit is `Capabilities.max_buffers`, one fact in
+one place); `plugrad_rewrite_rules` belongs to the lower phase; the transfer role is new.
 """
 from __future__ import annotations
 
@@ -18,11 +24,11 @@ import pluggy
 if TYPE_CHECKING:
   from plugrad.codegen.renderer import Renderer
   from plugrad.config import Config, ConfigOption
-  from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Runtime
+  from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, Transfer
   from plugrad.uops import PatternMatcher, UOp
 
 #: The version of this contract. A plugin built for another version is refused with a message.
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 hookspec = pluggy.HookspecMarker("plugrad")
 hookimpl = pluggy.HookimplMarker("plugrad")
@@ -58,13 +64,14 @@ def plugrad_device_capabilities(device: str, config: Config) -> Capabilities | N
   """
 
 
-@hookspec(firstresult=True)
-def plugrad_buffer_limit(device: str, config: Config) -> int | None:
-  """The most buffers a kernel on `device` may bind, when it differs from its Capabilities.
+# -------------------------------------------------------------------------------- lower
 
-  The scheduler splits any fusion that would bind more.
+@hookspec
+def plugrad_rewrite_rules(device: str, config: Config) -> PatternMatcher | None:
+  """Extra rewrite rules the lowering runs on every loop program for `device` (every plugin's rules
+  are applied, in plugin order; a table that is not a PatternMatcher is refused naming its plugin).
 
-  :return: the limit, or None to keep `Capabilities.max_buffers`.
+  :return: a PatternMatcher, or None.
   """
 
 
@@ -75,15 +82,6 @@ def plugrad_renderer(device: str, config: Config) -> Renderer | None:
   """The renderer that turns a loop program into source text for `device`.
 
   :return: a Renderer, or None when this plugin does not own `device`.
-  """
-
-
-@hookspec
-def plugrad_rewrite_rules(device: str, config: Config) -> PatternMatcher | None:
-  """Extra rewrite rules run on every loop program for `device` before it is rendered (all
-  plugins' rules are applied, in plugin order).
-
-  :return: a PatternMatcher, or None.
   """
 
 
@@ -104,6 +102,18 @@ def plugrad_allocator(device: str, config: Config) -> Allocator | None:
   """The allocator of `device` memory (alloc, free, copy in and out).
 
   :return: an Allocator, or None when this plugin does not own `device`.
+  """
+
+
+# -------------------------------------------------------------------------------- transfer
+
+@hookspec(firstresult=True)
+def plugrad_transfer(src_device: str, dest_device: str, config: Config) -> Transfer | None:
+  """How to copy a buffer from `src_device` to `dest_device`, when this plugin knows a better way
+  than plugrad's fallback (which reads host-visible memory directly, else copies out to the host and
+  in again once): a peer copy between two GPUs, a mapped buffer.
+
+  :return: a Transfer, or None to leave the pair to other plugins and the fallback.
   """
 
 

@@ -21,7 +21,7 @@ import pluggy
 
 from plugrad import hookspecs
 from plugrad.config import Config
-from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, Runtime
+from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, HostTransfer, Runtime, Transfer
 from plugrad.uops import PatternMatcher
 
 DEVICE_GROUP = "plugrad.devices"
@@ -85,6 +85,7 @@ class Registry:
     self._lock = threading.RLock()
     self._loaded: dict[str, list[PluginInfo]] = {}   # device name -> plugins loaded for it
     self._devices: dict[str, Device] = {}
+    self._transfers: dict[tuple[str, str], Transfer] = {}
     self._general_loaded = False
     self._general: list[PluginInfo] = []
     self.plugin_errors: list[PluginInfo] = []
@@ -304,6 +305,20 @@ class Registry:
     if st.decl is None: raise DeviceError(f"device {device} cannot be used: {st.reason}")
     return Device(device, self)
 
+  def transfer(self, src_device: str, dest_device: str) -> Transfer:
+    """How buffers are copied from `src_device` to `dest_device`: a plugin's transfer role for the pair,
+    else plugrad's HostTransfer (decided once per pair)."""
+    key = (src_device, dest_device)
+    if (t := self._transfers.get(key)) is None:
+      t = self.pm.hook.plugrad_transfer(src_device=src_device, dest_device=dest_device, config=self.config)
+      if t is None: t = HostTransfer()
+      elif not isinstance(t, Transfer):
+        names = [self.pm.get_name(i.plugin) for i in self.pm.hook.plugrad_transfer.get_hookimpls()]
+        raise DeviceError(f"plugrad_transfer for {src_device} -> {dest_device} returned {type(t).__name__}, expected "
+                          f"Transfer (plugins implementing it: {', '.join(names)})")
+      self._transfers[key] = t
+    return t
+
   def first_result(self, hook: str, expected: type | tuple[type, ...], device: str, what: str) -> Any:
     """Call a first-result hook for `device` and check the type of what it returns."""
     result = getattr(self.pm.hook, hook)(device=device, config=self.config)
@@ -393,10 +408,8 @@ class Device:
 
   @property
   def buffer_limit(self) -> int | None:
-    if "limit" not in self._roles:
-      limit = self.registry.pm.hook.plugrad_buffer_limit(device=self.name, config=self.registry.config)
-      self._roles["limit"] = limit if limit is not None else self.caps.max_buffers
-    return self._roles["limit"]
+    """The most buffers one kernel may bind (`Capabilities.max_buffers`; None: no limit)."""
+    return self.caps.max_buffers
 
   @property
   def rewrite_rules(self) -> list[PatternMatcher]:

@@ -55,7 +55,7 @@ install plugrad's test extra (`pip install 'plugrad[test]'`). See plugrad's
 """The {NAME} device plugin: one object answering plugrad's hooks for the device {NAME}."""
 from __future__ import annotations
 
-from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, hookimpl
+from plugrad.plugin import Capabilities, Config, DeviceDecl, DevicePlugin
 
 from {pkg}.allocator import {Cls}Allocator
 from {pkg}.compiler import {Cls}Compiler
@@ -65,52 +65,45 @@ from {pkg}.runtime import {Cls}Runtime
 NAME = "{NAME}"
 
 
-def probe(config) -> str | None:
+def probe(config: Config) -> str | None:
   """None when {NAME} can run here, else the reason it cannot."""
   # TODO: check for your driver or toolchain and return a reason string when it is missing;
-  # settings come from `config` (declare them in plugrad_config_options), never from os.environ.
+  # settings come from `config` (declare them in options()), never from os.environ.
   # Until the compiler and runtime are written the device must not be picked (it would become the
   # default device of a machine with no other plugin): delete this line when they are.
   return "the {NAME} compiler and runtime are still TODOs ({pkg}/compiler.py, {pkg}/runtime.py)"
 
 
-class {Cls}Plugin:
-  PLUGRAD_CONTRACT = CONTRACT_VERSION  # the plugin contract this plugin was written against
+class {Cls}Plugin(DevicePlugin):
+  PLUGRAD_CONTRACT = {contract}  # the plugin contract this plugin was written against
+  names = (NAME,)  # the hooks below are asked only for these devices
 
-  def _mine(self, device: str) -> bool: return device.split(":")[0] == NAME
-
-  @hookimpl
-  def plugrad_declare_devices(self, config):
+  def devices(self, config):
     return [DeviceDecl(NAME, priority=10, probe=lambda: probe(config), install_hint="pip install {dist}",
                        description="{NAME} device")]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device, config):
+  def capabilities(self, device, config):
     # TODO: report your device's real limits; the scheduler and lowering read only these
-    return Capabilities(max_buffers=None, launch_dims=0) if self._mine(device) else None
+    return Capabilities(max_buffers=None, launch_dims=0)
 
-  @hookimpl
-  def plugrad_renderer(self, device, config):
-    return {Cls}Renderer(device) if self._mine(device) else None
+  def renderer(self, device, config):
+    return {Cls}Renderer(device)
 
-  @hookimpl
-  def plugrad_compiler(self, device, config):
-    return {Cls}Compiler(config.cache_dir / NAME.lower()) if self._mine(device) else None
+  def compiler(self, device, config):
+    return {Cls}Compiler(config.cache_dir / NAME.lower())
 
-  @hookimpl
-  def plugrad_allocator(self, device, config):
-    return {Cls}Allocator() if self._mine(device) else None
+  def allocator(self, device, config):
+    return {Cls}Allocator()
 
-  @hookimpl
-  def plugrad_runtime(self, device, config):
-    return {Cls}Runtime() if self._mine(device) else None
+  def runtime(self, device, config):
+    return {Cls}Runtime()
 
 
 plugin = {Cls}Plugin()
 ''',
   "{pkg}/renderer.py": '''\
 """Loop program -> source text. The C-style base renders C; override what your dialect changes."""
-from plugrad.codegen.cstyle import CStyleRenderer
+from plugrad.plugin import CStyleRenderer
 
 
 class {Cls}Renderer(CStyleRenderer):
@@ -122,7 +115,7 @@ class {Cls}Renderer(CStyleRenderer):
   "{pkg}/compiler.py": '''\
 """Source -> binary bytes. plugrad caches the result on disk (private, signed entries) under a key of the
 source, identity() and the plugrad and plugin versions."""
-from plugrad import CompileError, Compiler
+from plugrad.plugin import CompileError, Compiler
 
 
 class {Cls}Compiler(Compiler):
@@ -138,7 +131,7 @@ class {Cls}Compiler(Compiler):
 """Device memory. Host memory held in numpy arrays; replace with your device's allocation calls."""
 import numpy as np
 
-from plugrad import LRUAllocator
+from plugrad.plugin import LRUAllocator
 
 
 class {Cls}Allocator(LRUAllocator):
@@ -153,7 +146,7 @@ class {Cls}Allocator(LRUAllocator):
 """Binary -> launchable program."""
 import time
 
-from plugrad import Program, Runtime
+from plugrad.plugin import Program, Runtime
 
 
 class {Cls}Program(Program):

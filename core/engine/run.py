@@ -80,7 +80,7 @@ def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registr
 
 def _copy(dest: Buffer, src: Buffer, registry: Registry) -> None:
   t0 = time.perf_counter()
-  dest.copyin(src.numpy())
+  registry.transfer(src.device, dest.device).copy(dest, src)
   registry.notify("plugrad_copy_ran", src_device=src.device, dest_device=dest.device, nbytes=dest.nbytes,
                   seconds=time.perf_counter() - t0)
 

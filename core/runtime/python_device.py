@@ -20,14 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from plugrad.codegen.program import LoopProgram
-from plugrad.codegen.renderer import Renderer
-from plugrad.config import Config
-from plugrad.device import Allocator, Capabilities, CompileError, Compiler, DeviceDecl, Program, Runtime
-from plugrad.dtype import DType, dtypes
-from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
+from plugrad.plugin import (CONTRACT_VERSION, Allocator, Capabilities, CompileError, Compiler, Config, DeviceDecl,
+                            DevicePlugin, DType, LoopProgram, Ops, Program, Renderer, Runtime, dtypes)
 from plugrad.runtime.loop_interpreter import Instr, LoopInterpreter
-from plugrad.uops import Ops
 
 NAME = "PYTHON"
 VIRTUAL_DEVICES = 8
@@ -102,6 +97,7 @@ class PythonAllocator(Allocator):
   def _alloc(self, nbytes: int, options: Any) -> np.ndarray: return np.zeros(nbytes, dtype=np.uint8)
   def _copyin(self, raw: np.ndarray, src: memoryview) -> None: raw[:len(src)] = np.frombuffer(src, dtype=np.uint8)
   def _copyout(self, dest: memoryview, raw: np.ndarray) -> None: np.frombuffer(dest, dtype=np.uint8)[:] = raw[:len(dest)]
+  def _as_host(self, raw: np.ndarray, nbytes: int) -> memoryview: return memoryview(raw[:nbytes])
 
 
 class PythonProgram(Program):
@@ -122,32 +118,18 @@ class PythonRuntime(Runtime):
   def load(self, name: str, binary: bytes) -> Program: return PythonProgram(name, binary.decode())
 
 
-class PythonDevicePlugin:
+class PythonDevicePlugin(DevicePlugin):
   """The built-in plugin that provides the PYTHON device."""
   PLUGRAD_CONTRACT = CONTRACT_VERSION
+  names = (NAME,)
 
-  @hookimpl
-  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+  def devices(self, config: Config) -> list[DeviceDecl]:
     # several virtual instances (PYTHON:0 .. PYTHON:7), so copies between devices are tested without hardware
     return [DeviceDecl(NAME, priority=0, description="reference interpreter of the loop program (numpy)",
                        count=lambda: VIRTUAL_DEVICES)]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
-    return Capabilities(vector_ops=True) if device.split(":")[0] == NAME else None
-
-  @hookimpl
-  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
-    return PythonRenderer(device) if device.split(":")[0] == NAME else None
-
-  @hookimpl
-  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
-    return PythonCompiler() if device.split(":")[0] == NAME else None
-
-  @hookimpl
-  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
-    return PythonAllocator() if device.split(":")[0] == NAME else None
-
-  @hookimpl
-  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
-    return PythonRuntime() if device.split(":")[0] == NAME else None
+  def capabilities(self, device: str, config: Config) -> Capabilities: return Capabilities(vector_ops=True)
+  def renderer(self, device: str, config: Config) -> Renderer: return PythonRenderer(device)
+  def compiler(self, device: str, config: Config) -> Compiler: return PythonCompiler()
+  def allocator(self, device: str, config: Config) -> Allocator: return PythonAllocator()
+  def runtime(self, device: str, config: Config) -> Runtime: return PythonRuntime()

@@ -5,7 +5,7 @@ Allocator: host memory held in numpy arrays, reused between realizes.
 """
 from __future__ import annotations
 
-from plugrad import CONTRACT_VERSION, Capabilities, DeviceDecl, hookimpl
+from plugrad.plugin import Capabilities, Config, DeviceDecl, DevicePlugin
 
 from plugrad_c.allocator import CAllocator
 from plugrad_c.compiler import CC_OPTION, CCompiler, find_cc
@@ -15,45 +15,37 @@ from plugrad_c.runtime import CRuntime
 NAME = "C"
 
 
-def probe(config) -> str | None:
+def probe(config: Config) -> str | None:
   """None when C can run here, else the reason it cannot."""
   return None if find_cc(config.option(CC_OPTION)) else "no C compiler (cc, gcc or clang) on PATH"
 
 
-class CPlugin:
-  PLUGRAD_CONTRACT = CONTRACT_VERSION  # the plugin contract this plugin was written against
+class CPlugin(DevicePlugin):
+  PLUGRAD_CONTRACT = 2  # the plugin contract this plugin was written against
+  names = (NAME,)
 
-  def _mine(self, device: str) -> bool: return device.split(":")[0] == NAME
-
-  @hookimpl
-  def plugrad_config_options(self):
+  def options(self):
     return [CC_OPTION]
 
-  @hookimpl
-  def plugrad_declare_devices(self, config):
+  def devices(self, config):
     return [DeviceDecl(NAME, priority=10, probe=lambda: probe(config), install_hint="install gcc or clang, or set CC",
                        description="C compiled with the system compiler, run with ctypes")]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device, config):
+  def capabilities(self, device, config):
     # host memory, no buffer limit, kernels loop over their outputs
-    return Capabilities(max_buffers=None, launch_dims=0) if self._mine(device) else None
+    return Capabilities(max_buffers=None, launch_dims=0)
 
-  @hookimpl
-  def plugrad_renderer(self, device, config):
-    return CRenderer(device) if self._mine(device) else None
+  def renderer(self, device, config):
+    return CRenderer(device)
 
-  @hookimpl
-  def plugrad_compiler(self, device, config):
-    return CCompiler(config.cache_dir / NAME.lower(), find_cc(config.option(CC_OPTION))) if self._mine(device) else None
+  def compiler(self, device, config):
+    return CCompiler(config.cache_dir / NAME.lower(), find_cc(config.option(CC_OPTION)))
 
-  @hookimpl
-  def plugrad_allocator(self, device, config):
-    return CAllocator() if self._mine(device) else None
+  def allocator(self, device, config):
+    return CAllocator()
 
-  @hookimpl
-  def plugrad_runtime(self, device, config):
-    return CRuntime() if self._mine(device) else None
+  def runtime(self, device, config):
+    return CRuntime()
 
 
 plugin = CPlugin()

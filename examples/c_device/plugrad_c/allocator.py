@@ -1,7 +1,7 @@
 """Host memory held in numpy arrays (ctypes passes their addresses to the kernels)."""
 import numpy as np
 
-from plugrad import LRUAllocator
+from plugrad.plugin import LRUAllocator
 
 
 class CAllocator(LRUAllocator):

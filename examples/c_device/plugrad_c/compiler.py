@@ -4,8 +4,7 @@ import shutil
 import subprocess
 import tempfile
 
-from plugrad import CompileError, Compiler
-from plugrad.config import ConfigOption
+from plugrad.plugin import CompileError, Compiler, ConfigOption
 
 CC_OPTION = ConfigOption("CC", "cc", "the C compiler of the C device (gcc and clang are tried when it is missing)")
 

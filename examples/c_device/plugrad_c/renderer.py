@@ -1,5 +1,5 @@
 """Loop program -> C. Every default of the core's C-style renderer is plain C already."""
-from plugrad.codegen.cstyle import CStyleRenderer
+from plugrad.plugin import CStyleRenderer
 
 
 class CRenderer(CStyleRenderer):

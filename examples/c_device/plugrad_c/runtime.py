@@ -4,7 +4,7 @@ import os
 import tempfile
 import time
 
-from plugrad import Program, Runtime
+from plugrad.plugin import Program, Runtime
 
 
 class CProgram(Program):

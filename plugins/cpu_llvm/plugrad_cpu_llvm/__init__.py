@@ -10,10 +10,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import plugrad
-from plugrad import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, hookimpl
-from plugrad.codegen.renderer import Renderer
-from plugrad.config import Config, ConfigOption
+from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Renderer,
+                            Runtime)
 
 __version__ = "0.1.0"
 
@@ -30,48 +28,35 @@ def _probe() -> str | None:
   return None
 
 
-def _ours(device: str) -> bool: return device.split(":")[0].upper() == NAME
-
-
-class CPULLVMPlugin:
+class CPULLVMPlugin(DevicePlugin):
   """The hook implementations of the CPU device. Roles are built once per device and config:
   the allocator's cache and the loaded kernels are shared by every user of the device."""
-  PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+  PLUGRAD_CONTRACT = 2  # the plugin contract this plugin was written against
+  names = (NAME,)
 
-  @hookimpl
-  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+  def devices(self, config: Config) -> list[DeviceDecl]:
     return [DeviceDecl(NAME, priority=100, probe=_probe, install_hint="pip install llvmlite",
                        description="host CPU, LLVM via llvmlite, split across cores")]
 
-  @hookimpl
-  def plugrad_config_options(self) -> list[ConfigOption]:
+  def options(self) -> list[ConfigOption]:
     return [THREADS]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
-    if not _ours(device): return None
+  def capabilities(self, device: str, config: Config) -> Capabilities | None:
     from plugrad_cpu_llvm.compiler import host_vector_bytes
     return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(), vector_ops=True)
 
-  @hookimpl
-  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
-    if not _ours(device): return None
+  def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_cpu_llvm.renderer import LLVMRenderer
     return LLVMRenderer(device)
 
-  @hookimpl
-  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
-    return _compiler(Path(config.cache_dir) / "cpu_llvm") if _ours(device) else None
+  def compiler(self, device: str, config: Config) -> Compiler | None:
+    return _compiler(Path(config.cache_dir) / "cpu_llvm")
 
-  @hookimpl
-  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
-    if not _ours(device): return None
+  def allocator(self, device: str, config: Config) -> Allocator | None:
     from plugrad_cpu_llvm.allocator import CPUAllocator
     return CPUAllocator()
 
-  @hookimpl
-  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
-    if not _ours(device): return None
+  def runtime(self, device: str, config: Config) -> Runtime | None:
     from plugrad_cpu_llvm.runtime import CPURuntime
     raw = config.option(THREADS).strip()
     try:

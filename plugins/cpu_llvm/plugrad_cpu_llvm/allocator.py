@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from plugrad import LRUAllocator
+from plugrad.plugin import LRUAllocator
 
 ALIGNMENT = 64  # a cache line and an AVX-512 register
 
@@ -44,6 +44,8 @@ class CPUAllocator(LRUAllocator):
   def _copyin(self, raw: CPUBuffer, src: memoryview) -> None:
     n = min(len(src), raw.nbytes)
     if n: ctypes.memmove(raw.addr, np.frombuffer(src, dtype=np.uint8).ctypes.data, n)
+
+  def _as_host(self, raw: CPUBuffer, nbytes: int) -> memoryview: return memoryview(raw.mem[:nbytes])
 
   def _copyout(self, dest: memoryview, raw: CPUBuffer) -> None:
     n = min(len(dest), raw.nbytes)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from plugrad import CompileError, Compiler
+from plugrad.plugin import CompileError, Compiler
 
 #: First bytes of every binary this compiler makes; bump it when the layout changes.
 BINARY_MAGIC = b"PLCPU001"

@@ -32,10 +32,7 @@ import re
 import struct
 from typing import Any
 
-from plugrad.codegen.program import LoopProgram
-from plugrad.codegen.renderer import Renderer
-from plugrad.dtype import DType, dtypes
-from plugrad.uops import GroupOp, Ops, UOp
+from plugrad.plugin import DType, GroupOp, LoopProgram, Ops, Renderer, UOp, dtypes
 
 from plugrad_cpu_llvm.compiler import META_MARKER
 

@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from plugrad import DeviceError, Program, Runtime
+from plugrad.plugin import DeviceError, Program, Runtime
 
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, unpack_binary
 from plugrad_cpu_llvm.support import check_symbols, install_helpers

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import threading
 
-from plugrad import CompileError
+from plugrad.plugin import CompileError
 
 # symbols the linker or MCJIT itself supplies, never looked up in the process
 _LINKER_SYMBOLS = frozenset({"_GLOBAL_OFFSET_TABLE_"})

@@ -41,7 +41,7 @@ def test_cpu_is_the_default_device_without_DEVICE(tmp_path):
 
 
 def test_plugin_contract_and_roles():
-  assert CPULLVMPlugin.PLUGRAD_CONTRACT == plugrad.CONTRACT_VERSION
+  assert CPULLVMPlugin.PLUGRAD_CONTRACT == plugrad.plugin.CONTRACT_VERSION == 2
   cfg = Config.from_env({})
   for hook in ("plugrad_device_capabilities", "plugrad_renderer", "plugrad_compiler", "plugrad_allocator", "plugrad_runtime"):
     assert getattr(plugin, hook)(device="CUDA", config=cfg) is None  # first-result hooks leave other devices alone

@@ -16,10 +16,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-import plugrad
-from plugrad import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, hookimpl
-from plugrad.codegen.renderer import Renderer
-from plugrad.config import Config, ConfigOption
+from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Renderer,
+                            Runtime)
 
 __version__ = "0.1.0"
 
@@ -78,9 +76,6 @@ def _index(device: str) -> int:
   return int(idx or 0)
 
 
-def _ours(device: str) -> bool: return device.split(":")[0].upper() == NAME
-
-
 @lru_cache(maxsize=None)
 def _gpu_caps(index: int) -> tuple[Capabilities, str]:
   """The limits and architecture read from GPU `index`."""
@@ -105,36 +100,29 @@ def _compiler(arch: str, output: str, backend: str, cache_dir: Path, env: tuple)
   return CUDACompiler(arch, cache_dir, output=output, backend=backend, env=dict(env))
 
 
-class CUDAPlugin:
+class CUDAPlugin(DevicePlugin):
   """The hook implementations of the CUDA device. With a GPU, capabilities and the target
   architecture come from it and kernels are compiled to cubin; without one, from DEFAULT_CAPS and
   PLUGRAD_CUDA_ARCH, and kernels are compiled to PTX (nothing runs). Setting PLUGRAD_CUDA_ARCH
   always compiles PTX for it."""
-  PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+  PLUGRAD_CONTRACT = 2  # the plugin contract this plugin was written against
+  names = (NAME,)
 
-  @hookimpl
-  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+  def devices(self, config: Config) -> list[DeviceDecl]:
     return [DeviceDecl(NAME, priority=200, probe=probe, description="NVIDIA GPU: CUDA C via NVRTC/nvcc, run with pycuda",
                        count=gpu_count)]
 
-  @hookimpl
-  def plugrad_config_options(self) -> list[ConfigOption]:
+  def options(self) -> list[ConfigOption]:
     return [ARCH, COMPILER]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
-    if not _ours(device): return None
+  def capabilities(self, device: str, config: Config) -> Capabilities | None:
     return _gpu_caps(_index(device))[0] if _gpu_present() else DEFAULT_CAPS
 
-  @hookimpl
-  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
-    if not _ours(device): return None
+  def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_cuda.renderer import CUDARenderer
     return CUDARenderer(device)
 
-  @hookimpl
-  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
-    if not _ours(device): return None
+  def compiler(self, device: str, config: Config) -> Compiler | None:
     # an explicit PLUGRAD_CUDA_ARCH wins and gives PTX (which the driver JITs for that GPU or newer);
     # else a present GPU's own architecture as cubin; else the default architecture as PTX
     explicit = config.env.get(ARCH.env, "").strip()
@@ -143,15 +131,11 @@ class CUDAPlugin:
     env = tuple(sorted((k, v) for k, v in config.env.items() if k in ("CUDA_HOME", "CUDA_PATH", "PATH")))
     return _compiler(arch, output, config.option(COMPILER).strip().lower() or "auto", Path(config.cache_dir) / "cuda", env)
 
-  @hookimpl
-  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
-    if not _ours(device): return None
+  def allocator(self, device: str, config: Config) -> Allocator | None:
     from plugrad_cuda.allocator import CUDAAllocator
     return CUDAAllocator(_index(device))
 
-  @hookimpl
-  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
-    if not _ours(device): return None
+  def runtime(self, device: str, config: Config) -> Runtime | None:
     from plugrad_cuda.runtime import CUDARuntime
     return CUDARuntime(_index(device))
 

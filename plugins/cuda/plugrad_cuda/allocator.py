@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugrad import LRUAllocator
+from plugrad.plugin import LRUAllocator
 
 from plugrad_cuda.runtime import context
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from plugrad import CompileError, Compiler
+from plugrad.plugin import CompileError, Compiler
 
 #: flags both compilers get: C++17, and every float operation rounded as written, as the reference device
 #: defines it: no a*b+c contracted into one FMA (--fmad=false); IEEE division and square root and no

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from plugrad import DeviceError, Program, Runtime
+from plugrad.plugin import DeviceError, Program, Runtime
 
 
 class CUDAContext:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import platform
 
-import plugrad
-from plugrad import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, hookimpl
-from plugrad.codegen.renderer import Renderer
-from plugrad.config import Config, ConfigOption
-from plugrad.device import default_dtypes_without
-from plugrad.dtype import dtypes
+from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Renderer,
+                            Runtime, default_dtypes_without, dtypes)
+
+from plugrad_metal.renderer import MAX_BUFFERS
 
 __version__ = "0.1.0"
 
@@ -29,7 +27,7 @@ CLANG = ConfigOption("PLUGRAD_METAL_CLANG", "", "clang++ for the METAL syntax ch
 #: What every Apple GPU since the A11 / M1 offers; the limits a single pipeline may have are lower
 #: for register-heavy kernels, which the runtime checks at launch.
 CAPABILITIES = Capabilities(
-  max_buffers=31,
+  max_buffers=MAX_BUFFERS,
   dtypes=default_dtypes_without(dtypes.float64),
   launch_dims=3,
   max_global_size=(2**31 - 1, 65535, 65535),
@@ -39,9 +37,6 @@ CAPABILITIES = Capabilities(
   max_vector_bytes=16,
   supports_images=False,
 )
-
-
-def _ours(device: str) -> bool: return device.split(":")[0].upper() == NAME
 
 
 def _probe() -> str | None:
@@ -59,39 +54,28 @@ def syntax_check_mode(config: Config) -> bool:
   return config.option(SYNTAX_CHECK) not in ("", "0") and platform.system() != "Darwin"
 
 
-class MetalPlugin:
+class MetalPlugin(DevicePlugin):
   """The hook implementations of the METAL device. Roles are built per call; the registry keeps
   one of each per device."""
-  PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+  PLUGRAD_CONTRACT = 2  # the plugin contract this plugin was written against
+  names = (NAME,)
 
-  @hookimpl
-  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+  def devices(self, config: Config) -> list[DeviceDecl]:
     return [DeviceDecl(NAME, priority=120, probe=_probe,
                        install_hint="on a Mac: pip install plugrad-metal (it pulls pyobjc-framework-Metal)",
                        description="Apple GPUs, Metal Shading Language through pyobjc")]
 
-  @hookimpl
-  def plugrad_config_options(self) -> list[ConfigOption]:
+  def options(self) -> list[ConfigOption]:
     return [SYNTAX_CHECK, CLANG]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
-    return CAPABILITIES if _ours(device) else None
+  def capabilities(self, device: str, config: Config) -> Capabilities | None:
+    return CAPABILITIES
 
-  @hookimpl
-  def plugrad_buffer_limit(self, device: str, config: Config) -> int | None:
-    from plugrad_metal.renderer import MAX_BUFFERS
-    return MAX_BUFFERS if _ours(device) else None
-
-  @hookimpl
-  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
-    if not _ours(device): return None
+  def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_metal.renderer import MetalRenderer
     return MetalRenderer(device)
 
-  @hookimpl
-  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
-    if not _ours(device): return None
+  def compiler(self, device: str, config: Config) -> Compiler | None:
     from plugrad_metal.compiler import MetalCompiler
     checker = None
     if syntax_check_mode(config):
@@ -99,15 +83,11 @@ class MetalPlugin:
       checker = SyntaxChecker(config.option(CLANG))
     return MetalCompiler(device, config.cache_dir / "metal", syntax_checker=checker)
 
-  @hookimpl
-  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
-    if not _ours(device): return None
+  def allocator(self, device: str, config: Config) -> Allocator | None:
     from plugrad_metal.allocator import MetalAllocator
     return MetalAllocator(device)
 
-  @hookimpl
-  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
-    if not _ours(device): return None
+  def runtime(self, device: str, config: Config) -> Runtime | None:
     from plugrad_metal.runtime import MetalRuntime
     return MetalRuntime(device)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugrad.device import LRUAllocator
+from plugrad.plugin import LRUAllocator
 
 from plugrad_metal.runtime import metal_context
 

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from plugrad.device import CompileError, Compiler
+from plugrad.plugin import CompileError, Compiler
 
 from plugrad_metal.runtime import SOURCE_MAGIC, is_macos, metal_context
 

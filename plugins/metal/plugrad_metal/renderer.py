@@ -31,10 +31,7 @@ from __future__ import annotations
 
 import re
 
-from plugrad.codegen.cstyle import CStyleRenderer
-from plugrad.codegen.program import LoopProgram, Param
-from plugrad.dtype import DType, dtypes
-from plugrad.uops import Ops, UOp
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes
 
 #: Metal binds at most 31 buffers to one compute kernel (argument table entries 0..30).
 MAX_BUFFERS = 31
@@ -61,7 +58,7 @@ _BUFFER_ATTR = re.compile(r"\[\[\s*buffer\(\s*(\d+)\s*\)\s*\]\]")
 
 
 try:
-  from plugrad.device import UnsupportedError
+  from plugrad.plugin import UnsupportedError
 except ImportError:  # a plugrad without UnsupportedError
   UnsupportedError = NotImplementedError  # type: ignore[misc,assignment]
 

@@ -13,7 +13,7 @@ import threading
 from math import prod
 from typing import Any
 
-from plugrad.device import CompileError, DeviceError, Program, Runtime
+from plugrad.plugin import CompileError, DeviceError, Program, Runtime
 
 #: The compiler's "binary" starts with this, followed by the validated MSL source (see compiler.py).
 SOURCE_MAGIC = b"plugrad-metal-source\0"

@@ -19,7 +19,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from plugrad.device import CompileError
+from plugrad.plugin import CompileError
 
 from plugrad_metal.renderer import MAX_BUFFERS
 

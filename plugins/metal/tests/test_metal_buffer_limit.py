@@ -1,4 +1,4 @@
-"""Metal binds at most 31 buffers per kernel: the plugin returns 31 from plugrad_buffer_limit and
+"""Metal binds at most 31 buffers per kernel: the plugin declares 31 as Capabilities.max_buffers and
 the core scheduler must split any fusion that would bind more."""
 from __future__ import annotations
 

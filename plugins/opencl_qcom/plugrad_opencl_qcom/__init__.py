@@ -14,18 +14,14 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-import plugrad
-from plugrad import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, hookimpl
-from plugrad.codegen.renderer import Renderer
-from plugrad.config import Config, ConfigOption
-from plugrad.device import default_dtypes_without
-from plugrad.dtype import dtypes
+from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Renderer,
+                            Runtime, default_dtypes_without, dtypes)
 
 from plugrad_opencl_qcom.cldevice import (ADRENO_PITCH_ALIGNMENT, CL, QCOM, QCOM_ANY, DeviceInfo, device_info,
                                           enumerate_devices, open_device, probe, qcom_any)
 
 __version__ = "0.1.0"
-PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+PLUGRAD_CONTRACT = 2  # the plugin contract this plugin was written against
 
 #: Most buffers one kernel binds, whatever the parameter size allows.
 MAX_BUFFERS_CAP = 128
@@ -34,9 +30,9 @@ QCOM_MAX_THREADS, QCOM_MAX_LOCAL = 128, (128, 128, 64)
 _HAS_IMAGE_LIMIT = "max_image2d" in {f.name for f in fields(Capabilities)}
 
 
-def _kind(device: str) -> str | None:
-  kind = device.split(":")[0].upper()
-  return kind if kind in (CL, QCOM) else None
+def _kind(device: str) -> str:
+  """CL or QCOM, for a device string the plugin owns."""
+  return device.split(":")[0].upper()
 
 
 def buffer_limit(info: DeviceInfo) -> int:
@@ -59,13 +55,13 @@ def capabilities(kind: str, info: DeviceInfo) -> Capabilities:
                       supports_images=kind == QCOM and info.images, **extra)
 
 
-class OpenCLPlugin:
+class OpenCLPlugin(DevicePlugin):
   """The hook implementations of the CL and QCOM devices. Roles share one opened device (context and
   queue) per device string, so buffers from the allocator are valid in the runtime's kernels."""
-  PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+  PLUGRAD_CONTRACT = PLUGRAD_CONTRACT
+  names = (CL, QCOM)
 
-  @hookimpl
-  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+  def devices(self, config: Config) -> list[DeviceDecl]:
     sw = QCOM_ANY.env
     return [
       DeviceDecl(CL, priority=50, probe=lambda: probe(CL, False),
@@ -80,24 +76,19 @@ class OpenCLPlugin:
                  count=lambda: len(enumerate_devices(QCOM, qcom_any(config)))),
     ]
 
-  @hookimpl
-  def plugrad_config_options(self) -> list[ConfigOption]:
+  def options(self) -> list[ConfigOption]:
     return [QCOM_ANY]
 
-  @hookimpl
-  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
-    if (kind := _kind(device)) is None: return None
+  def capabilities(self, device: str, config: Config) -> Capabilities | None:
+    kind = _kind(device)
     return capabilities(kind, device_info(device, config))
 
-  @hookimpl
-  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
-    if _kind(device) is None: return None
+  def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_opencl_qcom.renderer import OpenCLRenderer
     return OpenCLRenderer(device, device_info(device, config).extensions)
 
-  @hookimpl
-  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
-    if (kind := _kind(device)) is None: return None
+  def compiler(self, device: str, config: Config) -> Compiler | None:
+    kind = _kind(device)
     from plugrad_opencl_qcom.compiler import CLCompiler, NoDeviceCompiler, ProfileCompiler, find_clang
     cache = Path(config.cache_dir) / "opencl" / kind.lower()
     try:
@@ -108,15 +99,12 @@ class OpenCLPlugin:
       return ProfileCompiler(cache, device, device_info(device, config), clang)
     return CLCompiler(cache, cldev)
 
-  @hookimpl
-  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
-    if (kind := _kind(device)) is None: return None
+  def allocator(self, device: str, config: Config) -> Allocator | None:
+    kind = _kind(device)
     from plugrad_opencl_qcom.allocator import CLAllocator
     return CLAllocator(open_device(device, config), ADRENO_PITCH_ALIGNMENT if kind == QCOM else None)
 
-  @hookimpl
-  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
-    if _kind(device) is None: return None
+  def runtime(self, device: str, config: Config) -> Runtime | None:
     from plugrad_opencl_qcom.runtime import CLRuntime
     return CLRuntime(open_device(device, config))
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from plugrad.device import LRUAllocator
+from plugrad.plugin import LRUAllocator
 
 from plugrad_opencl_qcom.cldevice import CLDevice
 

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from plugrad.config import Config, ConfigOption
+from plugrad.plugin import Config, ConfigOption
 
 CL, QCOM = "CL", "QCOM"
 

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from plugrad.device import CompileError, Compiler
+from plugrad.plugin import CompileError, Compiler
 
 from plugrad_opencl_qcom.cldevice import CLDevice, DeviceInfo
 

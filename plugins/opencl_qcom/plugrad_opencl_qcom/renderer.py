@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from plugrad.codegen.cstyle import CStyleRenderer
-from plugrad.codegen.program import LoopProgram, Param
-from plugrad.dtype import DType, dtypes
-from plugrad.uops import Ops, UOp
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes
 
 CL_TYPES: dict[DType, str] = {
   dtypes.bool: "bool", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int", dtypes.int64: "long",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from plugrad.device import DeviceError, Program, Runtime
+from plugrad.plugin import DeviceError, Program, Runtime
 
 from plugrad_opencl_qcom.cldevice import CLDevice
 

@@ -1,0 +1,100 @@
+"""`plugrad.plugin`: everything a device plugin may use, and nothing else.
+
+A plugin imports only `plugrad` and this module (a test checks every in-tree plugin and the skeleton), so
+plugrad may move its internals without breaking third-party plugins. Within one `CONTRACT_VERSION` these
+names keep their meaning; the conformance suite (`python -m plugrad conformance NAME`) checks a device
+against them.
+
+- contract: `CONTRACT_VERSION`, `hookimpl`, `DevicePlugin` (the base whose hooks answer only for the
+  device names a plugin owns), `DeviceDecl`, `Capabilities`, `default_dtypes_without`, `Config`,
+  `ConfigOption`;
+- roles: `Renderer`, `CStyleRenderer` (the C-family base), `Compiler`, `Allocator`, `LRUAllocator`,
+  `Transfer`, `Runtime`, `Program`, `Buffer`, `ImageSpec`;
+- what a renderer reads: `LoopProgram`, `Param` (a loop program and its buffer parameters), `UOp`, `Ops`,
+  `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`;
+- errors: `CompileError`, `DeviceError`, `UnsupportedError`.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from plugrad.codegen.cstyle import CStyleRenderer
+from plugrad.codegen.program import LoopProgram, Param
+from plugrad.codegen.renderer import Renderer
+from plugrad.config import Config, ConfigOption
+from plugrad.device import (Allocator, Buffer, Capabilities, CompileError, Compiler, DeviceDecl, DeviceError, ImageSpec,
+                            LRUAllocator, Program, Runtime, Transfer, UnsupportedError, default_dtypes_without)
+from plugrad.dtype import DType, dtypes
+from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
+
+
+class DevicePlugin:
+  """The base of a device plugin: set `names` (the device names it owns) and `PLUGRAD_CONTRACT`, implement
+  `devices` and the role methods; the hooks call a role method only for an owned device (`CPU`, `CPU:1`),
+  so no plugin repeats the "is this device mine?" test. A role method left out answers nothing, leaving
+  the role to another plugin.
+
+  The role methods receive the full device string (`"CUDA:1"`) and the session's Config.
+  """
+  PLUGRAD_CONTRACT: ClassVar[int]
+  names: ClassVar[tuple[str, ...]] = ()
+
+  def owns(self, device: str) -> bool:
+    """Whether `device` (`NAME` or `NAME:N`) is one of this plugin's devices."""
+    return device.partition(":")[0].upper() in self.names
+
+  # ---------------------------------------------------------------- what subclasses implement
+
+  def devices(self, config: Config) -> list[DeviceDecl]:
+    """The DeviceDecl of each name in `names`."""
+    raise NotImplementedError(f"{type(self).__name__} must implement devices(config)")
+
+  def options(self) -> list[ConfigOption]:
+    """Environment variables the plugin reads (through `config.option`)."""
+    return []
+
+  def capabilities(self, device: str, config: Config) -> Capabilities | None: return None
+  def rewrite_rules(self, device: str, config: Config) -> PatternMatcher | None: return None
+  def renderer(self, device: str, config: Config) -> Renderer | None: return None
+  def compiler(self, device: str, config: Config) -> Compiler | None: return None
+  def allocator(self, device: str, config: Config) -> Allocator | None: return None
+  def runtime(self, device: str, config: Config) -> Runtime | None: return None
+
+  # ---------------------------------------------------------------- the hooks
+
+  @hookimpl
+  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]: return self.devices(config)
+
+  @hookimpl
+  def plugrad_config_options(self) -> list[ConfigOption]: return self.options()
+
+  @hookimpl
+  def plugrad_device_capabilities(self, device: str, config: Config) -> Capabilities | None:
+    return self.capabilities(device, config) if self.owns(device) else None
+
+  @hookimpl
+  def plugrad_rewrite_rules(self, device: str, config: Config) -> PatternMatcher | None:
+    return self.rewrite_rules(device, config) if self.owns(device) else None
+
+  @hookimpl
+  def plugrad_renderer(self, device: str, config: Config) -> Renderer | None:
+    return self.renderer(device, config) if self.owns(device) else None
+
+  @hookimpl
+  def plugrad_compiler(self, device: str, config: Config) -> Compiler | None:
+    return self.compiler(device, config) if self.owns(device) else None
+
+  @hookimpl
+  def plugrad_allocator(self, device: str, config: Config) -> Allocator | None:
+    return self.allocator(device, config) if self.owns(device) else None
+
+  @hookimpl
+  def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
+    return self.runtime(device, config) if self.owns(device) else None
+
+
+__all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
+           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Runtime",
+           "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat",
+           "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError"]
