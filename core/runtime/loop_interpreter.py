@@ -48,6 +48,14 @@ _FOLD = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.MIN: np
 _STEPWISE = frozenset({Ops.IDIV, Ops.MOD, Ops.SHR, Ops.AND, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
 
+def _within_blocks(chunk: int, block: int) -> int:
+  """A chunk size that divides `block`, so that i // block is one value over a chunk (its axis then
+  drops, see `_drop_constant_axes`): the largest divisor up to `chunk`, unless that is much smaller."""
+  divisors = {d for k in range(1, math.isqrt(block) + 1) if block % k == 0 for d in (k, block // k)}
+  best = max(d for d in divisors if d <= chunk)
+  return best if best * 4 >= chunk else chunk
+
+
 def _drop_constant_axes(x: np.ndarray) -> np.ndarray:
   """`x` with size 1 along every axis it does not vary along: what depends on it then broadcasts
   there instead of being computed (or gathered from memory) once per index."""
@@ -70,6 +78,7 @@ class _Loop:
   body: list[tuple[int | _Loop, tuple[int, ...]]] = field(default_factory=list)  # (statement, values dead after it)
   sequential: bool = False  # iterations depend on each other: one at a time
   inner: int = 1  # elements of one iteration's inner nest (from constant bounds), to size chunks
+  block: int = 0  # the loop's variable is divided by this (i // block, i % block): chunks should not straddle one
 
 
 class LoopInterpreter:
@@ -92,6 +101,7 @@ class LoopInterpreter:
     self._nest()
     self._mark_sequential()
     self._size_nests(self.body)
+    self._find_blocks()
     self._schedule_frees()
     self.depth = max((lp.depth + 1 for lp in self.loops.values()), default=0)  # of the deepest loop nest
     self.ndim = self.depth + len(self.grid)
@@ -198,6 +208,15 @@ class LoopInterpreter:
       biggest = max(biggest, extent * stmt.inner)
     return biggest
 
+  def _find_blocks(self) -> None:
+    """Record, per loop, the constant its variable is divided by (for several, their gcd)."""
+    for op, _, _, src in self.prog:
+      if op not in (Ops.IDIV, Ops.MOD) or src[0] not in self.loops: continue
+      divisor = self.prog[src[1]]
+      if divisor[0] is Ops.CONST and divisor[2] > 1:
+        loop = self.loops[src[0]]
+        loop.block = math.gcd(loop.block, int(divisor[2]))
+
   def _schedule_frees(self) -> None:
     """Attach to each statement the values whose last use it is, so a nest holds few arrays at once."""
     last_use = list(range(len(self.prog)))
@@ -267,6 +286,7 @@ class _Run:
     if lp.sequential: chunk = 1
     elif self.chunkable:  # as many iterations as fit the budget, the whole inner nest in each
       chunk = max(1, min(end, CHUNK_ELEMENTS // max(1, math.prod(self.shape) * lp.inner * ip.lanes)))
+      if lp.block and chunk < end: chunk = _within_blocks(chunk, lp.block)
     else: chunk = end
     was_chunkable = self.chunkable
     self.chunkable = was_chunkable and chunk == 1
