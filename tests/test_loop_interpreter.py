@@ -93,6 +93,21 @@ def test_reading_an_accumulator_inside_its_loop_sees_the_running_value():
   np.testing.assert_array_equal(run(prog, np.zeros(n, np.float32), xs), np.cumsum(xs, dtype=np.float32))
 
 
+def test_a_total_across_a_nest_whose_inner_loop_runs_one_at_a_time_keeps_loop_order():
+  # out[i*64 + j] = running sum of row i (read inside j: j runs one iteration at a time), and
+  # out[256] = the total over all (i, j), whose float32 order then needs i one at a time too
+  out, x, row, total, i = param(0, 257), param(1, 256), acc(0), acc(1), loop(4, 0)
+  j = loop(64, 1)
+  at = i * const(64) + j
+  prog = program(out, x, total, i, row, j, add_to(row, load(x, at)), store(out, at, row), add_to(total, load(x, at)),
+                 end(j), end(i), store(out, const(256), total))
+  xs = np.full(256, 2.0**-24, np.float32)
+  xs[1] = 1.0  # in loop order the first tiny step comes before 1.0 and every later one rounds away
+  got = run(prog, np.zeros(257, np.float32), xs)
+  assert got[256] == np.float32(1.0)  # rows side by side would put 4 tiny steps first: 1.0000002
+  np.testing.assert_array_equal(got[:256], np.cumsum(xs.reshape(4, 64), axis=1, dtype=np.float32).reshape(-1))
+
+
 def test_a_recurrence_through_memory_runs_in_order():
   # out[i+1] = out[i] * 2 + x[i]: each iteration loads what the previous one stored
   n = 20
