@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from plugrad import Tensor, dtypes
+from plugrad import Tensor
 
 try:
   import torch

@@ -2100,7 +2100,7 @@ class Tensor(metaclass=_TensorMeta):
                          f"outside dim {dim}")
     if src.dtype != self.dtype:
       raise ArgumentTypeError(f"scatter: src dtype {src.dtype.name} differs from {self.dtype.name}")
-    n, m = self.shape[d], index.shape[d]
+    n = self.shape[d]
     src = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(-1).transpose(-1, d)
     src = src._broadcast_to(src.shape[:d] + (n,) + src.shape[d + 1:])
     mask = index._index_hits(n).transpose(-1, d)
@@ -2719,8 +2719,9 @@ class Tensor(metaclass=_TensorMeta):
     return q, r
 
   def svd(self, full_matrices: bool = True) -> tuple[Tensor, Tensor, Tensor]:
-    """(U, S, Vh) of the last two axes, self = U @ diag(S) @ Vh, S descending: one-sided Jacobi rotations
-    (cyclic sweeps over all column pairs) after a QR; full_matrices as torch."""
+    """(U, S, Vh) of the last two axes, self = U @ diag(S) @ Vh, S descending: a QR, then one-sided Jacobi
+    sweeps on R's columns in round-robin order (n/2 disjoint column pairs rotated at once, n-1 rounds a
+    sweep, so every pair meets once per sweep); full_matrices as torch."""
     if self.ndim < 2: raise ValueError(f"svd needs at least 2 dimensions, got shape {self.shape}")
     m, n = self.shape[-2:]
     if m < n:
@@ -2728,26 +2729,31 @@ class Tensor(metaclass=_TensorMeta):
       return vh.transpose(-2, -1), s, u.transpose(-2, -1)
     batch, k = self.shape[:-2], n
     q, r = self._float().qr()
-    a = r[..., :k, :]                                   # (k, k): the orthogonalised columns live here
-    v = Tensor.eye(k, dtype=a.dtype, device=self.device)._broadcast_to(batch + (k, k))
-    for _ in range(max(6, 2 * k.bit_length() + 4) if k > 1 else 0):
-      for p in range(k - 1):
-        for c in range(p + 1, k):
-          ap, ac = a[..., :, p], a[..., :, c]
-          alpha, beta, gamma = ap.square().sum(-1), ac.square().sum(-1), (ap * ac).sum(-1)
-          rot = gamma.abs() > 1e-30
-          zeta = (beta - alpha) / (2 * rot.where(gamma, 1.0))
-          t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
-          t = rot.where(t, 0.0)
-          cs = 1 / (1 + t.square()).sqrt()
-          sn = cs * t
-          a, v = a._rotate_cols(p, c, cs, sn), v._rotate_cols(p, c, cs, sn)
-          a, v = a.contiguous(), v.contiguous()
+    kk = k + k % 2  # an odd count gets a zero column, which never turns (its products are all zero)
+    a = r[..., :k, :].pad(((0, 0),) * (len(batch) + 1) + ((0, kk - k),))
+    v = Tensor.eye(kk, dtype=a.dtype, device=self.device)._broadcast_to(batch + (kk, kk))
+    h, players = kk // 2, list(range(kk))
+    for _ in range(max(6, 2 * kk.bit_length() + 4) if k > 1 else 0):
+      for _ in range(kk - 1):
+        order = players[:h] + players[h:][::-1]  # column order[i] meets column order[h + i]
+        back = sorted(range(kk), key=order.__getitem__)
+        a_lr = a._take_cols(order)
+        left, right = a_lr[..., :h], a_lr[..., h:]
+        alpha, beta, gamma = left.square().sum(-2), right.square().sum(-2), (left * right).sum(-2)
+        rot = gamma.abs() > 1e-30
+        zeta = (beta - alpha) / (2 * rot.where(gamma, 1.0))
+        t = rot.where((zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt()), 0.0)
+        cs = (1 / (1 + t.square()).sqrt()).unsqueeze(-2)
+        sn = cs * t.unsqueeze(-2)
+        a = a_lr._rotate_halves(cs, sn)._take_cols(back).contiguous()
+        v = v._take_cols(order)._rotate_halves(cs, sn)._take_cols(back).contiguous()
+        players = players[:1] + players[-1:] + players[1:-1]
     s = a.square().sum(-2).sqrt()                       # column norms are the singular values
-    s_sorted, order = s.sort(-1, descending=True)
-    pick = order.unsqueeze(-2)._broadcast_to(batch + (k, k))
-    u_small = a.gather(-1, pick) / (s_sorted != 0).where(s_sorted, 1.0).unsqueeze(-2)
-    v = v.gather(-1, pick)
+    s_sorted, order_t = s.sort(-1, descending=True)     # the zero pad column sorts last (stable on ties)
+    s_sorted, order_t = s_sorted[..., :k], order_t[..., :k]
+    u_small = a[..., :k, :].gather(-1, order_t.unsqueeze(-2)._broadcast_to(batch + (k, k)))
+    u_small = u_small / (s_sorted != 0).where(s_sorted, 1.0).unsqueeze(-2)
+    v = v[..., :k, :].gather(-1, order_t.unsqueeze(-2)._broadcast_to(batch + (k, k)))
     if not full_matrices or m == k: u_full = q[..., :, :k] @ u_small
     else:  # complete U with the last m - k columns of Q: Q @ [[u_small, 0], [0, I]]
       grow = ((0, m - k), (0, m - k))
@@ -2755,6 +2761,17 @@ class Tensor(metaclass=_TensorMeta):
       rest = eye(m) - eye(k).pad(grow)
       u_full = q @ (u_small.pad(((0, 0),) * len(batch) + grow) + rest)
     return u_full, s_sorted, v.transpose(-2, -1)
+
+  def _take_cols(self, order: Sequence[int]) -> Tensor:
+    """The columns (last axis) in `order`, a static list: movement ops only."""
+    return Tensor.cat(*[self[..., c:c + 1] for c in order], dim=-1)
+
+  def _rotate_halves(self, cs: Tensor, sn: Tensor) -> Tensor:
+    """Givens rotations of column i of the left half with column i of the right half:
+    (x_l, x_r) -> (cs x_l - sn x_r, sn x_l + cs x_r), cs and sn one per pair."""
+    h = self.shape[-1] // 2
+    left, right = self[..., :h], self[..., h:]
+    return Tensor.cat(cs * left - sn * right, sn * left + cs * right, dim=-1)
 
   def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1e-07) -> Tensor:
     """Approximate orthogonalisation of the last two axes (Muon's step): G = self / ||self||, then `steps` times
@@ -2770,14 +2787,6 @@ class Tensor(metaclass=_TensorMeta):
         total = p * term if total is None else total + p * term
       g = total if total is not None else g.zeros_like()
     return g
-
-  def _rotate_cols(self, p: int, c: int, cs: Tensor, sn: Tensor) -> Tensor:
-    """Columns p and c of the last axis replaced by cs*x_p - sn*x_c and sn*x_p + cs*x_c (a Givens rotation)."""
-    cols = Tensor.arange(self.shape[-1], dtype=dtypes.int32, device=self.device)
-    xp, xc = self[..., p:p + 1], self[..., c:c + 1]
-    cs, sn = cs.unsqueeze(-1).unsqueeze(-1), sn.unsqueeze(-1).unsqueeze(-1)
-    new_p, new_c = cs * xp - sn * xc, sn * xp + cs * xc
-    return (cols == p).where(new_p, (cols == c).where(new_c, self))
 
   # ------------------------------------------------------------------ helpers of the indexing and shape methods
 

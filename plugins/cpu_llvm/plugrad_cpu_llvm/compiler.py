@@ -140,7 +140,8 @@ class LLVMCompiler(Compiler):
     llvm = _llvm()
     triple, cpu, feats = host_target()
     version = ".".join(map(str, llvm.llvm_version_info))
-    return f"plugrad-cpu-llvm/{BINARY_MAGIC.decode()} llvmlite {llvmlite.__version__} LLVM {version} {triple} {cpu} {feats} O{self.opt_level}"
+    return (f"plugrad-cpu-llvm/{BINARY_MAGIC.decode()} llvmlite {llvmlite.__version__} LLVM {version} {triple} {cpu} {feats} "
+            f"O{self.opt_level}")
 
   def _compile(self, src: str) -> bytes:
     first = src.split("\n", 1)[0]

@@ -405,7 +405,8 @@ class _Kernel:
       self.label(f"st{n}.yes")
     v, ptr = self.val(value), self._gep(param, idx)
     if vdt.count == 1: self.emit(f"store {mt} {self._to_mem(v, sdt)}, ptr {ptr}, align {align}")
-    elif sdt == dtypes.bool: self.emit(f"store {mem_type(vdt)} {self.op(f'zext {reg_type(vdt)} {v} to {mem_type(vdt)}')}, ptr {ptr}, align 1")
+    elif sdt == dtypes.bool:
+      self.emit(f"store {mem_type(vdt)} {self.op(f'zext {reg_type(vdt)} {v} to {mem_type(vdt)}')}, ptr {ptr}, align 1")
     elif mt == reg_type(sdt): self.emit(f"store {mem_type(vdt)} {v}, ptr {ptr}, align {align}")
     else:  # bfloat16: lane by lane
       for k in range(vdt.count):
