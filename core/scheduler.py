@@ -16,6 +16,7 @@ Everything else is fused into the kernel of the realized node that reads it.
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,10 +33,13 @@ class Kernel:
   """What a KERNEL node runs: a compute AST, or a copy between devices (`ast` is None). Whether it
   has run is kept outside the graph (`mark_done`), so the graph stays a value.
 
-  :param buffer: the buffer the kernel writes."""
+  :param buffer: the buffer the kernel writes.
+  :param seq: when the kernel was made: writes into one buffer are made in program order (an assign's
+    target, the previous version, is kernelized before it), so this orders them in a schedule."""
   ast: UOp | None
   device: str
   buffer: Buffer
+  seq: int = field(default_factory=itertools.count().__next__)
 
   @property
   def is_copy(self) -> bool: return self.ast is None
@@ -81,7 +85,8 @@ def pending_kernel(u: UOp) -> Kernel | None:
 
 
 def is_buffer_node(u: UOp) -> bool:
-  """A node whose value is exactly a buffer's contents: BUFFER, or a kernelized ASSIGN."""
+  """A node whose value is exactly a buffer's contents: BUFFER, or a kernelized ASSIGN (ASSIGN(BUFFER, KERNEL),
+  with a third source when an earlier write into the buffer was pending as it was made)."""
   return u.op is Ops.BUFFER or (u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL)
 
 
@@ -93,6 +98,42 @@ def contiguous_base(u: UOp) -> UOp | None:
   """The buffer node under a chain of reshapes, when the node is just that buffer's data."""
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u if is_buffer_node(u) else None
+
+
+def is_pending_assign(u: UOp) -> bool:
+  """An ASSIGN the scheduler has not made a kernel for yet (a write still to be applied)."""
+  return u.op is Ops.ASSIGN and u.src[1].op is not Ops.KERNEL
+
+
+def version_base(u: UOp) -> UOp | None:
+  """The node under a chain of reshapes when it is a version of a buffer: the buffer's contents
+  (a buffer node) or a pending write into it (an ASSIGN). Assigning to such a node writes in place."""
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u if is_buffer_node(u) or is_pending_assign(u) else None
+
+
+def assigned_buffer(u: UOp) -> Buffer | None:
+  """The buffer whose version `u` is (through reshapes and pending assigns), None for other nodes."""
+  while (base := version_base(u)) is not None and is_pending_assign(base): u = base.src[0]
+  return buffer_of(base) if base is not None else None
+
+
+# pending ASSIGN -> the kernelized node it became. Each `Tensor.assign` makes a distinct ASSIGN (its arg is
+# unique), so a graph still holding one after its write was scheduled reads it as that write's buffer and
+# never applies the write a second time. Kept outside the graph, like `_done`; an entry lives as long as
+# some graph holds the ASSIGN.
+_applied: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def record_applied(becomes: dict[UOp, UOp]) -> None:
+  """Remember what each pending ASSIGN in `becomes` became (see `_applied`)."""
+  for old, new in becomes.items():
+    if is_pending_assign(old) and contiguous_base(new) is not None: _applied[old] = new
+
+
+def applied_as(u: UOp) -> UOp | None:
+  """The kernelized node a pending ASSIGN already became, None if it was never scheduled."""
+  return _applied.get(u) if u.op is Ops.ASSIGN else None
 
 
 def device_of(u: UOp, default: str) -> str:
@@ -131,6 +172,10 @@ def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) 
 def _needs_no_kernel(u: UOp) -> bool:
   # a realized buffer viewed as-is, or a scalar constant, has nothing to compute
   if contiguous_base(u) is not None: return True
+  # a view of a write made anyway (an assign through a view): the root stays that view of the written buffer
+  base = u
+  while base.op in GroupOp.Movement: base = base.src[0]
+  if base is not u and (is_pending_assign(base) or pending_kernel(base) is not None): return True
   if prod(u.shape) > 1: return u.op is Ops.CONST
   while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
   return u.op is Ops.CONST
@@ -219,7 +264,7 @@ def _split_for_depth(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
 def _assign_hazard(assign: UOp) -> bool:
   """Whether the assigned value reads its own target at other positions than it writes, so that
   writing in place could clobber elements still to be read."""
-  target = contiguous_base(assign.src[0])
+  target = assigned_buffer(assign.src[0])
   if target is None: return False
   # (node, moved) pairs: each is visited once, so shared subgraphs cost nothing extra
   stack, seen = [(assign.src[1], False)], set()
@@ -227,10 +272,11 @@ def _assign_hazard(assign: UOp) -> bool:
     n, moved = stack.pop()
     if (n, moved) in seen: continue
     seen.add((n, moved))
-    if n is target:
-      if moved: return True
+    # any version of the target (its buffer, or an earlier pending write into it) is read from the buffer;
+    # another assign is a kernel of its own, so what it reads is no read of this kernel
+    if is_buffer_node(n) or n.op is Ops.ASSIGN:
+      if moved and assigned_buffer(n) is target: return True
       continue
-    if is_buffer_node(n): continue
     step = moved or (n.op in GroupOp.Movement and n.op is not Ops.RESHAPE) or n.op is Ops.REDUCE_AXIS
     stack.extend((s, step) for s in n.src)
   return False
@@ -246,7 +292,7 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
   :param buffer_limit: the buffer limit of a device, None for unlimited.
   :return: a map from every realized node to its replacement; the caller updates tensors with it.
   """
-  originals, stripped = roots, _strip_gradient_markers(roots)
+  originals, stripped = roots, _normalize(roots)
   if stripped: roots = [stripped[r] for r in roots]
   realized = _find_realizes(roots, lambda r: buffer_limit(device_of(r, default_device)))
   new: dict[UOp, UOp] = {}
@@ -259,20 +305,24 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
       new[n] = n.replace(src=tuple(new[s] for s in n.src))
   for r in roots:
     if r not in becomes and new[r] is not r: becomes[r] = new[r]
-  # tensors hold the graphs with the markers: map those nodes too
-  for o in (toposort(originals) if stripped else ()):
+  # tensors hold the graphs before normalizing: map those nodes too
+  for o in (toposort(originals, descend=lambda n: applied_as(n) is None) if stripped else ()):
     if (s := stripped[o]) is not o and (b := becomes.get(s, s if o in originals else None)) is not None: becomes[o] = b
+  record_applied(becomes)
   return becomes
 
 
-def _strip_gradient_markers(roots: list[UOp]) -> dict[UOp, UOp]:
-  """Every node under `roots` -> the same graph without DETACH and CONTIGUOUS_BACKWARD, which only
-  matter to gradients (in the forward value they are identities); {} when there are none."""
-  nodes = toposort(roots)
-  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) for n in nodes): return {}
+def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
+  """Every node under `roots` -> the same graph without DETACH and CONTIGUOUS_BACKWARD (they only matter
+  to gradients: in the forward value they are identities) and with each ASSIGN that an earlier schedule
+  already applied replaced by the buffer it wrote; {} when there is nothing to change."""
+  nodes = toposort(roots, descend=lambda n: applied_as(n) is None)
+  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) or applied_as(n) is not None for n in nodes): return {}
   out: dict[UOp, UOp] = {}
   for n in nodes:
-    out[n] = out[n.src[0]] if n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) else n.replace(src=tuple(out[s] for s in n.src))
+    if (done := applied_as(n)) is not None: out[n] = done
+    elif n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): out[n] = out[n.src[0]]
+    else: out[n] = n.replace(src=tuple(out[s] for s in n.src))
   return out
 
 
@@ -287,42 +337,52 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], default_device: str, new_buffer) -
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
     return _reshape(UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, 0, n.dtype)), n.shape)
   if n.op is Ops.ASSIGN:
-    target = buffer_of(contiguous_base(new[n.src[0]]))
+    previous = contiguous_base(new[n.src[0]])
+    target = buffer_of(previous)
+    # an earlier write into the buffer that has not run must run first, even when this one does not read it
+    after = (previous,) if pending_kernel(previous) is not None else ()
     if isinstance(target.options, ImageSpec):
       # kernels only read images: compute into a plain buffer, then copy that into the image
       tmp = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, target.size, n.dtype))
-      ast, inputs = _build_ast(n.src[1], new, tmp)
+      ast, inputs = _build_ast(n.src[1], new, tmp)  # the image is no PARAM 0 here: it is read as an input
       computed = UOp(Ops.ASSIGN, n.dtype, (tmp, UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, tmp.arg))))
       copy = UOp(Ops.KERNEL, None, (computed,), Kernel(None, device, target))
-      return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), target), copy)), n.shape)
+      return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), target), copy) + after), n.shape)
     out_node = UOp(Ops.BUFFER, n.dtype, (), target)
     value = n.src[1]
   else:
     out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, prod(n.shape), n.dtype))
-    value = n.src[0] if n.op is Ops.CONTIGUOUS else n
-  ast, inputs = _build_ast(value, new, out_node)
+    value, previous, after = n.src[0] if n.op is Ops.CONTIGUOUS else n, None, ()
+  ast, inputs = _build_ast(value, new, out_node, previous)
   kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node.arg))
-  return _reshape(UOp(Ops.ASSIGN, n.dtype, (out_node, kern)), n.shape)
+  return _reshape(UOp(Ops.ASSIGN, n.dtype, (out_node, kern) + after), n.shape)
 
 
 def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
   return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), shape)
 
 
-def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, list[UOp]]:
+def _version_key(leaf: UOp) -> Buffer | UOp:
+  # a buffer's contents now (a BUFFER, a kernel that ran) are one version; each pending write is another
+  return leaf if pending_kernel(leaf) is not None else buffer_of(leaf)
+
+
+def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp, previous: UOp | None = None) -> tuple[UOp, list[UOp]]:
   """The kernel AST computing `value` into PARAM 0, and the buffer nodes bound to PARAM 1...
-  Leaves that are buffers (or already-realized nodes) become PARAM loads in first-seen order."""
-  params: dict[Buffer, int] = {out_node.arg: 0}
+  Leaves that are buffers (or already-realized nodes) become PARAM loads in first-seen order, one PARAM
+  per version of a buffer; `previous`, the version an assign overwrites, is read in place from PARAM 0."""
+  # an output buffer made for this kernel has no version to read: only an assign's target has one
+  params: dict[Buffer | UOp, int] = {} if previous is None else {_version_key(previous): 0}
   inputs: list[UOp] = []
   memo: dict[UOp, UOp] = {}
 
   def param_for(leaf: UOp, shape: tuple[int, ...]) -> UOp:
-    buf = buffer_of(leaf)
-    if buf not in params:
-      params[buf] = len(params)
+    buf, key = buffer_of(leaf), _version_key(leaf)
+    if key not in params:
+      params[key] = 1 + len(inputs)
       inputs.append(leaf)
     image = (buf.options.height, buf.options.width) if isinstance(buf.options, ImageSpec) else None
-    p = UOp(Ops.PARAM, leaf.dtype, (), (params[buf], buf.size) + ((image,) if image else ()))
+    p = UOp(Ops.PARAM, leaf.dtype, (), (params[key], buf.size) + ((image,) if image else ()))
     return _reshape(p, shape)
 
   def is_leaf(n: UOp) -> bool:
@@ -347,25 +407,63 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp) -> tuple[UOp, lis
 
 # ---------------------------------------------------------------- ordering
 
-def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] | None = None) -> list[ScheduleItem]:
-  """The pending kernels under kernelized `roots` in an order that respects their data
-  dependencies and writes into buffers other kernels still read (BFS order among the ready).
+def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: Collection[Buffer] = ()) -> list[ScheduleItem]:
+  """The pending kernels under kernelized `roots` in an order that respects their data dependencies
+  and the order of writes into one buffer (BFS order among the ready).
 
-  :param live: buffers held outside the schedule (by tensors); others are freed after last use.
+  A buffer written by several kernels has versions: its contents before the schedule, then after each
+  write in program order (`Kernel.seq`). A kernel reading a version runs after the write that made it
+  and before the next write into that buffer.
+
+  :param live: buffers held outside the schedule (by tensors).
+  :param fresh: buffers the kernelize that made these kernels created; those not `live` are freed after
+    their last use. Any other buffer (an assign target, an output of an earlier `kernelize`) may still be
+    read by a live graph, so it is left to the garbage collector.
   """
   kern_nodes = [n for n in toposort(list(roots)) if pending_kernel(n) is not None]
   if not kern_nodes: return []
   index = {n: i for i, n in enumerate(kern_nodes)}
-  deps: list[set[int]] = [set() for _ in kern_nodes]
-  readers_of: dict[Buffer, set[int]] = {}
+  kernels: list[Kernel] = [n.src[1].arg for n in kern_nodes]
+  ins: list[list[Buffer]] = [[buffer_of(s) for s in n.src[1].src] for n in kern_nodes]
+  # data dependencies: the kernels whose outputs a kernel reads, and the earlier pending write into its buffer
+  deps: list[set[int]] = [{index[s] for s in n.src[1].src + n.src[2:] if s in index} for n in kern_nodes]
+  writers: dict[Buffer, list[int]] = {}
+  for i, k in enumerate(kernels): writers.setdefault(k.buffer, []).append(i)
+  position: dict[int, int] = {}  # kernel -> its place among the writers of its buffer
+  for ws in writers.values():
+    ws.sort(key=lambda i: kernels[i].seq)
+    for p, i in enumerate(ws):
+      position[i] = p
+      if p: deps[i].add(ws[p - 1])
+  # what each kernel runs after, as a bit set (toposort put every source before its users)
+  after = [0] * len(kern_nodes)
+  for i, d in enumerate(deps):
+    for j in d:
+      if j < i: after[i] |= after[j] | (1 << j)
+  snapshots: dict[UOp, int] = {}  # a version that must outlive its buffer's next write -> the step copying it
   for i, n in enumerate(kern_nodes):
-    for s in n.src[1].src:
-      if s in index: deps[i].add(index[s])
-      elif is_buffer_node(s): readers_of.setdefault(buffer_of(s), set()).add(i)
-  # a kernel writing a buffer runs after every kernel that reads that buffer's previous contents
-  for i, n in enumerate(kern_nodes):
-    deps[i] |= readers_of.get(n.src[1].arg.buffer, set()) - {i}
-  users: list[list[int]] = [[] for _ in kern_nodes]
+    for p, s in enumerate(n.src[1].src):
+      if s in index: ws, nxt = writers[buffer_of(s)], position[index[s]] + 1
+      elif is_buffer_node(s): ws, nxt = writers.get(buffer_of(s), []), 0  # the contents from before the schedule
+      else: continue
+      if nxt >= len(ws) or ws[nxt] == i: continue
+      w = ws[nxt]
+      if not after[i] >> w & 1:
+        deps[w].add(i)  # read this version before it is overwritten
+        continue
+      # the kernel also needs that next write (it reads two versions of one buffer): read a copy made before it
+      if (c := snapshots.get(s)) is None:
+        src = buffer_of(s)
+        copy = Buffer(src.device, src.size, src.dtype, src.allocator, src.options)
+        c = snapshots[s] = len(kernels)
+        kernels.append(Kernel(None, src.device, copy))
+        ins.append([src])
+        deps.append({index[s]} if s in index else set())
+        deps[w].add(c)
+        fresh = {*fresh, copy}
+      ins[i][p] = kernels[c].buffer
+      deps[i].add(c)
+  users: list[list[int]] = [[] for _ in kernels]
   for i, d in enumerate(deps):
     for j in d: users[j].append(i)
   pending = [len(d) for d in deps]
@@ -377,25 +475,20 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] | None = None
     for u in users[i]:
       pending[u] -= 1
       if pending[u] == 0: queue.append(u)
-  if len(order) != len(kern_nodes): raise RuntimeError("cycle in the schedule: an assign reads a value that depends on itself")
-  items = []
-  for i in order:
-    node = kern_nodes[i]
-    k: Kernel = node.src[1].arg
-    in_bufs = tuple(buffer_of(s) for s in node.src[1].src)
-    items.append(ScheduleItem(k.ast, k.device, (k.buffer,) + in_bufs, k))
-  _plan_frees(items, live or set())
+  if len(order) != len(kernels):
+    raise RuntimeError("cycle in the schedule: an assign reads a value that depends on itself")
+  items = [ScheduleItem(kernels[i].ast, kernels[i].device, (kernels[i].buffer, *ins[i]), kernels[i]) for i in order]
+  _plan_frees(items, live, fresh)
   return items
 
 
-def _plan_frees(items: list[ScheduleItem], live: Collection[Buffer], kept: Collection[Buffer] = ()) -> None:
-  """Free each buffer the schedule writes after its last use, unless it is `live` or `kept`."""
+def _plan_frees(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> None:
+  """Free each `fresh` buffer the schedule writes after its last use, unless it is `live`."""
   last_use: dict[Buffer, int] = {}
-  written = {it.kernel.buffer for it in items}
   for i, it in enumerate(items):
     for b in it.bufs: last_use[b] = i
   for b, i in last_use.items():
-    if b in written and b not in live and b not in kept: items[i].frees.append(b)
+    if b in fresh and b not in live: items[i].frees.append(b)
 
 
 def count_kernels(items: list[ScheduleItem]) -> int:

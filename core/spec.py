@@ -72,7 +72,9 @@ tensor_spec = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
   (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD), name="u"),
    lambda u: len(u.src) == 1 and u.dtype == u.src[0].dtype),
-  (UPat(Ops.ASSIGN, name="u"), lambda u: len(u.src) == 2 and u.src[0].shape == u.src[1].shape and u.dtype == u.src[0].dtype),
+  # a kernelized ASSIGN may keep a third source: the earlier pending write into its buffer, which runs first
+  (UPat(Ops.ASSIGN, name="u"), lambda u: (len(u.src) == 2 or (len(u.src) == 3 and u.src[1].op is Ops.KERNEL))
+   and u.src[0].shape == u.src[1].shape and u.dtype == u.src[0].dtype),
   (UPat(Ops.KERNEL, name="u"), lambda u: u.dtype is None and all(x.op in (Ops.BUFFER, Ops.ASSIGN) for x in u.src)),
   (UPat(Ops.SINK), lambda: True),
 ])

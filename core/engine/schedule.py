@@ -9,7 +9,7 @@ from plugrad.device import Buffer
 from plugrad.dtype import DType
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.registry import Registry
-from plugrad.scheduler import ScheduleItem, create_schedule, kernelize
+from plugrad.scheduler import ScheduleItem, create_schedule, kernelize, record_applied
 from plugrad.uops import UOp
 
 #: The buffers the caller's live handles hold (read after `Rebind`): they must outlive the schedule.
@@ -27,15 +27,22 @@ def new_buffer_on(registry: Registry) -> Callable[..., Buffer]:
   return new_buffer
 
 
-def kernelize_roots(roots: list[UOp], devices: list[str], registry: Registry,
-                    limit_device: str | None = None) -> dict[UOp, UOp]:
+def kernelize_roots(roots: list[UOp], devices: list[str], registry: Registry, limit_device: str | None = None,
+                    created: list[Buffer] | None = None) -> dict[UOp, UOp]:
   """Kernelize each device's graphs; returns what each node becomes (ASSIGN(BUFFER, KERNEL)).
-  `limit_device` takes the buffer limit from another device (to render for it elsewhere)."""
+  `limit_device` takes the buffer limit from another device (to render for it elsewhere); `created`
+  collects the buffers made for the kernels' outputs."""
   by_device: dict[str, list[UOp]] = {}
   for r, d in zip(roots, devices): by_device.setdefault(d, []).append(r)
   becomes: dict[UOp, UOp] = {}
+  make = new_buffer_on(registry)
+
+  def new_buffer(*args: object) -> Buffer:
+    buf = make(*args)
+    if created is not None: created.append(buf)
+    return buf
   for device, rs in by_device.items():
-    becomes.update(kernelize([becomes.get(r, r) for r in rs], device, new_buffer=new_buffer_on(registry),
+    becomes.update(kernelize([becomes.get(r, r) for r in rs], device, new_buffer=new_buffer,
                              buffer_limit=lambda dev: registry.render_device(limit_device or dev).buffer_limit) or {})
   return becomes
 
@@ -53,12 +60,15 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
   found = structure_key(roots, (tuple(devices), limit_device))
   if found is not None and (template := cache.get(found[0])) is not None:
     items, new_roots = template.instantiate(found[1], new_buffer_on(registry), live())
-    rebind({old: new for old, new in zip(roots, new_roots) if new is not None})
+    becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
+    record_applied(becomes)
+    rebind(becomes)
     return items
-  becomes = kernelize_roots(roots, devices, registry, limit_device)
+  created: list[Buffer] = []
+  becomes = kernelize_roots(roots, devices, registry, limit_device, created)
   rebind(becomes)
   new_roots = [becomes.get(r, r) for r in roots]
-  items = create_schedule(new_roots, live())
+  items = create_schedule(new_roots, live(), set(created))
   if found is not None and (template := ScheduleTemplate.record(found[1], new_roots, items)) is not None:
     cache.put(found[0], template)
   return items

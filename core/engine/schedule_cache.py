@@ -15,7 +15,7 @@ from typing import Callable, Collection, Hashable
 
 from plugrad.device import Buffer
 from plugrad.dtype import DType
-from plugrad.scheduler import Kernel, ScheduleItem, _plan_frees, buffer_of, contiguous_base, pending_kernel
+from plugrad.scheduler import Kernel, ScheduleItem, _plan_frees, applied_as, buffer_of, contiguous_base, pending_kernel
 from plugrad.uops import Ops, UOp, _key_arg, toposort
 
 # a buffer of a template: ("leaf", i) is the i-th distinct input buffer, ("out", j) the j-th one it creates
@@ -34,7 +34,7 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buf
     if n.op is Ops.KERNEL: return None
     # an assign inside the graph may be held by a live tensor that only a full schedule rebinds: reusing
     # a template would leave that tensor pointing at the assign, and a later realize would apply it again
-    if n.op is Ops.ASSIGN and n not in root_set: return None
+    if n.op is Ops.ASSIGN and (n not in root_set or applied_as(n) is not None): return None
     if n.op is Ops.BUFFER:
       buf = n.arg
       if buf not in leaf_index:
@@ -42,7 +42,8 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buf
         leaves.append(buf)
       rep: tuple = ("BUFFER", leaf_index[buf], buf.dtype, buf.size, buf.device, buf.options)
     else:
-      rep = (n.op, n.dtype, _key_arg(n.arg), tuple(ids[s] for s in n.src))
+      # an ASSIGN's arg only tells one assign from another: equal graphs differ in it every step
+      rep = (n.op, n.dtype, None if n.op is Ops.ASSIGN else _key_arg(n.arg), tuple(ids[s] for s in n.src))
     ids[n] = len(reps)
     reps.append(rep)
   return (tuple(reps), tuple(ids[r] for r in roots), extra), leaves
@@ -99,7 +100,7 @@ class ScheduleTemplate:
       k = UOp(Ops.KERNEL, None, tuple(node[r] for r in st.ins), kernel)
       node[st.out] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k))
       items.append(ScheduleItem(st.ast, st.device, (out,) + tuple(buffer[r] for r in st.ins), kernel))
-    _plan_frees(items, live, {buffer[r[0]] for r in self.roots if r is not None})
+    _plan_frees(items, live, set(created) - {buffer[r[0]] for r in self.roots if r is not None})
     roots = []
     for r in self.roots:
       if r is None: roots.append(None)
