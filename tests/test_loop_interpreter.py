@@ -129,6 +129,16 @@ def test_an_inner_loop_bounded_by_the_outer_variable():
   assert run(prog, np.zeros(1, np.float32), xs)[0] == sum(xs[:k].sum() for k in range(n))
 
 
+def test_a_vector_whose_lanes_agree_keeps_every_lane():
+  # out[k] = lane k of (1, 1, 1, 1) < (2, 2, 2, 2): the comparison's lanes are all equal
+  out = param(0, 4)
+  ones, twos = (UOp(Ops.VECTORIZE, i32.vec(4), (const(v),) * 4) for v in (1, 2))
+  less = UOp(Ops.CMPLT, dtypes.bool.vec(4), (ones, twos))
+  lanes = [UOp(Ops.GEP, dtypes.bool, (less,), k).where(const(1.0), const(0.0)) for k in range(4)]
+  prog = program(out, *(store(out, const(k), lane) for k, lane in enumerate(lanes)))
+  np.testing.assert_array_equal(run(prog, np.zeros(4, np.float32)), [1, 1, 1, 1])
+
+
 def test_out_of_bounds_accesses_raise_and_gated_off_ones_read_nothing():
   n = 8
   out, x, i = param(0, n), param(1, n), loop(n, 0)

@@ -56,13 +56,13 @@ def _within_blocks(chunk: int, block: int) -> int:
   return best if best * 4 >= chunk else chunk
 
 
-def _drop_constant_axes(x: np.ndarray) -> np.ndarray:
-  """`x` with size 1 along every axis it does not vary along: what depends on it then broadcasts
-  there instead of being computed (or gathered from memory) once per index."""
-  for ax in range(x.ndim):
+def _drop_constant_axes(x: np.ndarray, first: int) -> np.ndarray:
+  """`x` with size 1 along every axis from `first` on that it does not vary along: what depends on it
+  then broadcasts there instead of being computed (or gathered from memory) once per index."""
+  for ax in range(first, x.ndim):
     if x.shape[ax] > 1:
-      first = x[(slice(None),) * ax + (slice(0, 1),)]
-      if (x == first).all(): x = first
+      head = x[(slice(None),) * ax + (slice(0, 1),)]
+      if (x == head).all(): x = head
   return x
 
 
@@ -324,7 +324,8 @@ class _Run:
     elif op is Ops.GEP: vals[pc] = vals[src[0]][arg]
     elif op in GroupOp.ALU:
       out = exec_alu(op, dt, [vals[s] for s in src], [ip.prog[s][1] for s in src])
-      vals[pc] = _drop_constant_axes(out) if op in _STEPWISE else out
+      # (a vector keeps its lanes axis whole: GEP picks lanes out of it)
+      vals[pc] = _drop_constant_axes(out, int(dt.count > 1)) if op in _STEPWISE else out
     else: raise RuntimeError(f"PYTHON device cannot run {op}")
 
   def fold(self, pc: int) -> np.ndarray:
