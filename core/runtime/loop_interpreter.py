@@ -43,8 +43,8 @@ Instr = tuple[Ops, DType | None, Any, tuple[int, ...]]  # (op, dtype, arg, posit
 CHUNK_ELEMENTS = 1 << 21
 FOLD_ROWS = 512  # a fold over at least this many outputs runs step by step, each step one array operation
 _FOLD = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.MIN: np.minimum}
-# ops whose result can stay constant along an axis their operands vary along (i // 512 over a
-# chunk of i inside one block of 512, a gate over a chunk that lies inside the valid region)
+# integer and bool ops whose result can stay constant along an axis their operands vary along
+# (i // 512 over a chunk of i inside one block of 512, a gate over a chunk inside the valid region)
 _STEPWISE = frozenset({Ops.IDIV, Ops.MOD, Ops.SHR, Ops.AND, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
 
@@ -324,8 +324,9 @@ class _Run:
     elif op is Ops.GEP: vals[pc] = vals[src[0]][arg]
     elif op in GroupOp.ALU:
       out = exec_alu(op, dt, [vals[s] for s in src], [ip.prog[s][1] for s in src])
-      # (a vector keeps its lanes axis whole: GEP picks lanes out of it)
-      vals[pc] = _drop_constant_axes(out, int(dt.count > 1)) if op in _STEPWISE else out
+      # index math and gates only (data seldom repeats); a vector keeps its lanes axis whole for GEP
+      stepwise = op in _STEPWISE and not ip.prog[src[0]][1].is_float
+      vals[pc] = _drop_constant_axes(out, int(dt.count > 1)) if stepwise else out
     else: raise RuntimeError(f"PYTHON device cannot run {op}")
 
   def fold(self, pc: int) -> np.ndarray:
