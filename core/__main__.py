@@ -1,4 +1,4 @@
-"""`python -m plugrad`: list devices, and print the kernels a program generates for a device."""
+"""`python -m plugrad`: list devices, print the kernels a program generates for a device, run an ONNX model."""
 from __future__ import annotations
 
 import argparse
@@ -49,8 +49,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
   from plugrad import Tensor, dtypes
-  from plugrad.engine import lower_for
-  from plugrad.tensor import _schedule
+  from plugrad.engine import lower_for, schedule
   import numpy as np
   reg = get_registry()
   target = args.device or reg.default_device()
@@ -67,11 +66,14 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   tensors = list(out) if isinstance(out, (list, tuple)) else [out]
   if not all(isinstance(t, Tensor) for t in tensors): raise CLIError("`out` must be a Tensor or a list of Tensors")
   failures = compiled = 0
-  for item in _schedule(tensors, limit_device=device.name):
+  # nothing runs, so no handle needs rebinding and no buffer outlives the listing
+  items = schedule([t.uop for t in tensors], [t.device for t in tensors], live=lambda: (), rebind=lambda becomes: None,
+                   registry=reg, limit_device=device.name)
+  for item in items:
     if item.is_copy: continue
     prog = lower_for(device, item.ast)
     src = device.renderer.render(prog)
-    print(f"// kernel {prog.name}")
+    print(f"// kernel {prog.name} opts={list(prog.opts)}")
     print(src)
     if args.compile:
       try:
@@ -91,6 +93,23 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
   from pathlib import Path
   from plugrad.skeleton import new_plugin
   for path in new_plugin(args.name, Path(args.dir)): print(path)
+  return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+  try:
+    from plugrad.nn.onnx import random_inputs, time_model, OnnxRunner
+  except ImportError as e:
+    raise CLIError(str(e)) from None
+  import numpy as np
+  runner = OnnxRunner(args.model, device=args.device)
+  if args.inputs:
+    with np.load(args.inputs) as npz: inputs = {k: npz[k] for k in npz.files}
+  else: inputs = random_inputs(runner)
+  report = time_model(runner, inputs, runs=args.runs)
+  for name, out in report.outputs.items(): print(f"{name}: {out.dtype.name} {tuple(out.shape)}")
+  print(f"{report.kernels} kernels per call, {report.seconds * 1e3:.3f} ms per call (median of {args.runs}, "
+        f"TinyJit replay) on {runner.device}")
   return 0
 
 
@@ -116,15 +135,20 @@ def main(argv: Sequence[str] | None = None) -> int:
   n = sub.add_parser("new-plugin", help="write the skeleton of a device plugin")
   n.add_argument("name", help="the device name, e.g. MYDEV")
   n.add_argument("--dir", required=True, help="the folder to create")
+  r = sub.add_parser("run", help="run an ONNX model with given or random inputs: output shapes, kernels, time per call")
+  r.add_argument("model", help="the .onnx file")
+  r.add_argument("--inputs", help="an .npz file with one array per model input (default: random inputs)")
+  r.add_argument("--device", help="run on this device (default: the default device)")
+  r.add_argument("--runs", type=int, default=10, help="timed calls after the JIT has captured (default 10)")
   c = sub.add_parser("conformance", help="run the device conformance suite (pytest) against a device")
   c.add_argument("device")
   c.add_argument("pytest_args", nargs=argparse.REMAINDER, help="more pytest arguments, e.g. -q -x")
   args = parser.parse_args(argv)
   command = {"devices": cmd_devices, "kernels": cmd_kernels, "new-plugin": cmd_new_plugin,
-             "conformance": cmd_conformance}[args.cmd]
+             "conformance": cmd_conformance, "run": cmd_run}[args.cmd]
   try:
     return command(args)
-  except (CLIError, DeviceError, ValueError) as e:
+  except (CLIError, DeviceError, ValueError, FileNotFoundError, NotImplementedError) as e:
     print(f"python -m plugrad {args.cmd}: error: {e}", file=sys.stderr)
     return 2
   except BrokenPipeError:  # `python -m plugrad devices | head`: the reader left, nothing is wrong

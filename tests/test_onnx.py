@@ -3,6 +3,7 @@ inputs and errors, external data files, constant folding and TinyJit. The operat
 test_onnx_ops.py."""
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -231,3 +232,19 @@ def test_tinyjit_replays_the_model(tmp_path: Path, dev: str) -> None:
     x = np.random.default_rng(i).standard_normal((1, 2, 4, 4)).astype(np.float32)
     np.testing.assert_allclose(step(Tensor(x, device=dev)).numpy(), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
   assert step.captured is not None
+
+
+def test_cli_run_prints_outputs_kernels_and_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+  from plugrad.__main__ import main
+  export(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), (torch.zeros(2, 4),), tmp_path / "m.onnx",
+         input_names=["x"], output_names=["y"])
+  np.savez(tmp_path / "in.npz", x=np.ones((2, 4), np.float32))
+  for extra in ([], ["--inputs", str(tmp_path / "in.npz")]):
+    assert main(["run", str(tmp_path / "m.onnx"), "--device", "PYTHON", "--runs", "2", *extra]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "y: float32 (2, 3)"
+    assert re.fullmatch(r"[1-9]\d* kernels per call, \d+\.\d+ ms per call \(median of 2, TinyJit replay\) on PYTHON",
+                        out[1])
+  np.savez(tmp_path / "bad.npz", z=np.ones(1))
+  assert main(["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "bad.npz")]) == 2
+  assert "unknown ['z']" in capsys.readouterr().err

@@ -15,12 +15,15 @@ the kernels that depend on the inputs.
 from __future__ import annotations
 
 import os
+import statistics
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
 from plugrad.dtype import DType, dtypes
+from plugrad.engine.jit import TinyJit
 from plugrad.nn.onnx.ops import OPS, OnnxOp, onnx_dtype
 from plugrad.registry import get_registry
 from plugrad.tensor import Tensor
@@ -31,7 +34,7 @@ try:
 except ImportError as e:  # an extra, not a dependency of plugrad
   raise ImportError("plugrad.nn.onnx needs the onnx package: pip install 'plugrad[onnx]'") from e
 
-__all__ = ["OnnxRunner", "OPS", "supported_ops"]
+__all__ = ["OnnxRunner", "OPS", "supported_ops", "random_inputs", "time_model", "RunReport"]
 
 # the defaults of the ai.onnx domain; another domain (com.microsoft, ...) means operators this module does not know
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -204,3 +207,43 @@ class OnnxRunner:
       raise NotImplementedError(f"ONNX operator {node.op.name} (node {node.index} {node.name!r}, opset {self.opset}): "
                                 f"{e}") from None
     return out if isinstance(out, tuple) else (out,)
+
+
+def random_inputs(runner: OnnxRunner, seed: int = 0) -> dict[str, np.ndarray]:
+  """An array for each of the runner's inputs: its declared shape (1 for a free dimension), normal floats,
+  small nonnegative integers, random booleans."""
+  rng = np.random.default_rng(seed)
+  out = {}
+  for name, spec in runner.inputs.items():
+    shape = tuple(d if isinstance(d, int) else 1 for d in spec.shape)
+    if spec.dtype.is_float: out[name] = rng.standard_normal(shape).astype(spec.dtype.np)
+    elif spec.dtype == dtypes.bool: out[name] = rng.random(shape) < 0.5
+    else: out[name] = rng.integers(0, 4, shape).astype(spec.dtype.np)
+  return out
+
+
+@dataclass(frozen=True)
+class RunReport:
+  """What `time_model` measured: the outputs of the last call, the kernels one call launches, and the median
+  seconds per call."""
+  outputs: dict[str, Tensor]
+  kernels: int
+  seconds: float
+
+
+def time_model(runner: OnnxRunner, inputs: Mapping[str, Tensor | np.ndarray], runs: int = 10) -> RunReport:
+  """Run the model under TinyJit (a call to fold the constants, one to capture) and time `runs` replays."""
+  if runs < 1: raise ValueError(f"runs must be at least 1, got {runs}")
+  if unknown := sorted(set(inputs) - set(runner.inputs)):
+    raise ValueError(f"the model's inputs are {sorted(runner.inputs)}: unknown {unknown}")
+  tensors = {name: runner._input(runner.inputs[name], value).realize() for name, value in inputs.items()}
+  step = TinyJit(lambda **kw: runner(kw))
+  device = get_registry().device(runner.device)
+  for _ in range(2): outputs = step(**tensors)
+  times = []
+  for _ in range(runs):
+    start = time.perf_counter()
+    outputs = step(**tensors)
+    device.runtime.synchronize()
+    times.append(time.perf_counter() - start)
+  return RunReport(outputs, len(step.captured.launches) if step.captured is not None else 0, statistics.median(times))
