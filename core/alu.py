@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
-from plugrad.uops import Ops
+from plugrad.uops import Ops, UOp
 
 
 def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -92,3 +92,13 @@ def fold_constant(op: Ops, dtype: DType, args: list[Any], src_dtypes: list[DType
   arrs = [to_np_compute(a, d) for a, d in zip(args, src_dtypes)]
   out = exec_alu(op, dtype, arrs, src_dtypes)
   return out.item() if dtype != dtypes.bool else bool(out)
+
+
+# what a reduction of nothing gives, and where an accumulator starts
+REDUCE_IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda dt: dt.min, Ops.MIN: lambda dt: dt.max}
+
+
+def reduce_identity(op: Ops, dtype: DType) -> UOp:
+  """The value a reduction starts from (a VECTORIZE of it in every lane for a vector dtype)."""
+  if dtype.count > 1: return UOp(Ops.VECTORIZE, dtype, (reduce_identity(op, dtype.scalar()),) * dtype.count)
+  return UOp.const(dtype, REDUCE_IDENTITY[op](dtype))

@@ -20,8 +20,11 @@ from typing import Any, Callable, Iterable
 import pluggy
 
 from plugrad import hookspecs
+from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config
 from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, HostTransfer, Runtime, Transfer
+from plugrad.runtime.debug import DebugPlugin
+from plugrad.runtime.python_device import PythonDevicePlugin
 from plugrad.uops import PatternMatcher
 
 DEVICE_GROUP = "plugrad.devices"
@@ -94,10 +97,7 @@ class Registry:
     self._ep_cache: dict[str, list[importlib.metadata.EntryPoint]] = {}
     self._default: str | None = None
     self._disabled_observers: set[tuple[int, str]] = set()  # (id of plugin object, hook name)
-    if builtins is None:
-      from plugrad.runtime.debug import DebugPlugin
-      from plugrad.runtime.python_device import PythonDevicePlugin
-      builtins = [PythonDevicePlugin(), DebugPlugin(self.config)]
+    if builtins is None: builtins = [PythonDevicePlugin(), DebugPlugin(self.config)]
     self._builtin_names: set[str] = set()
     for plugin in builtins:
       info = PluginInfo(name=f"builtin:{type(plugin).__name__}", version=_plugrad_version(), obj=plugin)
@@ -393,9 +393,7 @@ class Device:
   @property
   def caps(self) -> Capabilities: return self._role("plugrad_device_capabilities", Capabilities, "capabilities description")
   @property
-  def renderer(self):
-    from plugrad.codegen.renderer import Renderer
-    return self._role("plugrad_renderer", Renderer, "renderer")
+  def renderer(self) -> Renderer: return self._role("plugrad_renderer", Renderer, "renderer")
   @property
   def compiler(self) -> Compiler: return self._role("plugrad_compiler", Compiler, "compiler")
   @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from plugrad.uops import GroupOp, Ops
+from plugrad.ops import GroupOp, Ops
 
 if TYPE_CHECKING:
   from plugrad.uops import UOp

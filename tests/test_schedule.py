@@ -102,7 +102,7 @@ def test_kernelize_then_realize(abc):
 def test_buffer_limit_splits_kernel(monkeypatch):
   from plugrad.registry import get_registry
   dev = get_registry().device("PYTHON")
-  monkeypatch.setitem(dev._roles, "limit", 4)
+  monkeypatch.setitem(dev._roles, "plugrad_device_capabilities", dataclasses.replace(dev.caps, max_buffers=4))
   xs = [realized(8, seed=i) for i in range(20)]
   out = xs[0]
   for x in xs[1:]: out = out + x

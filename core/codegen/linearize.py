@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from plugrad.alu import reduce_identity
 from plugrad.shape import prod
 from plugrad.uops import GroupOp, Ops, UOp, toposort
 
@@ -23,7 +24,6 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
     if n.op is Ops.REDUCE: d = d - set(n.src[1:])
     deps[n] = d
     index_only[n] = n.op in (Ops.SPECIAL, Ops.RANGE, Ops.CONST) or (n.op in GroupOp.ALU and all(index_only[s] for s in n.src))
-  from plugrad.codegen.lowerer import reduce_identity  # lowerer imports this module
   by_ranges: dict[tuple[UOp, ...], list[UOp]] = {}
   for n in nodes:
     if n.op is Ops.REDUCE: by_ranges.setdefault(n.src[1:], []).append(n)

@@ -5,46 +5,54 @@ variables (RANGE), and movement ops become index arithmetic on the way down to e
 (`shape.view_index`). Validity from pads gates loads and selects the pad value. The symbolic
 rules then clean the index arithmetic, the device's own rules run, and `linearize` orders it all.
 
-Register tiling (`_upcasts`): on a device that loops over its launch indices, a kernel with a
-reduction computes several neighbouring outputs per thread. The upcast index is a placeholder
-while lowering; each output copy substitutes gidx*factor + offset for it. On a device whose
-Capabilities set `vector_ops`, the innermost upcast dimension is not copied but vectorised
-(`plugrad.codegen.vectorize`): one copy whose lane-dependent values are vectors, with vector
-loads where neighbouring outputs read neighbouring elements (a matmul's B rows) and one vector
-accumulator per remaining copy.
+The lowering makes no choices: it applies an optimization plan (a tuple of `plugrad.codegen.opt.Opt`),
+by default the first plan of `opt.heuristic.hand_coded_optimizations` that applies.
+
+- UNROLL writes a reduce axis (or `amount` consecutive iterations of it) out in the loop body.
+- UPCAST (register tiling): a launch dimension computes several neighbouring outputs per thread.
+  The upcast index is a placeholder while lowering; each output copy substitutes gidx*factor +
+  offset for it.
+- VECTORIZE (devices whose Capabilities set `vector_ops`): launch dimension 0 is not copied but
+  vectorised (`plugrad.codegen.vectorize`): one copy whose lane-dependent values are vectors, with
+  vector loads where neighbouring outputs read neighbouring elements (a matmul's B rows) and one
+  vector accumulator per remaining copy.
+- GROUP splits the one reduction across the threads of a work-group (`_group_reduce`).
 """
 from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Sequence
 
+from plugrad.alu import reduce_identity
 from plugrad.codegen.linearize import linearize
+from plugrad.codegen.opt import KernelFeatures, Opt, OptError, OptOps
+from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.vectorize import vector_rules, vectorize
 from plugrad.device import Capabilities
 from plugrad.dtype import DType, dtypes
 from plugrad.shape import prod, strides_for, view_index
-from plugrad.symbolic import symbolic
+from plugrad.symbolic import split_terms, symbolic
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
 
-UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
 # A float sum's accumulator takes at most this many values; a longer sum becomes a cascade of nested
 # accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32.
 ACC_BLOCK = 4096
-REDUCE_IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda dt: dt.min, Ops.MIN: lambda dt: dt.max}
 
 
-def reduce_identity(op: Ops, dtype: DType) -> UOp:
-  """The value a reduction starts from (a VECTORIZE of it in every lane for a vector dtype)."""
-  if dtype.count > 1: return UOp(Ops.VECTORIZE, dtype, (reduce_identity(op, dtype.scalar()),) * dtype.count)
-  return UOp.const(dtype, REDUCE_IDENTITY[op](dtype))
+def reduce_axes(value: UOp) -> list[tuple[UOp, int]]:
+  """The kernel's reduce axes in UNROLL's order: (REDUCE_AXIS node, axis) for every reduced axis of
+  size other than 1, nodes in topological order, axes in the node's order."""
+  return [(n, ax) for n in value.toposort if n.op is Ops.REDUCE_AXIS for ax in n.arg[1] if n.src[0].shape[ax] != 1]
 
 
 @dataclass
 class _Lowering:
   idx_dtype: DType
   ranges: int = 0
+  unroll: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> iterations written out
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
 
@@ -67,21 +75,23 @@ class _Lowering:
     elif n.op is Ops.REDUCE_AXIS:
       op, axes = n.arg
       src_shape = n.src[0].shape
-      inner_idx, ranges, unrolled = list(idx), [], []
+      inner_idx, ranges, unrolled = list(idx), [], []  # unrolled: (axis, the index of each written-out iteration)
       for ax in axes:
-        if src_shape[ax] == 1: continue
-        if src_shape[ax] <= UNROLL_REDUCE:  # a short axis is cheaper written out than looped
-          unrolled.append(ax)
+        size = src_shape[ax]
+        if size == 1: continue
+        amount = self.unroll.get((n, ax), 1)
+        if amount >= size:  # written out in full
+          unrolled.append((ax, [UOp.const(self.idx_dtype, v) for v in range(size)]))
           continue
-        r = UOp(Ops.RANGE, self.idx_dtype, (UOp.const(self.idx_dtype, src_shape[ax]),), self.ranges)
-        self.ranges += 1
-        inner_idx[ax] = r
+        r = self.new_range(size // amount)
         ranges.append(r)
+        if amount == 1: inner_idx[ax] = r
+        else: unrolled.append((ax, [r * amount + k if k else r * amount for k in range(amount)]))
       if any(src_shape[ax] == 0 for ax in axes): ret = reduce_identity(op, n.dtype)  # reducing nothing
       else:
         body = None
-        for values in itertools.product(*(range(src_shape[ax]) for ax in unrolled)):
-          for ax, v in zip(unrolled, values): inner_idx[ax] = UOp.const(self.idx_dtype, v)
+        for values in itertools.product(*(vals for _, vals in unrolled)):
+          for (ax, _), v in zip(unrolled, values): inner_idx[ax] = v
           term = self.lower(n.src[0], tuple(inner_idx), valid, memo)
           body = term if body is None else UOp(op, n.dtype, (body, term))
         ret = UOp(Ops.REDUCE, n.dtype, (body, *ranges), op) if ranges else body
@@ -127,45 +137,65 @@ def kernel_name(ast: UOp) -> str:
   return f"{kind}_{shape}"
 
 
-def _upcasts(value: UOp, dims: list[tuple[list[int], int]], caps: Capabilities) -> list[int]:
-  """How many outputs each launch dimension computes per thread (register tiling), for devices
-  that loop over their launch indices: a reduction gets `vector width` outputs along the innermost
-  dimension and several along the next, so one pass over the reduce loop feeds many accumulators
-  and the loads of neighbouring outputs vectorise. Elementwise kernels are left to the compiler.
-
-  Without vector ops every output is a scalar copy: 8 x 4 of them at most. With vector ops
-  (`vectorize`) the innermost dimension is one vector as wide as the device's vector register
-  (up to 16 lanes: a 64-byte cache line of float32 on AVX-512) and the next dimension makes 8
-  vector accumulators, each load of the vectorised operand feeding 8 FMAs. Each factor is the
-  largest power of two up to that which divides the dimension."""
-  if caps.launch_dims != 0 or not any(n.op is Ops.REDUCE_AXIS for n in value.toposort): return []
-  lanes = caps.max_vector_bytes // max(value.dtype.itemsize, 1)
-  width, rows = (min(16, lanes), 8) if caps.vector_ops else (min(8, lanes), 4)
-  out = []
-  for d, (axes, size) in enumerate(dims[:2]):
-    f = width if d == 0 else rows
-    while f > 1 and (len(axes) != 1 or size % f): f //= 2
-    if not caps.vector_ops and f != (width if d == 0 else rows): f = 1  # scalar copies: all or nothing, as before
-    out.append(f)
-  return out
+def _innermost_coefficients(out_value: UOp, lane: UOp | None) -> tuple[bool, bool]:
+  """(some load in a reduce loop reads neighbouring elements for neighbouring values of `lane`, every
+  load that moves with the innermost loop of its reduction reads neighbouring elements in it):
+  coefficient 1 of the variable as a plain term of the load's simplified index, appearing nowhere else."""
+  def unit(idx: UOp, v: UOp) -> bool | None:
+    if v not in idx.toposort: return None
+    terms, _ = split_terms(graph_rewrite(idx, symbolic))
+    coef = sum(c for t, c in terms if t is v)
+    return coef == 1 and not any(t is not v and v in t.toposort for t, _ in terms)
+  lane_ok, red_ok, red_seen = False, True, False
+  for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
+    inner = red.src[-1]
+    # only loads inside the loop matter: a loop-invariant one (softmax's row max) is read once per output
+    for ld in (n for n in red.src[0].toposort if n.op is Ops.LOAD and any(r in n.src[1].toposort for r in red.src[1:])):
+      if (u := unit(ld.src[1], inner)) is not None:
+        red_seen = True
+        red_ok = red_ok and u
+      if lane is not None and unit(ld.src[1], lane): lane_ok = True
+  return lane_ok, red_ok and red_seen
 
 
-def _group_size(ast: UOp, caps: Capabilities) -> int:
-  """Threads per work-group for a group reduce, or 0 when the kernel should not use one.
-
-  A kernel with a single, non-nested reduction and a small output, on a device with work-group
-  memory, splits the reduction across the threads of a work-group: each thread folds a strided
-  part, the partials meet in local memory, and thread 0 combines and stores them."""
-  if caps.local_memory <= 0 or not caps.max_local_size or caps.launch_dims < 2: return 0
+def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
+  """What the heuristic reads from `ast` for a device with `caps`. The load pattern (contiguous along
+  the output or along the reduce loop) is read from a plain lowering only where it matters: a
+  reduction on a device that loops over its launch indices and has vector ops."""
   value = ast.src[0].src[1]
+  shape = value.shape
+  dims = _launch_dims(shape, caps)
   reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
-  if len(reduces) != 1 or any(n.op is Ops.REDUCE_AXIS for n in reduces[0].src[0].toposort): return 0
-  red = reduces[0]
-  # only the looped part counts: short axes are unrolled and leave no loop to split
-  size = prod(s for s in (red.src[0].shape[a] for a in red.arg[1]) if s > UNROLL_REDUCE)
-  if size < 16 or prod(value.shape) > 65536: return 0
-  limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], caps.local_memory // max(red.dtype.itemsize, 4))
-  return 1 << (min(limit, size).bit_length() - 1) if limit >= 2 else 0
+  nested = any(m.op is Ops.REDUCE_AXIS for r in reduces for m in r.src[0].toposort)
+  group_ok = caps.launch_dims >= 2
+  try:
+    if group_ok: _launch_dims(shape, replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:]))
+  except ValueError:
+    group_ok = False
+  lane_ok = red_ok = False
+  if reduces and caps.launch_dims == 0 and caps.vector_ops:
+    lw = _Lowering(_index_dtype(ast))
+    idx: list[UOp] = [lw.zero()] * len(shape)
+    lane = None
+    for d, (axes, size) in enumerate(dims):
+      gid = UOp(Ops.SPECIAL, lw.idx_dtype, (), (f"gidx{d}", d, size))
+      if d == 0 and len(axes) == 1: lane = gid
+      for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
+        v = gid // st if st != 1 else gid
+        idx[a] = v % shape[a] if st * shape[a] < size else v
+    lane_ok, red_ok = _innermost_coefficients(lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {}), lane)
+  return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
+                        reduce_axes=tuple(r.src[0].shape[ax] for r, ax in reduce_axes(value)), reduces=len(reduces),
+                        nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
+                        reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
+                        lane_contiguous=lane_ok, reduce_contiguous=red_ok)
+
+
+def _index_dtype(ast: UOp) -> DType:
+  """int32 unless some buffer or intermediate of the kernel has 2**31 - 1 elements or more."""
+  params = [n for n in ast.toposort if n.op is Ops.PARAM]
+  big = max([p.arg[1] for p in params] + [prod(n.shape) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
+  return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
 
 
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
@@ -272,32 +302,79 @@ def split_accumulators(value: UOp, lw: _Lowering, block: int = 0) -> UOp:
 
 
 def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None = None,
-          checker=None, acc_block: int = ACC_BLOCK) -> LoopProgram:
+          checker=None, acc_block: int = ACC_BLOCK, opts: Sequence[Opt] | None = None) -> LoopProgram:
   """Lower a kernel AST (SINK of STORE into PARAM 0) to a LoopProgram for a device with `caps`.
 
   :param extra_rules: device rewrite rules, applied with the symbolic rules.
   :param checker: called as checker(graph, stage) after each pass (tests pass the IR spec check).
   :param acc_block: the most values one float-sum accumulator adds (`split_accumulators`).
+  :param opts: the optimization plan; None: the first of the heuristic's plans that applies.
+  :raises OptError: when `opts` does not apply to the kernel.
   """
+  if opts is not None: return _lower(ast, caps, tuple(opts), extra_rules, checker, acc_block)
+  *better, last = hand_coded_optimizations(kernel_features(ast, caps), caps)
+  for plan in better:
+    try:
+      return _lower(ast, caps, plan, extra_rules, checker, acc_block)
+    except OptError:
+      pass  # e.g. a VECTORIZE whose lanes would only gather: the next plan is the scalar one
+  return _lower(ast, caps, last, extra_rules, checker, acc_block)
+
+
+def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabilities) -> None:
+  """Raise OptError for an Opt that names no axis, repeats one, or has an amount that cannot apply."""
+  seen: set[tuple[OptOps, int]] = set()
+  for o in opts:
+    if (o.op, o.axis) in seen or (o.op is OptOps.VECTORIZE and (OptOps.UPCAST, o.axis) in seen) or \
+       (o.op is OptOps.UPCAST and (OptOps.VECTORIZE, o.axis) in seen):
+      raise OptError(f"{o} repeats an axis of the plan")
+    seen.add((o.op, o.axis))
+    if o.amount < 1 and not (o.op is OptOps.UNROLL and 0 <= o.axis < len(axes) and o.amount == 0):
+      raise OptError(f"{o}: the amount must be positive")
+    if o.op is OptOps.UNROLL:
+      if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
+      size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
+      if o.amount != size and (o.amount > size or size % o.amount): raise OptError(f"{o}: {o.amount} does not divide {size}")
+    elif o.op is OptOps.VECTORIZE and (o.axis != 0 or not caps.vector_ops):
+      raise OptError(f"{o}: only launch dimension 0 of a device with vector ops is vectorised")
+    elif o.op is OptOps.GROUP and (o.axis != 0 or caps.launch_dims < 2 or caps.local_memory <= 0 or o.amount < 2 or
+                                   o.amount > caps.max_workgroup_threads):
+      raise OptError(f"{o}: the device has no work-groups of {o.amount} threads with local memory")
+  if any(o.op is OptOps.GROUP for o in opts) and any(o.op in (OptOps.UPCAST, OptOps.VECTORIZE) for o in opts):
+    raise OptError("a GROUP plan does not also tile its outputs")
+
+
+def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
+           checker, acc_block: int) -> LoopProgram:
+  """`lower` with the plan `opts`."""
   store = ast.src[0]
   out_param, value = store.src
   params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
-  big = max([p.arg[1] for p in params] + [prod(n.shape) for n in ast.toposort if n.op is not Ops.SINK and n.op is not Ops.STORE
-                                          and n.op is not Ops.PARAM])
-  idx_dtype = dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
-  lw = _Lowering(idx_dtype)
+  idx_dtype = _index_dtype(ast)
+  axes_list = reduce_axes(value)
+  _check_opts(opts, axes_list, caps)
+  lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL})
   shape = value.shape
-  threads = _group_size(ast, caps)
+  threads = next((o.amount for o in opts if o.op is OptOps.GROUP), 0)
   if threads:
+    reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
+    if len(reduces) != 1 or any(n.op is Ops.REDUCE_AXIS for n in reduces[0].src[0].toposort):
+      raise OptError("GROUP needs exactly one reduction, not nested")
     out_caps = replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:])
     try:
       dims = _launch_dims(shape, out_caps)
-    except ValueError:
-      threads, dims = 0, _launch_dims(shape, caps)
+    except ValueError as e:
+      raise OptError(f"GROUP: {e}") from None
   else:
     dims = _launch_dims(shape, caps)
   first = 1 if threads else 0  # with a group reduce, launch dim 0 holds the work-group's threads
-  upcasts = [] if threads else _upcasts(value, dims, caps)
+  upcasts = [1] * len(dims)
+  for o in opts:
+    if o.op not in (OptOps.UPCAST, OptOps.VECTORIZE): continue
+    if o.axis >= len(dims) or len(dims[o.axis][0]) != 1 or dims[o.axis][1] % o.amount:
+      raise OptError(f"{o}: launch dimension {o.axis} is not one output axis that {o.amount} divides")
+    upcasts[o.axis] = o.amount
+  vector0 = any(o.op is OptOps.VECTORIZE and o.amount > 1 for o in opts)
   idx: list[UOp] = [lw.zero()] * len(shape)
   # upcast dims get a placeholder now; each output copy substitutes gidx*factor + offset for it
   placeholders: dict[int, tuple[UOp, UOp, int]] = {}
@@ -322,12 +399,11 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
     pairs = [(out_index, out_value)]
     copies = list(placeholders.values())
     ph0, gid0, f0 = placeholders.get(dims[0][0][0], (None, None, 1))
-    if caps.vector_ops and f0 > 1:
+    if vector0 and f0 > 1:
       # one vector-valued copy for the innermost upcast dimension instead of f0 scalar ones
       lanes = [gid0 * f0 + k if k else gid0 * f0 for k in range(f0)]
       vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
-      # vectors would not help: lower again as for a scalar device (fewer, scalar copies)
-      if vectorized is None: return lower(ast, replace(caps, vector_ops=False), extra_rules, checker, acc_block)
+      if vectorized is None: raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
       pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
@@ -354,7 +430,7 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
   nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
-  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes)
+  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
 
 
-__all__ = ["lower", "reduce_identity", "kernel_name", "split_accumulators", "ACC_BLOCK"]
+__all__ = ["lower", "kernel_name", "kernel_features", "reduce_axes", "split_accumulators", "ACC_BLOCK"]

@@ -8,6 +8,7 @@ from plugrad.codegen.lowerer import lower
 from plugrad.codegen.program import LoopProgram
 from plugrad.device import CompileError, Program, UnsupportedError, check_supported
 from plugrad.registry import Device
+from plugrad.spec import check_program, kernel_spec, program_spec
 from plugrad.uops import Ops, UOp, check_spec
 
 
@@ -33,7 +34,6 @@ def lower_for(device: Device, ast: UOp) -> LoopProgram:
     raise UnsupportedError(f"kernel binds {nbufs} buffers and device {device.name} allows {limit}; it was scheduled "
                            "for another device's limit")
   if not device.registry.config.check_spec: return lower(ast, device.caps, device.rewrite_rules)
-  from plugrad.spec import check_program, kernel_spec, program_spec
   check_spec(ast, kernel_spec, "kernel AST")
   prog = lower(ast, device.caps, device.rewrite_rules, lambda g, stage: check_spec(g, program_spec, f"{device.name} {stage}"))
   check_program(prog)

@@ -10,7 +10,8 @@ from plugrad.dtype import DType
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, create_schedule, kernelize, record_applied
-from plugrad.uops import UOp
+from plugrad.spec import tensor_spec
+from plugrad.uops import UOp, check_spec
 
 #: The buffers the caller's live handles hold (read after `Rebind`): they must outlive the schedule.
 LiveBuffers = Callable[[], Collection[Buffer]]
@@ -53,8 +54,6 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
   before buffers are planned, so `live` then answers for the handles' new nodes. A graph whose
   structure was scheduled before reuses that schedule on its new buffers."""
   if registry.config.check_spec:
-    from plugrad.spec import tensor_spec
-    from plugrad.uops import check_spec
     for r in roots: check_spec(r, tensor_spec, "tensor graph")
   cache = _caches.setdefault(registry, ScheduleCache())
   found = structure_key(roots, (tuple(devices), limit_device))
