@@ -54,18 +54,44 @@ def build_sum(terms: list[tuple[UOp, int]], const: int, like: UOp) -> UOp:
   return out + const if const else out
 
 
+def _rejoin_divmod(merged: dict[UOp, int]) -> bool:
+  # (x // n)*(k*n) + (x % n)*k -> x*k: trunc division and its remainder always rebuild x (alu semantics)
+  for t, c in list(merged.items()):
+    if t.op is not Ops.MOD or t.src[1].op is not Ops.CONST or t.src[1].arg <= 0: continue
+    n = t.src[1].arg
+    q = UOp(Ops.IDIV, t.dtype, t.src)
+    if merged.get(q) == c * n and t in merged:
+      del merged[q], merged[t]
+      merged[t.src[0]] = merged.get(t.src[0], 0) + c
+      return True
+  return False
+
+
 def _combine_terms(x: UOp) -> UOp | None:
   # merge like terms: a*2 + b + a*3 + 4 + 1 -> a*5 + b + 5
   terms, const = split_terms(x)
   merged: dict[UOp, int] = {}
   for t, c in terms: merged[t] = merged.get(t, 0) + c
-  if len(merged) == len(terms) and sum(1 for s in _add_leaves(x) if s.op is Ops.CONST) <= 1: return None
+  rejoined = False
+  while _rejoin_divmod(merged): rejoined = True
+  if not rejoined and len(merged) == len(terms) and sum(1 for s in _add_leaves(x) if s.op is Ops.CONST) <= 1: return None
   ret = build_sum(list(merged.items()), const, x)
   return ret if ret is not x else None
 
 
 def _add_leaves(u: UOp) -> list[UOp]:
   return _add_leaves(u.src[0]) + _add_leaves(u.src[1]) if u.op is Ops.ADD else [u]
+
+
+def _exact_sum(terms: list[tuple[UOp, int]], const: int, like: UOp) -> bool:
+  """Whether sum(k*t) + const, computed without wrapping, stays within like's dtype. Only then is the value
+  the device computes (integer arithmetic wraps) that sum, so rules that divide or compare it may reason about
+  its terms: (x + x) // 2 is x only while x + x does not wrap."""
+  lo = hi = const
+  for t, k in terms:
+    a, b = k * t.vmin, k * t.vmax
+    lo, hi = lo + min(a, b), hi + max(a, b)
+  return like.dtype.min <= lo and hi <= like.dtype.max
 
 
 def _fold_divmod(x: UOp, c: UOp, mod: bool) -> UOp | None:
@@ -75,7 +101,7 @@ def _fold_divmod(x: UOp, c: UOp, mod: bool) -> UOp | None:
   if n <= 0 or x.vmin < 0: return None
   if x.vmax < n: return x if mod else UOp.const(x.dtype, 0)
   terms, const = split_terms(x)
-  if any(t.vmin < 0 for t, _ in terms): return None
+  if any(t.vmin < 0 for t, _ in terms) or not _exact_sum(terms, const, x): return None
   g = math.gcd(n, const, *(k for _, k in terms))
   if 1 < g < n:
     # (g*a + g*b)//(g*m) -> (a + b)//m ; (g*a)%(g*m) -> (a%m)*g
@@ -93,8 +119,9 @@ def _fold_divmod(x: UOp, c: UOp, mod: bool) -> UOp | None:
 
 
 def _nested_div(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
-  # (x // a) // b -> x // (a*b) for x >= 0
-  return x // (c1.arg * c2.arg) if x.vmin >= 0 and c1.arg > 0 and c2.arg > 0 else None
+  # (x // a) // b -> x // (a*b) for x >= 0, when a*b is a constant of x's type
+  ok = x.vmin >= 0 and c1.arg > 0 and c2.arg > 0 and c1.arg * c2.arg <= x.dtype.max
+  return x // (c1.arg * c2.arg) if ok else None
 
 
 def _nested_mod(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
@@ -112,7 +139,7 @@ def _lt_of_sum(x: UOp, c1: UOp) -> UOp | None:
   # (a*g + b*g + k) < c -> (a + b) < ceil((c - k)/g) when every coefficient shares g > 1
   if x.op is not Ops.ADD and not (x.op is Ops.MUL and x.src[1].op is Ops.CONST): return None
   terms, const = split_terms(x)
-  if not terms: return None
+  if not terms or not _exact_sum(terms, const, x): return None
   g = math.gcd(*(k for _, k in terms))
   if g <= 1 and const == 0: return None
   if g <= 0: return None
@@ -158,7 +185,7 @@ symbolic = PatternMatcher([
   (UPat.alu(Ops.MUL, UPat.alu(Ops.MUL, xi, c1), c2), lambda x, c1, c2: x * (c1.arg * c2.arg)),
   # (x + y) * c -> x*c + y*c on integers (sums of products are the canonical index form)
   (UPat.alu(Ops.MUL, UPat(Ops.ADD, INTS, name="s"), c1), lambda s, c1: s.src[0] * c1.arg + s.src[1] * c1.arg),
-  # a*k1 + a*k2 + ... -> a*(k1+k2+...), and constants gathered into one
+  # a*k1 + a*k2 + ... -> a*(k1+k2+...), and constants gathered into one; (x // n)*n + x % n -> x
   (UPat(Ops.ADD, INTS, name="x"), _combine_terms),
   # (q*n + r) // n -> q + r // n for nonnegative values
   (UPat(Ops.IDIV, INTS, (x, UPat.cvar("c"))), lambda x, c: _fold_divmod(x, c, mod=False)),

@@ -150,7 +150,8 @@ class Builder:
       dt = a.dt if a.dt.is_float else dtypes.float32
       x = rnd(a.arr, dt)
       if name == "exp":
-        return Node(compute(lambda v: np.exp(np.clip(v, -3, 3)), dt, x), a.t.clip(-3, 3).exp(), False, dt)
+        # clip as floats: clipping an unsigned tensor at -3 wraps -3 to the type's top (as torch does)
+        return Node(compute(lambda v: np.exp(np.clip(v, -3, 3)), dt, x), a.t.cast(dt).clip(-3, 3).exp(), False, dt)
       mag = rnd(compute(np.abs, a.dt, a.arr), dt)  # abs in the input's dtype: abs(INT_MIN) wraps to INT_MIN
       return Node(compute(np.sqrt, dt, mag), a.t.abs().sqrt(), False, dt)
     fn = {"neg": np.negative, "abs": np.abs, "relu": lambda v: np.where(v > 0, v, np.zeros_like(v))}[name]
@@ -162,7 +163,9 @@ class Builder:
     if not a.dt.is_int: return None
     b = self.pick(lambda n: n.dt.is_int and broadcastable(n.arr.shape, a.arr.shape))
     mod = self.draw(st.booleans())
-    if b is not None and self.fits(a.arr.shape, b.arr.shape) and self.draw(st.booleans()):
+    # uint64 with a signed type promotes to float32 (no int128): such pairs take the constant divisor
+    tensor_ok = b is not None and self.fits(a.arr.shape, b.arr.shape) and promote_types(a.dt, b.dt).is_int
+    if tensor_ok and self.draw(st.booleans()):
       dt, x, y = self.promoted(a, b)
       d_arr, d_t = compute(lambda v: (v & 7) + 1, dt, y), (b.t.cast(dt) & 7) + 1
     else:
@@ -175,6 +178,7 @@ class Builder:
     b = self.pick(lambda n: not n.dt.is_float and broadcastable(n.arr.shape, a.arr.shape))
     if a.dt.is_float or b is None or not self.fits(a.arr.shape, b.arr.shape): return None
     dt, x, y = self.promoted(a, b)
+    if dt.is_float: return None  # uint64 with a signed type promotes to float32
     name = self.draw(st.sampled_from(["and", "or", "xor"]))
     fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[name]
     t = {"and": a.t & b.t, "or": a.t | b.t, "xor": a.t ^ b.t}[name]
