@@ -23,8 +23,8 @@ from plugrad import hookspecs
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config
 from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, HostTransfer, Runtime, Transfer
-from plugrad.runtime.debug import DebugPlugin
-from plugrad.runtime.python_device import PythonDevicePlugin
+from plugrad.builtins.debug import DebugPlugin
+from plugrad.builtins.python_device import PythonDevicePlugin
 from plugrad.uops import PatternMatcher
 
 DEVICE_GROUP = "plugrad.devices"

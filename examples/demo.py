@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from plugrad import Tensor, get_registry
-from plugrad.runtime.debug import DebugPlugin
+from plugrad.builtins.debug import DebugPlugin
 
 
 def numpy_mlp(x, layers):

@@ -5,7 +5,7 @@ import pytest
 from plugrad import CONTRACT_VERSION, DeviceDecl, LRUAllocator, hookimpl
 from plugrad.config import DEFAULT_ALLOC_CACHE, Config, MemoryBound
 from plugrad.registry import Registry
-from plugrad.runtime.python_device import PythonDevicePlugin
+from plugrad.builtins.python_device import PythonDevicePlugin
 
 
 class Pool:

@@ -1,5 +1,5 @@
 """The PYTHON reference device runs a loop program with whole-array numpy operations per loop nest
-(plugrad.runtime.loop_interpreter) and keeps the program's sequential meaning: accumulation order
+(plugrad.builtins.loop_interpreter) and keeps the program's sequential meaning: accumulation order
 and dtype, loops whose iterations depend on each other, bounds checks. Programs here are written by
 hand as the lowering would write them, checked against the program spec, and run through the
 device's renderer, compiler and runtime."""
@@ -10,8 +10,8 @@ from plugrad import Tensor
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.device import CompileError
 from plugrad.dtype import bf16_to_f32, dtypes, f32_to_bf16
-from plugrad.runtime import loop_interpreter
-from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.builtins import loop_interpreter
+from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
 from plugrad.spec import check_program
 from plugrad.uops import Ops, UOp
 

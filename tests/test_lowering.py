@@ -6,7 +6,7 @@ import pytest
 from plugrad import Tensor
 from plugrad.codegen.lowerer import lower
 from plugrad.device import Capabilities
-from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
 from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
 from plugrad.uops import Ops

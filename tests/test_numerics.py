@@ -10,7 +10,7 @@ from plugrad import Tensor, dtypes
 from plugrad.codegen.lowerer import ACC_BLOCK, lower
 from plugrad.device import Capabilities
 from plugrad.registry import get_registry
-from plugrad.runtime.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
 from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
 from plugrad.testing import available_devices

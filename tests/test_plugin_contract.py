@@ -11,7 +11,7 @@ import plugrad.plugin
 from plugrad.config import Config
 from plugrad.plugin import CONTRACT_VERSION, Capabilities, DeviceDecl, DevicePlugin
 from plugrad.registry import Registry
-from plugrad.runtime.python_device import PythonDevicePlugin
+from plugrad.builtins.python_device import PythonDevicePlugin
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_PACKAGES = sorted(p for p in [*ROOT.glob("plugins/*/plugrad_*"), ROOT / "examples/c_device/plugrad_c"]

@@ -11,7 +11,7 @@ from plugrad.device import UnsupportedError
 from plugrad.config import Config
 from plugrad import Tensor
 from plugrad.registry import PluginWarning, Registry, set_registry
-from plugrad.runtime.python_device import PythonDevicePlugin
+from plugrad.builtins.python_device import PythonDevicePlugin
 
 
 class FakeEP:
@@ -232,7 +232,7 @@ def test_autoload_off_loads_only_named_plugins():
 
 
 def test_a_plugin_can_replace_one_role_of_another_device():
-  from plugrad.runtime.python_device import PythonCompiler
+  from plugrad.builtins.python_device import PythonCompiler
   class FastCompiler(PythonCompiler):
     pass
   class Override:

@@ -12,7 +12,7 @@ from plugrad import CompileError, Tensor
 from plugrad.config import Config
 from plugrad.engine import render_for
 from plugrad.registry import PluginWarning, Registry
-from plugrad.runtime.python_device import PythonDevicePlugin
+from plugrad.builtins.python_device import PythonDevicePlugin
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """The PYTHON reference device: the executable definition of the loop program.
 
 Its renderer writes the loop program as text (one UOp a line), its "compiler" checks and encodes
-that text, and its runtime runs it with numpy (`plugrad.runtime.loop_interpreter`): one array
+that text, and its runtime runs it with numpy (`plugrad.builtins.loop_interpreter`): one array
 operation per UOp over the launch grid and every iteration of the loops around it, with the
 program's sequential meaning kept (accumulation order and dtype, loops whose iterations depend on
 each other). It is registered through the same hooks as any other device plugin, so core runs and
@@ -22,7 +22,7 @@ import numpy as np
 
 from plugrad.plugin import (CONTRACT_VERSION, Allocator, Capabilities, CompileError, Compiler, Config, DeviceDecl,
                             DevicePlugin, DType, LoopProgram, Ops, Program, Renderer, Runtime, dtypes)
-from plugrad.runtime.loop_interpreter import Instr, LoopInterpreter
+from plugrad.builtins.loop_interpreter import Instr, LoopInterpreter
 
 NAME = "PYTHON"
 VIRTUAL_DEVICES = 8

@@ -1,0 +1,1 @@
+"""Features plugrad ships as plugins of its own: the PYTHON reference device and DEBUG output."""
