@@ -2732,22 +2732,27 @@ class Tensor(metaclass=_TensorMeta):
     kk = k + k % 2  # an odd count gets a zero column, which never turns (its products are all zero)
     a = r[..., :k, :].pad(((0, 0),) * (len(batch) + 1) + ((0, kk - k),))
     v = Tensor.eye(kk, dtype=a.dtype, device=self.device)._broadcast_to(batch + (kk, kk))
-    h, players = kk // 2, list(range(kk))
-    for _ in range(max(6, 2 * kk.bit_length() + 4) if k > 1 else 0):
-      for _ in range(kk - 1):
-        order = players[:h] + players[h:][::-1]  # column order[i] meets column order[h + i]
-        back = sorted(range(kk), key=order.__getitem__)
-        a_lr = a._take_cols(order)
-        left, right = a_lr[..., :h], a_lr[..., h:]
-        alpha, beta, gamma = left.square().sum(-2), right.square().sum(-2), (left * right).sum(-2)
-        rot = gamma.abs() > 1e-30
-        zeta = (beta - alpha) / (2 * rot.where(gamma, 1.0))
-        t = rot.where((zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt()), 0.0)
-        cs = (1 / (1 + t.square()).sqrt()).unsqueeze(-2)
-        sn = cs * t.unsqueeze(-2)
-        a = a_lr._rotate_halves(cs, sn)._take_cols(back).contiguous()
-        v = v._take_cols(order)._rotate_halves(cs, sn)._take_cols(back).contiguous()
-        players = players[:1] + players[-1:] + players[1:-1]
+    # round-robin by position: columns at i and h + i meet; after each round the same fixed shuffle of
+    # positions brings the next round's pairs there, so every round is the same kernel (compiled once)
+    h = kk // 2
+    layout = lambda players: players[:h] + players[h:][::-1]  # noqa: E731
+    start = layout(list(range(kk)))
+    turned = layout([0, kk - 1] + list(range(1, kk - 1)))    # the players after one turn of the circle
+    shuffle = [start.index(c) for c in turned]
+    a, v = a._take_cols(start), v._take_cols(start)
+    for _ in range((max(6, kk.bit_length() + 4) if k > 1 else 0) * (kk - 1)):  # sweeps: quadratic convergence
+      left, right = a[..., :h], a[..., h:]
+      alpha, beta, gamma = left.square().sum(-2), right.square().sum(-2), (left * right).sum(-2)
+      rot = gamma.abs() > 1e-30
+      zeta = (beta - alpha) / (2 * rot.where(gamma, 1.0))
+      t = rot.where((zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt()), 0.0)
+      cs = (1 / (1 + t.square()).sqrt()).unsqueeze(-2)
+      sn = cs * t.unsqueeze(-2)
+      a = a._rotate_halves(cs, sn)._take_cols(shuffle).contiguous()
+      v = v._rotate_halves(cs, sn)._take_cols(shuffle).contiguous()
+    # whole sweeps bring every column back to its starting position
+    back = sorted(range(kk), key=start.__getitem__)
+    a, v = a._take_cols(back), v._take_cols(back)
     s = a.square().sum(-2).sqrt()                       # column norms are the singular values
     s_sorted, order_t = s.sort(-1, descending=True)     # the zero pad column sorts last (stable on ties)
     s_sorted, order_t = s_sorted[..., :k], order_t[..., :k]
