@@ -183,7 +183,8 @@ def test_external_data_files(tmp_path: Path) -> None:
             location="ext.weights", size_threshold=0)
   assert (tmp_path / "ext.weights").stat().st_size == (12 + 4) * 4
   assert not onnx.load(str(tmp_path / "ext.onnx"), load_external_data=False).graph.initializer[0].raw_data
-  out = OnnxRunner(tmp_path / "ext.onnx", device="PYTHON")({"x": np.ones((1, 3), np.float32), "shape": np.array([2, 2])})
+  runner = OnnxRunner(tmp_path / "ext.onnx", device="PYTHON")
+  out = runner({"x": np.ones((1, 3), np.float32), "shape": np.array([2, 2])})
   np.testing.assert_allclose(out["r"].numpy(), [[2.2, 0.5], [2.3, 2.1]], rtol=1e-6)
 
 

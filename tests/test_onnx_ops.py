@@ -26,7 +26,8 @@ rng = np.random.default_rng(0)
 def f32(*shape: int) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)
 def pos(*shape: int) -> np.ndarray: return rng.uniform(0.5, 2.0, shape).astype(np.float32)
 def i64(*values: int) -> np.ndarray: return np.array(values, dtype=np.int64)
-def ints(lo: int, hi: int, *shape: int, dtype: Any = np.int64) -> np.ndarray: return rng.integers(lo, hi, shape).astype(dtype)
+def ints(lo: int, hi: int, *shape: int, dtype: Any = np.int64) -> np.ndarray:
+  return rng.integers(lo, hi, shape).astype(dtype)
 
 
 @dataclass
@@ -59,7 +60,9 @@ class Case:
 def check(case: Case, dev: str) -> None:
   model = case.model()
   if case.reference: want = ReferenceEvaluator(model).run(None, case.feeds())
-  else: want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, case.feeds())
+  else:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, case.feeds())
   got = OnnxRunner(model, device=dev)(case.feeds())
   assert list(got) == [f"y{i}" for i in range(case.n_out)]
   for w, g in zip(want, got.values()):
@@ -173,7 +176,8 @@ CASES: dict[str, Case] = {
   "Expand_keeps_larger_dims": Case("Expand", {"x": f32(3, 5)}, init={"shape": i64(1, 1)}),
   "Tile": Case("Tile", {"x": f32(2, 3)}, init={"r": i64(2, 3)}),
   "Pad": Case("Pad", {"x": f32(2, 3, 4)}, init={"pads": i64(0, 1, 2, 1, 0, -1), "v": np.array(1.5, np.float32)}),
-  "Pad_axes": Case("Pad", {"x": f32(2, 3, 4)}, init={"pads": i64(1, 2, 3, 0), "axes": i64(0, -1)}, order=["x", "pads", "", "axes"]),
+  "Pad_axes": Case("Pad", {"x": f32(2, 3, 4)}, init={"pads": i64(1, 2, 3, 0), "axes": i64(0, -1)},
+                   order=["x", "pads", "", "axes"]),
   **{f"Pad_{m}": Case("Pad", {"x": f32(1, 2, 4, 5)}, {"mode": m}, init={"pads": i64(0, 0, 2, 1, 0, 0, 1, 3)})
      for m in ["reflect", "edge", "wrap"]},
   "Pad_opset2_attribute": Case("Pad", {"x": f32(3, 4)}, {"pads": [1, 0, 0, 2], "value": 2.0}, opset=10),

@@ -209,7 +209,8 @@ for _name, _fn in {"Equal": Tensor.eq, "Less": Tensor.__lt__, "LessOrEqual": Ten
 
 @op("BitShift")
 def bit_shift(x: Tensor, y: Tensor, *, direction: str = "") -> Tensor:
-  if direction not in ("LEFT", "RIGHT"): raise ValueError(f"BitShift direction must be LEFT or RIGHT, not {direction!r}")
+  if direction not in ("LEFT", "RIGHT"):
+    raise ValueError(f"BitShift direction must be LEFT or RIGHT, not {direction!r}")
   return x.lshift(y) if direction == "LEFT" else x.rshift(y)
 
 
@@ -256,7 +257,7 @@ def size(x: Tensor) -> Tensor: return _i64(x.numel(), x.device)
 def arange(start: int | float, limit: int | float, delta: int | float, *, device: str) -> Tensor:
   dtype = dtypes.float32 if isinstance(start, float) else dtypes.int64
   n = max(math.ceil((limit - start) / delta), 0)
-  return (Tensor.arange(n, dtype=dtype, device=device) * delta + start).cast(dtype)  # exactly start + i * delta, as the spec
+  return (Tensor.arange(n, dtype=dtype, device=device) * delta + start).cast(dtype)  # start + i * delta, as the spec
 
 
 @op("Reshape", static=(1,))
@@ -528,7 +529,8 @@ def log_softmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
 
 @op("Hardmax")
 def hardmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
-  def hard(t: Tensor, axis: int) -> Tensor: return t.argmax(axis).one_hot(t.shape[axis]).cast(t.dtype).transpose(-1, axis)
+  def hard(t: Tensor, axis: int) -> Tensor:
+    return t.argmax(axis).one_hot(t.shape[axis]).cast(t.dtype).transpose(-1, axis)
   return _coerced(x, axis, opset, hard)
 
 
