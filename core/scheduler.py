@@ -150,6 +150,19 @@ def device_of(u: UOp, default: str) -> str:
   return default
 
 
+def _device_map(nodes: Iterable[UOp]) -> dict[UOp, str]:
+  """`device_of` for every node of a graph at once (in toposort order: each node after its sources), so
+  kernelizing a graph with many kernels does not walk it once per kernel. Nodes with no buffer or copy
+  below them are left out (they compute on the default device)."""
+  devices: dict[UOp, str] = {}
+  for n in nodes:
+    if n.op is Ops.BUFFER: devices[n] = n.arg.device
+    elif n.op is Ops.COPY: devices[n] = n.arg
+    elif n.op is Ops.ASSIGN and n.src[1].op is Ops.KERNEL: devices[n] = n.src[1].arg.device
+    elif (d := next((devices[x] for x in reversed(n.src) if x in devices), None)) is not None: devices[n] = d
+  return devices
+
+
 def _expands(u: UOp) -> bool:
   return u.op is Ops.EXPAND and prod(u.shape) > prod(u.src[0].shape)
 
@@ -165,7 +178,9 @@ def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) 
     if n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL and _assign_hazard(n): realized.add(n.src[1])
   while True:
     _group(nodes, realized)
-    if not (split := _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized)): return realized
+    split = _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized) | \
+      _split_for_views(nodes, realized)
+    if not split: return realized
     realized |= split
 
 
@@ -261,6 +276,33 @@ def _split_for_depth(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
   return cuts
 
 
+MAX_INDEX_VIEWS = 32  # most ways one fused node may be indexed in a kernel; beyond it the node gets a buffer
+
+
+def _split_for_views(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """Nodes to realize so that no fused node is read through more than MAX_INDEX_VIEWS different views.
+
+  A node read through two different pads or shrinks is computed once per view, and a chain of such
+  diamonds (`x = x.pad(...).shrink(...) + x.shrink(...)`, repeated) doubles the count at each step: fused, the
+  kernel's expression (and the time to lower it) would grow exponentially with the chain. The count is
+  estimated top-down: the views a node is read through are the most any elementwise reader passes on (they
+  index it alike) plus the views each movement reader makes (each indexes it in its own way)."""
+  alike: dict[UOp, int] = {}
+  moved: dict[UOp, int] = {}
+  cuts: set[UOp] = set()
+  for n in reversed(nodes):
+    if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
+    views = 1 if n in realized else alike.get(n, 0) + moved.get(n, 0)
+    if views > MAX_INDEX_VIEWS and n.op not in GroupOp.Movement:
+      cuts.add(n)
+      views = 1
+    for s in set(n.src):
+      if s in realized or _is_leaf(s, realized): continue
+      if n.op in GroupOp.Movement and n.op is not Ops.RESHAPE: moved[s] = moved.get(s, 0) + views
+      else: alike[s] = max(alike.get(s, 0), views)
+  return cuts
+
+
 def _assign_hazard(assign: UOp) -> bool:
   """Whether the assigned value reads its own target at other positions than it writes, so that
   writing in place could clobber elements still to be read."""
@@ -294,13 +336,14 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
   """
   originals, stripped = roots, _normalize(roots)
   if stripped: roots = [stripped[r] for r in roots]
-  realized = _find_realizes(roots, lambda r: buffer_limit(device_of(r, default_device)))
+  devices = _device_map(toposort(roots))
+  realized = _find_realizes(roots, lambda r: buffer_limit(devices.get(r, default_device)))
   new: dict[UOp, UOp] = {}
   becomes: dict[UOp, UOp] = {}
   for n in toposort(roots):
     if n.op is Ops.KERNEL or is_buffer_node(n): new[n] = n
     elif n in realized:
-      new[n] = becomes[n] = _make_kernel(n, new, default_device, new_buffer)
+      new[n] = becomes[n] = _make_kernel(n, new, devices.get(n, default_device), new_buffer)
     else:
       new[n] = n.replace(src=tuple(new[s] for s in n.src))
   for r in roots:
@@ -312,28 +355,47 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
   return becomes
 
 
+def _plain_buffer_view(u: UOp) -> bool:
+  base = contiguous_base(u)
+  return base is not None and buffer_of(base).options is None  # an image is no plain buffer: copying it changes it
+
+
+# rules applied once to each node, its sources already rewritten; each returns a replacement or None
+_SIMPLIFY: list[Callable[[UOp], UOp | None]] = [
+  # DETACH(x) -> x, CONTIGUOUS_BACKWARD(x) -> x: they only matter to gradients, not to the forward value
+  lambda u: u.src[0] if u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) else None,
+  # CONTIGUOUS(x) -> x when x is a buffer or a reshape of one: it is contiguous already (as in tinygrad, the
+  # result is that buffer; `clone()` makes a copy)
+  lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and _plain_buffer_view(u.src[0]) else None,
+  # CONTIGUOUS(CONTIGUOUS(x)) -> CONTIGUOUS(x)
+  lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and u.src[0].op is Ops.CONTIGUOUS else None,
+]
+
+
 def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
-  """Every node under `roots` -> the same graph without DETACH and CONTIGUOUS_BACKWARD (they only matter
-  to gradients: in the forward value they are identities) and with each ASSIGN that an earlier schedule
-  already applied replaced by the buffer it wrote; {} when there is nothing to change."""
+  """Every node under `roots` -> the same graph with each ASSIGN an earlier schedule already applied
+  replaced by the buffer it wrote, and the `_SIMPLIFY` rules applied; {} when there is nothing to change."""
   nodes = toposort(roots, descend=lambda n: applied_as(n) is None)
-  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) or applied_as(n) is not None for n in nodes): return {}
+  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CONTIGUOUS) or applied_as(n) is not None for n in nodes):
+    return {}
   out: dict[UOp, UOp] = {}
   for n in nodes:
-    if (done := applied_as(n)) is not None: out[n] = done
-    elif n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): out[n] = out[n.src[0]]
-    else: out[n] = n.replace(src=tuple(out[s] for s in n.src))
+    if (done := applied_as(n)) is not None:
+      out[n] = done
+      continue
+    m = n.replace(src=tuple(out[s] for s in n.src))
+    out[n] = next((r for rule in _SIMPLIFY if (r := rule(m)) is not None), m)
   return out
 
 
-def _make_kernel(n: UOp, new: dict[UOp, UOp], default_device: str, new_buffer) -> UOp:
+def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
+  """The kernelized node for realized node `n` computed on `device` (a COPY goes to its own device)."""
   if n.op is Ops.COPY:
     src = new[n.src[0]]
     base = contiguous_base(src) if contiguous_base(src) is not None else src
     out = new_buffer(n.arg, prod(n.shape), n.dtype)
     kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
     return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), out), kern)), n.shape)
-  device = device_of(n, default_device)
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
     return _reshape(UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, 0, n.dtype)), n.shape)
   if n.op is Ops.ASSIGN:

@@ -43,6 +43,27 @@ KERNEL_COUNTS = [
    lambda a, b, c, d: np.pad(a + b, 1, constant_values=1).sum(), 1),
   ("softmax", lambda a, b, c, d: a.softmax(-1), lambda a, b, c, d: np_softmax(a), 3),
   ("(a@b)@c", lambda a, b, c, d: (a @ b) @ c, lambda a, b, c, d: (a @ b) @ c, 2),
+  # issue 17: never more kernels than tinygrad 0.14 (its count in each comment)
+  ("a.contiguous()", lambda a, b, c, d: a.contiguous(), lambda a, b, c, d: a, 0),  # a buffer already: 0
+  ("a.reshape(16).contiguous()", lambda a, b, c, d: a.reshape(16).contiguous(), lambda a, b, c, d: a.reshape(16), 0),  # 0
+  ("a.T.contiguous()", lambda a, b, c, d: a.T.contiguous(), lambda a, b, c, d: a.T, 1),  # a real copy: 1
+  ("(a+b).contiguous().contiguous()", lambda a, b, c, d: (a + b).contiguous().contiguous(),
+   lambda a, b, c, d: a + b, 1),  # 1
+  ("a.contiguous()+b", lambda a, b, c, d: a.contiguous() + b, lambda a, b, c, d: a + b, 1),  # 1
+  ("a.sum(1)+a.max(1)", lambda a, b, c, d: a.sum(1) + a.max(1), lambda a, b, c, d: a.sum(1) + a.max(1), 1),  # 1
+  ("a.sum(1)+a.T.sum(0)", lambda a, b, c, d: a.sum(1) + a.T.sum(0), lambda a, b, c, d: a.sum(1) + a.T.sum(0), 1),  # 1
+  ("(a+1).sum(1)+(a+1).T.sum(0)", lambda a, b, c, d: (a + 1).sum(1) + (a + 1).T.sum(0),
+   lambda a, b, c, d: (a + 1).sum(1) + (a + 1).T.sum(0), 1),  # 1
+  ("a.exp().sum(1)+a.sum(1)", lambda a, b, c, d: a.exp().sum(1) + a.sum(1),
+   lambda a, b, c, d: np.exp(a).sum(1) + a.sum(1), 1),  # 1
+  ("variance: reduce, expand, reduce", lambda a, b, c, d: (a - a.mean(1, keepdim=True)).square().sum(1),
+   lambda a, b, c, d: ((a - a.mean(1, keepdims=True)) ** 2).sum(1), 2),  # 2
+  ("(a.sum(1,keepdim)*a).sum(1)", lambda a, b, c, d: (a.sum(1, keepdim=True) * a).sum(1),
+   lambda a, b, c, d: (a.sum(1, keepdims=True) * a).sum(1), 2),  # 2
+  ("pad through elementwise", lambda a, b, c, d: (a + 1).pad(((1, 1), (1, 1))) * 2,
+   lambda a, b, c, d: np.pad(a + 1, 1) * 2, 1),  # 1
+  ("layernorm", lambda a, b, c, d: a.layernorm(),
+   lambda a, b, c, d: (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5), 3),  # 3
 ]
 
 
@@ -230,3 +251,22 @@ def test_a_kernel_that_ran_is_recorded_outside_the_graph():
   assert list(lazy.uop.toposort) == nodes  # the graph is a value: running its kernel changed no node
   with pytest.raises(dataclasses.FrozenInstanceError): kernel.device = "CPU"
   assert lazy.tolist() == [3.0, 5.0]  # and the finished kernel now reads as its buffer
+
+
+@pytest.mark.parametrize("kind", ["shift diamond", "where diamond"])
+def test_deep_pad_shrink_where_chain_schedules_in_linear_time(kind):
+  # each step reads x through two different views: fused whole, the kernel's expression would double per
+  # step; the scheduler gives a node read through too many views a buffer (a few kernels, each small)
+  from plugrad.scheduler import MAX_INDEX_VIEWS
+  start = np.arange(8, dtype=np.float32)
+  x, ref = Tensor(start, device="PYTHON"), start
+  for i in range(60):
+    if kind == "shift diamond":
+      x = x.pad(((1, 1),)).shrink(((1, 9),)) + x.pad(((2, 0),)).shrink(((0, 8),))
+      ref = np.pad(ref, (1, 1))[1:9] + np.pad(ref, (2, 0))[0:8]
+    else:
+      x = (x > i).where(x.pad(((1, 0),)).shrink(((0, 8),)), x * 0.5)
+      ref = np.where(ref > i, np.pad(ref, (1, 0))[0:8], ref * 0.5)
+  n = kernels(x)
+  assert 1 < n <= 60 // (MAX_INDEX_VIEWS.bit_length() - 1) + 1
+  assert_close(x, ref, rtol=1e-5)
