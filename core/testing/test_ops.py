@@ -1060,3 +1060,22 @@ def test_special_functions(device):
   check(np.arctan, Tensor.atan, (3, 5), device=device, low=-20, high=20, atol=1e-6)
   check(np.arcsinh, Tensor.asinh, (3, 5), device=device, low=-20, high=20, atol=1e-6)
   check(np.round, Tensor.round, np.array([0.5, 1.5, 2.5, -0.5, -1.7, 3.2], np.float32), device=device)
+
+
+def test_selection_every_declared_dtype(device):
+  # advanced indexing and gather (one-hot reductions), sort (rank counting) and cummax keep the values of
+  # every dtype the device declares (small values every dtype holds exactly); one realize per dtype,
+  # compared after widening to a common float
+  from plugrad.registry import get_registry
+  declared = sorted(get_registry().device(device).caps.dtypes, key=lambda d: d.name)
+  common = dtypes.float64 if dtypes.float64 in declared else dtypes.float32
+  base = np.array([[3, 0, 5, 1], [2, 7, 2, 4], [6, 1, 0, 3]])
+  idx = np.array([[2, 0, 1, 2]])
+  for dt in declared:
+    x = base % 2 if dt == dtypes.bool else base
+    t = Tensor(x.tolist(), dtype=dt, device=device)
+    cases = [(t[[2, 0], 1:], x[[2, 0], 1:]), (t.gather(0, Tensor(idx, device=device)), np.take_along_axis(x, idx, 0))]
+    if dt != dtypes.bool: cases += [(t.sort(1)[0], np.sort(x, 1)), (t.cummax(1)[0], np.maximum.accumulate(x, 1))]
+    got = Tensor.cat(*[g.cast(common).flatten() for g, _ in cases]).numpy()
+    want = np.concatenate([np.asarray(w, dtype=np.float64).flatten() for _, w in cases])
+    np.testing.assert_array_equal(got, want, err_msg=dt.name)
