@@ -98,6 +98,18 @@ def _array_from_py(data: list | tuple, dt: DType) -> np.ndarray:
     return np.array([int(v) % (1 << 64) for v in flat], dtype=np.uint64).astype(dt.np).reshape(obj.shape)
 
 
+def _broadcast_const(u: UOp) -> Any:
+  """The value of a node that is one constant broadcast to a shape (through reshapes, expands and casts), else None."""
+  casts = []
+  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.CAST):
+    if u.op is Ops.CAST: casts.append(u.dtype)
+    u = u.src[0]
+  if u.op is not Ops.CONST: return None
+  value = u.arg
+  for dt in reversed(casts): value = truncate(value, dt)  # the innermost cast first
+  return value
+
+
 class _RNG:
   """The random state: a seed and, per device, a counter in a one-element device buffer.
 
@@ -654,10 +666,10 @@ class Tensor(metaclass=_TensorMeta):
 
   def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
     if self.shape == shape: return self
-    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
-    if x.shape == shape: return x
-    if any(o != n and o != 1 for o, n in zip(x.shape, shape)): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
-    return x._new(UOp(Ops.EXPAND, x.dtype, (x.uop,), shape))
+    padded = (1,) * (len(shape) - self.ndim) + self.shape
+    if len(padded) != len(shape) or any(o != n and o != 1 for o, n in zip(padded, shape)):
+      raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+    return self._new(_broadcast_uop(self.uop, shape))
 
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge axes start_dim..end_dim into one."""
@@ -774,7 +786,8 @@ class Tensor(metaclass=_TensorMeta):
     elif isinstance(other, (bool, int, float, np.generic)):
       dt = result_type_with_scalar(self.dtype, other)
       value = other.item() if isinstance(other, np.generic) else _check_py_int(other)
-      y = Tensor._from(UOp.const(dt, value), self.device)
+      # the constant is made at the operand's shape at once: no tensors for its reshape and expand
+      y = Tensor._from(_broadcast_uop(UOp.const(dt, value), self.shape), self.device)
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
     x, y = self.cast(dt), y.cast(dt)
@@ -1048,7 +1061,13 @@ class Tensor(metaclass=_TensorMeta):
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
-    if (split := self._split_reduce(op, axes)) is not None: ret = split
+    n = prod(self.shape[a] for a in axes)
+    if axes and op is not Ops.MUL and (c := _broadcast_const(self.uop)) is not None:
+      # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
+      value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
+      ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
+                        dtype=self.dtype, device=self.device)
+    elif (split := self._split_reduce(op, axes)) is not None: ret = split
     else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
@@ -2368,8 +2387,8 @@ class Tensor(metaclass=_TensorMeta):
     """Resize the last len(size) axes: mode 'linear' (torch's linear/bilinear/trilinear), 'nearest' or
     'nearest-exact'."""
     if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or \
-        any(not isinstance(s, int) or s < 0 for s in size):
-      raise ValueError(f"interpolate size must be a tuple of up to {self.ndim} nonnegative ints, got {size!r}")
+        any(not isinstance(s, int) or s <= 0 for s in size):
+      raise ValueError(f"interpolate size must be a tuple of up to {self.ndim} positive ints, got {size!r}")
     if mode not in ("linear", "nearest", "nearest-exact"):
       raise ArgumentError(f"interpolate mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
     if align_corners and mode != "linear": raise ArgumentError("align_corners only applies to mode='linear'")
@@ -2840,6 +2859,13 @@ def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
   if u.shape == shape: return u
   if u.op is Ops.RESHAPE: u = u.src[0]  # reshape of a reshape is one reshape
   return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), shape)
+
+
+def _broadcast_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
+  """`u` broadcast to `shape` (numpy's rules; the caller checks they allow it): leading 1s, then an expand."""
+  if u.shape == shape: return u
+  if len(u.shape) < len(shape): u = UOp(Ops.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - len(u.shape)) + u.shape)
+  return u if u.shape == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape)
 
 
 def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:

@@ -244,6 +244,7 @@ def test_interpolate(mode, align, size, dev):
   tmode = {"linear": "bilinear"}.get(mode, mode)
   kw = {"align_corners": align} if mode == "linear" else {}
   same(Tensor(x, device=dev).interpolate(size, mode, align), F.interpolate(torch.from_numpy(x), size, mode=tmode, **kw))
+  with pytest.raises(ValueError, match="positive"): Tensor(x, device=dev).interpolate((0, 3))
 
 
 # ------------------------------------------------------------------------------------------------ linear algebra
