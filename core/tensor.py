@@ -2136,6 +2136,7 @@ class Tensor(metaclass=_TensorMeta):
     elif reduce is not None: raise TypeError("scatter with reduce takes a scalar src; use scatter_reduce for tensors")
     if reduce is not None: return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
     _, src, mask = self._scatter_parts(dim, index, src)
+    if index.numel() == 0: return self
     m = mask.shape[-1]
     order = Tensor.arange(1, m + 1, dtype=dtypes.int32, device=self.device)
     last = (mask.cast(dtypes.int32) * order).max(-1, keepdim=True)
@@ -2147,6 +2148,7 @@ class Tensor(metaclass=_TensorMeta):
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
       raise ArgumentError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}")
     _, src, mask = self._scatter_parts(dim, index, src)
+    if index.numel() == 0: return self  # nothing scattered: every reduction leaves self as it is
     untouched = mask.any(-1).logical_not()
     base = lambda ident: self if include_self else untouched.where(self, ident)  # noqa: E731
     if reduce == "sum": return (mask.where(src, 0).sum(-1) + base(0)).cast(self.dtype)
@@ -2419,6 +2421,7 @@ class Tensor(metaclass=_TensorMeta):
     x = self
     for d, (b, a) in enumerate(pairs):
       n = x.shape[d]
+      if b == 0 and a == 0: continue
       pieces = []
       if mode == "reflect":
         if max(b, a) >= n:

@@ -119,10 +119,18 @@ def test_half_accumulator_holds_more_than_2048(device):
   assert Tensor.full((70_000,), 3.0, dtype=dtypes.bfloat16, device=device).var().item() == 0.0
 
 
+def test_sum_of_a_broadcast_constant_is_exact(device):
+  # a constant broadcast to any size reduces to c * n, rounded once, without a kernel
+  assert Tensor.ones(10**12, device=device).sum().item() == np.float32(1e12)
+  assert Tensor.full((3, 10**9), 0.1, device=device).sum(1).tolist() == [np.float32(0.1 * 10**9)] * 3
+  assert Tensor.full((300,), 1, dtype=dtypes.int8, device=device).sum(dtype=dtypes.int8).item() == 44  # wraps
+  assert Tensor.ones(3, 10**6, dtype=dtypes.float16, device=device).sum(1).tolist() == [math.inf] * 3  # as torch
+
+
 @pytest.mark.skipif("CPU" not in available_devices(), reason="needs the CPU device (plugrad-cpu-llvm and llvmlite)")
-def test_sum_of_a_trillion_ones_is_exact():
-  # float32 partial sums stop growing at 2**24; the split reduction and the accumulator cascade keep every level exact
-  assert Tensor.ones(10**12, device="CPU").sum().item() == np.float32(1e12)
+def test_long_sum_of_a_buffer_is_exact():
+  # float32 partial sums stop growing at 2**24; the accumulator cascade keeps every level exact (128 MB of ones,
+  # whose length 5 * 6710887 the split reduction cannot cut into chunks)
   assert Tensor.ones(2**25 + 3, device="CPU").contiguous().sum().item() == np.float32(2**25 + 3)
 
 
