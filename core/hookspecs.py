@@ -160,12 +160,16 @@ def plugrad_copy_ran(src_device: str, dest_device: str, nbytes: int, seconds: fl
 
 
 @hookspec
-def plugrad_schedule_ran(kernels: int, copies: int, seconds: float) -> None:
+def plugrad_schedule_ran(kernels: int, copies: int, seconds: float, bytes_read: int, bytes_written: int,
+                         peak_bytes: int) -> None:
   """Called after a realize ran its schedule.
 
   :param kernels: compute kernels launched.
   :param copies: copies between devices.
   :param seconds: wall time of the whole run.
+  :param bytes_read: bytes of the input buffers each step binds, summed over the steps.
+  :param bytes_written: bytes of the buffer each step writes, summed over the steps.
+  :param peak_bytes: the memory planner's peak: the most bytes the buffers this run allocated held at once.
   """
 
 

@@ -553,9 +553,40 @@ def _plan_frees(items: list[ScheduleItem], live: Collection[Buffer], fresh: Coll
     if b in fresh and b not in live: items[i].frees.append(b)
 
 
+@dataclass(frozen=True)
+class MemoryPlan:
+  """What running a schedule moves and holds.
+
+  :param bytes_read: bytes of the input buffers each step binds, summed over the steps.
+  :param bytes_written: bytes of the buffer each step writes, summed over the steps.
+  :param peak_bytes: the most bytes that buffers the schedule allocates hold at once: each is allocated at
+    its first use and returned after the step that lists it in `frees` (buffers allocated before are not
+    counted). It is what the allocator's peak rises by when the schedule runs."""
+  bytes_read: int
+  bytes_written: int
+  peak_bytes: int
+
+
+def plan_memory(items: list[ScheduleItem], frees: bool = True) -> MemoryPlan:
+  """The memory plan of a schedule that has not run yet (see MemoryPlan); `frees` False: run without freeing
+  (as a TinyJit capture does)."""
+  read = written = held = peak = 0
+  counted: set[Buffer] = set()
+  for it in items:
+    written += it.bufs[0].nbytes
+    read += sum(b.nbytes for b in it.bufs[1:])
+    for b in it.bufs:
+      if b not in counted and not b.is_allocated:
+        counted.add(b)
+        held += b.nbytes
+    peak = max(peak, held)
+    if frees: held -= sum(b.nbytes for b in it.frees if b in counted)
+  return MemoryPlan(read, written, peak)
+
+
 def count_kernels(items: list[ScheduleItem]) -> int:
   """The number of compute kernels (copies excluded) in a schedule."""
   return sum(1 for it in items if not it.is_copy)
 
 
-__all__ = ["Kernel", "ScheduleItem", "kernelize", "create_schedule", "count_kernels"]
+__all__ = ["Kernel", "ScheduleItem", "MemoryPlan", "kernelize", "create_schedule", "plan_memory", "count_kernels"]

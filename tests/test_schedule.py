@@ -270,3 +270,33 @@ def test_deep_pad_shrink_where_chain_schedules_in_linear_time(kind):
   n = kernels(x)
   assert 1 < n <= 60 // (MAX_INDEX_VIEWS.bit_length() - 1) + 1
   assert_close(x, ref, rtol=1e-5)
+
+
+def test_planned_peak_is_what_the_allocator_measures():
+  from plugrad.engine import run_schedule
+  from plugrad.registry import get_registry
+  from plugrad.scheduler import plan_memory
+  a = realized(64, 64)
+  out = (((a + 1).contiguous() * 2).contiguous() - 3).sum(1)
+  items = out.schedule()
+  plan = plan_memory(items)
+  # three kernels: a+1 is freed after *2 reads it, so at most two 16 KiB intermediates (or one and the output) live
+  assert count_kernels(items) == 3
+  assert plan.peak_bytes == 2 * 64 * 64 * 4
+  assert plan.bytes_written == 2 * 64 * 64 * 4 + 64 * 4 and plan.bytes_read == 3 * 64 * 64 * 4
+  stats = get_registry().device("PYTHON").allocator.stats
+  before = stats.in_use
+  stats.peak = stats.in_use
+  run_schedule(items, get_registry())
+  assert stats.peak - before == plan.peak_bytes
+  assert_close(out, ((a.numpy() + 1) * 2 - 3).sum(1), rtol=1e-5)
+
+
+def test_debug_1_prints_bytes_and_planned_peak():
+  import io
+  from plugrad.builtins.debug import DebugPlugin
+  from plugrad.config import Config
+  stream = io.StringIO()
+  plugin = DebugPlugin(Config(debug=1), stream)
+  plugin.plugrad_schedule_ran(kernels=2, copies=0, seconds=0.001, bytes_read=64, bytes_written=32, peak_bytes=32)
+  assert stream.getvalue().startswith("realized: 2 kernels, 0 copies in 1.00 ms; read 64 B, wrote 32 B, planned peak 32 B")

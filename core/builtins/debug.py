@@ -1,6 +1,7 @@
 """DEBUG output, as a built-in observation plugin.
 
-DEBUG=1: kernels and copies per realize (or TinyJit replay) and its time. DEBUG=2: also one line per
+DEBUG=1: kernels and copies per realize (or TinyJit replay), its time, the bytes its steps read and wrote
+and the memory planner's peak. DEBUG=2: also one line per
 kernel with its device, time, GFLOP/s and GB/s, and the realize's time split into kernels and the
 overhead around them (scheduling, Python, launches). DEBUG=4: also the rendered source of every kernel.
 """
@@ -46,10 +47,12 @@ class DebugPlugin:
     if self.level >= 2: self._print(f"*** copy {src_device} -> {dest_device} {nbytes} bytes in {seconds*1e6:.1f} us")
 
   @hookimpl
-  def plugrad_schedule_ran(self, kernels: int, copies: int, seconds: float) -> None:
+  def plugrad_schedule_ran(self, kernels: int, copies: int, seconds: float, bytes_read: int, bytes_written: int,
+                           peak_bytes: int) -> None:
     if self.level >= 1:
       # with DEBUG=2 the kernels are timed: the rest of the realize is the Python around them
       split = f" (kernels {self._kernel_seconds*1e3:.2f} ms, overhead {(seconds - self._kernel_seconds)*1e3:.2f} ms)" \
         if self.level >= 2 else ""
-      self._print(f"realized: {kernels} kernels, {copies} copies in {seconds*1e3:.2f} ms{split}")
+      self._print(f"realized: {kernels} kernels, {copies} copies in {seconds*1e3:.2f} ms{split}; read {bytes_read} B, "
+                  f"wrote {bytes_written} B, planned peak {peak_bytes} B")
     self._kernel_seconds = 0.0

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from plugrad.device import Buffer, DeviceError
 from plugrad.engine.compile import CompiledKernel, compile_for
 from plugrad.registry import Registry
-from plugrad.scheduler import ScheduleItem, mark_done
+from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
   capture = Capture.active
   timing = registry.wants_timing()
   st = time.perf_counter() if started is None else started
+  plan = plan_memory(items, frees=capture is None)  # before running: it asks which buffers are allocated yet
   kernels = copies = 0
   for it in items:
     if it.is_copy:
@@ -61,7 +62,8 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
       for b in it.frees: b.deallocate(final=True)
   if timing:
     for name in {it.device for it in items if not it.is_copy}: registry.device(name).runtime.synchronize()
-  registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st)
+  registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st,
+                  bytes_read=plan.bytes_read, bytes_written=plan.bytes_written, peak_bytes=plan.peak_bytes)
 
 
 def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry) -> None:
@@ -75,7 +77,10 @@ def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registr
   if timing:
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
   copies = sum(1 for ln in launches if ln.kernel is None)
-  registry.notify("plugrad_schedule_ran", kernels=len(launches) - copies, copies=copies, seconds=time.perf_counter() - st)
+  # a replay allocates nothing: every buffer it writes was kept from the capture
+  registry.notify("plugrad_schedule_ran", kernels=len(launches) - copies, copies=copies, seconds=time.perf_counter() - st,
+                  bytes_read=sum(b.nbytes for ln in launches for b in ln.bufs[1:]),
+                  bytes_written=sum(ln.bufs[0].nbytes for ln in launches), peak_bytes=0)
 
 
 def _copy(dest: Buffer, src: Buffer, registry: Registry) -> None:
