@@ -288,7 +288,8 @@ def test_scaled_dot_product_attention(causal, mask, gqa, dev):
 def test_scaled_dot_product_attention_half(dev):
   q, k, v = rand(1, 2, 3, 8, seed=0), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)
   want = F.scaled_dot_product_attention(*[torch.from_numpy(a) for a in (q, k, v)])
-  got = Tensor(q, device=dev).half().scaled_dot_product_attention(Tensor(k, device=dev).half(), Tensor(v, device=dev).half())
+  qh, kh, vh = [Tensor(a, device=dev).half() for a in (q, k, v)]
+  got = qh.scaled_dot_product_attention(kh, vh)
   assert got.dtype == dtypes.float16
   same(got.float(), want, atol=3e-3, rtol=3e-3)
 
@@ -377,3 +378,32 @@ def test_bad_arguments_raise_what_plugrad_and_tinygrad_raise(dev):
   for documented, call, words in cases:
     for kind in (documented, RuntimeError):
       with pytest.raises(kind, match=words): call()
+
+
+EMPTY = np.zeros((0, 4), np.float32)
+EMPTY_CASES = {  # name: (plugrad, torch) on a (0, 4) input
+  "sort": (lambda t: t.sort(0)[0], lambda t: t.sort(0)[0]),
+  "topk": (lambda t: t.T.topk(0)[0], lambda t: t.T.topk(0)[0]),
+  "cumsum": (lambda t: t.T.cumsum(1), lambda t: t.T.cumsum(1)),
+  "cummax": (lambda t: t.T.cummax(1)[0], lambda t: t.T.cummax(1)[0]),
+  "logcumsumexp": (lambda t: t.logcumsumexp(0), lambda t: t.logcumsumexp(0)),
+  "roll": (lambda t: t.roll(1, 0), lambda t: t.roll(1, 0)),
+  "nonzero": (lambda t: t.nonzero(), lambda t: t.nonzero().int()), "any": (lambda t: t.any(1), lambda t: t.any(1)),
+  "masked_select": (lambda t: t.masked_select(t > 0), lambda t: t.masked_select(t > 0)),
+  "reflect pad": (lambda t: t.pad((1, 1), mode="reflect"), lambda t: torch.zeros(0, 6)),  # torch refuses the empty axis
+  "circular pad": (lambda t: t.pad((1, 1), mode="circular"), lambda t: F.pad(t[None], (1, 1), mode="circular")[0]),
+  "gather": (lambda t: t.gather(0, t.int()), lambda t: t.gather(0, t.long())),
+  "scatter": (lambda t: t.T.scatter(1, t.T.int(), t.T), lambda t: t.T.scatter(1, t.T.long(), t.T)),
+  "scatter_reduce": (lambda t: t.T.scatter_reduce(1, t.T.int(), t.T, "amax"),
+                     lambda t: t.T.scatter_reduce(1, t.T.long(), t.T, "amax")),
+  "einsum": (lambda t: Tensor.einsum("ij,jk->ik", t.T, t), lambda t: torch.einsum("ij,jk->ik", t.T, t)),
+  "max_pool2d": (lambda t: t.reshape(0, 1, 2, 2).max_pool2d(2), lambda t: F.max_pool2d(t.reshape(0, 1, 2, 2), 2)),
+  "interpolate": (lambda t: t.reshape(0, 1, 2, 2).interpolate((3, 3)),
+                  lambda t: F.interpolate(t.reshape(0, 1, 2, 2), (3, 3), mode="bilinear")),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_CASES))
+def test_empty_inputs(name, dev):
+  pl, tf = EMPTY_CASES[name]
+  same(pl(Tensor(EMPTY, device=dev)), tf(torch.from_numpy(EMPTY)))
