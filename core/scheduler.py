@@ -190,7 +190,7 @@ def _needs_no_kernel(u: UOp) -> bool:
   # a view of a write made anyway (an assign through a view): the root stays that view of the written buffer
   base = u
   while base.op in GroupOp.Movement: base = base.src[0]
-  if base is not u and (is_pending_assign(base) or pending_kernel(base) is not None): return True
+  if base is not u and is_pending_assign(base): return True
   if prod(u.shape) > 1: return u.op is Ops.CONST
   while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
   return u.op is Ops.CONST
