@@ -981,8 +981,9 @@ class Tensor(metaclass=_TensorMeta):
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
   def exp2(self) -> Tensor: return self._float()._alu(Ops.EXP2)
   def log2(self) -> Tensor: return self._float()._alu(Ops.LOG2)
-  def exp(self) -> Tensor: return (self._float() * (1 / math.log(2))).exp2()
-  def log(self) -> Tensor: return self.log2() * math.log(2)
+  # composite math on halves runs in float32 and rounds once (torch's opmath): a half x / ln 2 alone is off by 0.5%
+  def exp(self) -> Tensor: return (self._float()._wide() * (1 / math.log(2))).exp2().cast(self._float().dtype)
+  def log(self) -> Tensor: return (self._float()._wide().log2() * math.log(2)).cast(self._float().dtype)
   def sin(self) -> Tensor: return self._float()._alu(Ops.SIN)
   def cos(self) -> Tensor:
     """cos from the device's sin, never rounding x first (sin(pi/2 - x) loses every digit of a large x):
@@ -1004,11 +1005,12 @@ class Tensor(metaclass=_TensorMeta):
     t = self.trunc()
     return (self > t).where(t + 1, t)
   def square(self) -> Tensor: return self * self
-  def sigmoid(self) -> Tensor: return (1 + (-self._float()).exp()).reciprocal()
+  def sigmoid(self) -> Tensor: return (1 + (-self._float()._wide()).exp()).reciprocal().cast(self._float().dtype)
   def tanh(self) -> Tensor:
-    x = self._float()
+    x = self._float()._wide()
     # 2*sigmoid(2x) - 1 cancels to 0 for tiny x (and to +0.0 for -0.0): there tanh(x) = x(1 - x²/3) to the last bit
-    return (x.abs() < 2.0 ** -10).where(x * (1 - x * x * (1 / 3)), 2.0 * (2.0 * x).sigmoid() - 1.0)
+    out = (x.abs() < 2.0 ** -10).where(x * (1 - x * x * (1 / 3)), 2.0 * (2.0 * x).sigmoid() - 1.0)
+    return out.cast(self._float().dtype)
   # a where, not maximum(x, 0): the gradient at 0 is then 0, as torch's, instead of a tie's half
   def relu(self) -> Tensor:
     """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them), and the gradient at 0 is 0."""
@@ -1600,7 +1602,10 @@ class Tensor(metaclass=_TensorMeta):
     arrays (advanced indexing: several broadcast together; their dims replace theirs when they are adjacent,
     else come first) and bool masks. An out-of-range position in an index tensor gives 0 (it cannot be checked
     without running it); in a list or array it raises IndexError."""
-    plan, layout = self._index_plan(index)
+    return self._read_plan(*self._index_plan(index))
+
+  def _read_plan(self, plan: list[tuple], layout: list) -> Tensor:
+    """The values an index plan selects (see _index_plan)."""
     x = self._basic_view(plan)  # still one axis per axis of self
     adv = [a for a in range(self.ndim) if plan[a][0] == "adv"]
     if not adv: return x.reshape(tuple(1 if a is None else x.shape[a] for a in layout))
@@ -1631,7 +1636,7 @@ class Tensor(metaclass=_TensorMeta):
     if v.device != self.device: raise ValueError(f"setitem of a tensor on {v.device} into one on {self.device}")
     v = v.cast(self.dtype)
     plan, layout = self._index_plan(index)
-    if any(p[0] == "adv" for p in plan): new = self._setitem_advanced(index, v)
+    if any(p[0] == "adv" for p in plan): new = self._setitem_advanced(plan, layout, v)
     else: new = self._setitem_basic(plan, layout, v)
     if new is not None: self.assign(new)
 
@@ -1664,10 +1669,10 @@ class Tensor(metaclass=_TensorMeta):
     end = start + x.shape[axis]
     return x.pad(tuple((start, size - end) if i == axis else (0, 0) for i in range(x.ndim)))
 
-  def _setitem_advanced(self, index: Any, v: Tensor) -> Tensor | None:
-    # the flat positions the index selects, found by indexing a tensor of positions the same way
+  def _setitem_advanced(self, plan: list[tuple], layout: list, v: Tensor) -> Tensor | None:
+    # the flat positions the index selects, found by reading a tensor of positions with the same plan
     pos_dt = dtypes.int64 if self.numel() >= 2**31 else dtypes.int32
-    pos = Tensor.arange(self.numel(), dtype=pos_dt, device=self.device).reshape(self.shape)[index]
+    pos = Tensor.arange(self.numel(), dtype=pos_dt, device=self.device).reshape(self.shape)._read_plan(plan, layout)
     if broadcast_shape(v.shape, pos.shape) != pos.shape:
       raise ValueError(f"cannot set a value of shape {v.shape} into a selection of shape {pos.shape}")
     nr, n = pos.numel(), self.numel()
