@@ -1982,13 +1982,11 @@ class Tensor(metaclass=_TensorMeta):
     return values, idx.transpose(ax, -1)
 
   def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
-    """(running min, index of it) along `axis`."""
-    if self.dtype == dtypes.bool: flipped = self.logical_not()
-    elif self.dtype.is_unsigned: flipped = self.dtype.max - self
-    else: flipped = -self
-    values, idx = flipped.cummax(axis)
-    if self.dtype == dtypes.bool: return values.logical_not(), idx
-    return (self.dtype.max - values if self.dtype.is_unsigned else -values), idx
+    """(running min, index of it) along `axis`: the running max of the order-reversed values (-x for floats,
+    ~x for integers and bools, which, unlike -x, cannot overflow at the type's minimum)."""
+    flip = (lambda t: -t) if self.dtype.is_float else (lambda t: ~t)
+    values, idx = flip(self).cummax(axis)
+    return flip(values), idx
 
   def logcumsumexp(self, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along `axis`, shifted by the running max so neither end overflows or underflows."""

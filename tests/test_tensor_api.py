@@ -247,6 +247,8 @@ def test_cumulative_ints_and_ties(dev):
   check(lambda t: tuple(torch.cummin(t, 1)), lambda t: t.cummin(1), x, dev=dev)
   check(lambda t: torch.cumsum(t, 1), lambda t: t.cumsum(1), x.astype(np.int8), dev=dev)
   check(lambda t: torch.cumsum(t, 0), lambda t: t.cumsum(0), np.array([True, False, True]), dev=dev)
+  extremes = np.array([5, -128, 3, 127, -128], np.int8)  # -x would overflow at -128
+  check(lambda t: tuple(torch.cummin(t, 0)), lambda t: t.cummin(0), extremes, dev=dev)
 
 
 def test_cumsum_long_axis_in_chunks():
