@@ -478,3 +478,15 @@ def test_gradients_flow_through_new_ops(name):
   want = torch.tensor(x, requires_grad=True)
   torch_loss(want).backward()
   assert_same(t.grad, want.grad, atol=2e-6)
+
+
+def test_low_level_helpers(dev):
+  from plugrad.uops import Ops
+  a, b = Tensor([1.0, 4.0], device=dev), Tensor([3.0, 2.0], device=dev)
+  assert a.alu(Ops.MAX, b).tolist() == [3.0, 4.0] and a.alu(Ops.CMPLT, b).tolist() == [True, False]
+  with pytest.raises(ValueError, match="equal shapes"): a.alu(Ops.ADD, Tensor([1.0], device=dev))
+  assert a.usum(b, b).tolist() == [7.0, 8.0] and a.uprod(b).tolist() == [3.0, 8.0]
+  i = Tensor([1, 2], dtype="int8", device=dev)
+  assert i.ufix(3).dtype == dtypes.int8 and i.ufix(0.5).dtype == dtypes.float32 and i.ufix(a) is a
+  c = Tensor.const(2.5, device=dev)
+  assert c.shape == () and c.item() == 2.5 and Tensor.const(1, dtype="uint8").dtype == dtypes.uint8
