@@ -91,6 +91,7 @@ CASES: dict[str, Case] = {
   "Selu": Case("Selu", {"x": X}, {"alpha": 1.5, "gamma": 0.9}),
   "LeakyRelu": Case("LeakyRelu", {"x": X}, {"alpha": 0.2}),
   "ThresholdedRelu": Case("ThresholdedRelu", {"x": X}, {"alpha": 0.3}),
+  "Swish": Case("Swish", {"x": X}, {"alpha": 0.7}, opset=24),
   "HardSigmoid": Case("HardSigmoid", {"x": X}, {"alpha": 0.3, "beta": 0.4}),
   "Gelu": Case("Gelu", {"x": X}, opset=20),
   "Gelu_tanh": Case("Gelu", {"x": X}, {"approximate": "tanh"}, opset=20),
@@ -136,6 +137,8 @@ CASES: dict[str, Case] = {
   "Size": Case("Size", {"x": X}),
   "Range": Case("Range", {}, init={"s": np.array(1, np.int64), "l": np.array(10, np.int64),
                                    "d": np.array(3, np.int64)}),
+  "Range_int32": Case("Range", {}, init={"s": np.array(9, np.int32), "l": np.array(-3, np.int32),
+                                         "d": np.array(-4, np.int32)}),
   "Range_float": Case("Range", {}, init={"s": np.array(0.5, np.float32), "l": np.array(-2.0, np.float32),
                                          "d": np.array(-0.75, np.float32)}),
   "Reshape": Case("Reshape", {"x": X}, init={"shape": i64(0, -1, 2)}),
@@ -209,10 +212,19 @@ CASES: dict[str, Case] = {
                                    init={"axis": np.array(-1, np.int64)}),
   "TopK": Case("TopK", {"x": f32(3, 6)}, init={"k": i64(3)}, n_out=2),
   "TopK_smallest": Case("TopK", {"x": f32(5, 3)}, {"axis": 0, "largest": 0}, init={"k": i64(2)}, n_out=2),
+  "CumProd": Case("CumProd", {"x": pos(2, 3, 4)}, {"exclusive": 1}, init={"axis": np.array(1, np.int64)}, opset=26),
   "Softmax": Case("Softmax", {"x": X}, {"axis": 1}),
   "Softmax_opset11": Case("Softmax", {"x": X}, {"axis": 1}, opset=11),
   "LogSoftmax": Case("LogSoftmax", {"x": X}),
   "Hardmax": Case("Hardmax", {"x": X}, {"axis": 1}),
+  # losses
+  "NegativeLogLikelihoodLoss": Case("NegativeLogLikelihoodLoss", {"x": f32(3, 4, 2), "t": ints(0, 4, 3, 2)},
+                                    init={"w": pos(4)}),
+  "NegativeLogLikelihoodLoss_ignore_none": Case("NegativeLogLikelihoodLoss",
+                                                {"x": f32(3, 4), "t": np.array([1, -1, 3], np.int64)},
+                                                {"ignore_index": -1, "reduction": "none"}),
+  "SoftmaxCrossEntropyLoss": Case("SoftmaxCrossEntropyLoss", {"x": f32(3, 5), "t": np.array([4, 0, 2], np.int64)},
+                                  {"reduction": "sum", "ignore_index": 0}, n_out=2),
   # matrix products
   "MatMul": Case("MatMul", {"a": f32(2, 1, 3, 4), "b": f32(3, 4, 5)}),
   "MatMul_vector": Case("MatMul", {"a": f32(4), "b": f32(2, 4, 3)}),
@@ -270,6 +282,8 @@ CASES: dict[str, Case] = {
   "InstanceNormalization": Case("InstanceNormalization", {"x": IMG}, init={"s": f32(4), "b": f32(4)}),
   "GroupNormalization": Case("GroupNormalization", {"x": IMG}, {"num_groups": 2}, init={"s": f32(4), "b": f32(4)},
                              opset=21),
+  "RMSNormalization": Case("RMSNormalization", {"x": X}, {"axis": 1}, init={"s": f32(3, 4)}, opset=23),
+  "LRN": Case("LRN", {"x": f32(2, 6, 3, 3)}, {"size": 3, "alpha": 0.01, "beta": 0.6, "bias": 2.0}),
   "LpNormalization": Case("LpNormalization", {"x": X}, {"axis": 1, "p": 1}),
   "MeanVarianceNormalization": Case("MeanVarianceNormalization", {"x": IMG}),
   # resize
@@ -323,3 +337,14 @@ def test_every_registered_op_has_a_case() -> None:
   tested = {c.op for c in CASES.values()}
   # Scatter is the pre-opset-11 name of ScatterElements, one function
   assert set(supported_ops()) - tested == {"Scatter"}
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_lrn_even_size_follows_the_spec(dev: str) -> None:
+  # onnxruntime takes odd sizes only, and onnx's reference loops over the batch instead of the channels:
+  # the spec's formula in numpy, floor((size-1)/2) channels before and ceil((size-1)/2) after
+  x, size, alpha, beta, bias = f32(2, 6, 3, 3), 4, 0.02, 0.75, 1.0
+  sq = np.stack([(x[:, max(0, c - 1):c + 3] ** 2).sum(1) for c in range(6)], 1)
+  want = x / (bias + alpha / size * sq) ** beta
+  got = OnnxRunner(Case("LRN", {"x": x}, {"size": size, "alpha": alpha}).model(), device=dev)({"x": x})["y0"]
+  np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -118,6 +118,10 @@ def selu(x: Tensor, *, alpha: float = 1.67326319217681884765625, gamma: float = 
 def leaky_relu(x: Tensor, *, alpha: float = 0.01) -> Tensor: return x.leaky_relu(alpha)
 
 
+@op("Swish")
+def swish(x: Tensor, *, alpha: float = 1.0) -> Tensor: return x * (alpha * x).sigmoid()
+
+
 @op("ThresholdedRelu")
 def thresholded_relu(x: Tensor, *, alpha: float = 1.0) -> Tensor: return (x > alpha).where(x, 0)
 
@@ -131,7 +135,10 @@ def gelu(x: Tensor, *, approximate: str = "none") -> Tensor: return x.gelu(appro
 
 
 @op("PRelu")
-def prelu(x: Tensor, slope: Tensor) -> Tensor: return (x < 0).where(x * slope, x)  # slope broadcasts to x
+def prelu(x: Tensor, slope: Tensor) -> Tensor:
+  if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] not in (1, x.shape[-1]):  # opset < 7: one slope per channel
+    slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+  return (x < 0).where(x * slope, x)  # slope broadcasts to x
 
 
 @op("Shrink")
@@ -253,11 +260,12 @@ def shape(x: Tensor, *, start: int = 0, end: int | None = None) -> Tensor: retur
 def size(x: Tensor) -> Tensor: return _i64(x.numel(), x.device)
 
 
-@op("Range", static=(0, 1, 2))
-def arange(start: int | float, limit: int | float, delta: int | float, *, device: str) -> Tensor:
-  dtype = dtypes.float32 if isinstance(start, float) else dtypes.int64
-  n = max(math.ceil((limit - start) / delta), 0)
-  return (Tensor.arange(n, dtype=dtype, device=device) * delta + start).cast(dtype)  # start + i * delta, as the spec
+@op("Range")
+def arange(start: Tensor, limit: Tensor, delta: Tensor) -> Tensor:
+  first, step = start.item(), delta.item()  # the length decides a shape: read on the host (folded when constant)
+  n = max(math.ceil((limit.item() - first) / step), 0)
+  wide = dtypes.float32 if start.dtype in (dtypes.float16, dtypes.bfloat16) else start.dtype
+  return (Tensor.arange(n, dtype=wide, device=start.device) * step + first).cast(start.dtype)  # start + i * delta
 
 
 @op("Reshape", static=(1,))
@@ -498,16 +506,26 @@ def argmin(x: Tensor, *, axis: int = 0, keepdims: int = 1, select_last_index: in
   return _arg(x, axis, keepdims, select_last_index, False)
 
 
-@op("CumSum", static=(1,))
-def cumsum(x: Tensor, axis: int | list[int], *, exclusive: int = 0, reverse: int = 0) -> Tensor:
+def _cumulative(x: Tensor, axis: int | list[int], exclusive: int, reverse: int, fn: Callable[[Tensor, int], Tensor],
+                identity: int) -> Tensor:
   axis = _axis(axis if isinstance(axis, int) else axis[0], x.ndim)
   if reverse: x = x.flip(axis)
-  out = x.cumsum(axis)
-  if exclusive:  # shift by one: the first is 0, each later one leaves out its own element
+  out = fn(x, axis).cast(x.dtype)
+  if exclusive:  # shift by one: the first is the identity, each later one leaves out its own element
     pairs = [(0, 0)] * x.ndim
     pairs[axis] = (1, -1)
-    out = out.pad(tuple(pairs))
+    out = out.pad(tuple(pairs), value=identity)
   return out.flip(axis) if reverse else out
+
+
+@op("CumSum", static=(1,))
+def cumsum(x: Tensor, axis: int | list[int], *, exclusive: int = 0, reverse: int = 0) -> Tensor:
+  return _cumulative(x, axis, exclusive, reverse, Tensor.cumsum, 0)
+
+
+@op("CumProd", static=(1,))
+def cumprod(x: Tensor, axis: int | list[int], *, exclusive: int = 0, reverse: int = 0) -> Tensor:
+  return _cumulative(x, axis, exclusive, reverse, Tensor.cumprod, 1)
 
 
 @op("TopK", static=(1,))
@@ -530,7 +548,8 @@ def log_softmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
 @op("Hardmax")
 def hardmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
   def hard(t: Tensor, axis: int) -> Tensor:
-    return t.argmax(axis).one_hot(t.shape[axis]).cast(t.dtype).transpose(-1, axis)
+    hot = t.argmax(axis).one_hot(t.shape[axis]).cast(t.dtype)  # the class axis comes last: move it to `axis`
+    return hot.permute(tuple(range(axis)) + (t.ndim - 1,) + tuple(range(axis, t.ndim - 1)))
   return _coerced(x, axis, opset, hard)
 
 
@@ -539,6 +558,37 @@ def _coerced(x: Tensor, axis: int, opset: int, fn: Callable[[Tensor, int], Tenso
   if opset >= 13: return fn(x, _axis(axis, x.ndim))
   axis = _axis(1 if axis == -1 else axis, x.ndim)
   return fn(x.reshape(prod(x.shape[:axis]), prod(x.shape[axis:])), 1).reshape(x.shape)
+
+
+# ---- losses ------------------------------------------------------------------------------------------------
+
+def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int | None) -> Tensor:
+  """Negative log-likelihood of the class `target` along axis 1 of `logp`, weighted and reduced as the spec."""
+  if reduction not in ("none", "sum", "mean"): raise ValueError(f"unknown loss reduction {reduction!r}")
+  keep = target != ignore_index if ignore_index is not None else Tensor.ones(target.shape, dtype=dtypes.bool,
+                                                                             device=target.device)
+  safe = keep.where(target, 0)  # an ignored target may be out of range: read class 0 there and zero it
+  picked = logp.gather(1, safe.unsqueeze(1)).squeeze(1)
+  w = (weight[safe] if weight is not None else Tensor.ones(target.shape, dtype=logp.dtype, device=logp.device))
+  w = keep.where(w, 0).cast(logp.dtype)
+  loss = -picked * w
+  if reduction == "none": return loss
+  return loss.sum() if reduction == "sum" else loss.sum() / w.sum()
+
+
+@op("NegativeLogLikelihoodLoss")
+def nll_loss(x: Tensor, target: Tensor, weight: Tensor | None = None, *, ignore_index: int | None = None,
+             reduction: str = "mean") -> Tensor:
+  return _nll(x, target, weight, reduction, ignore_index)
+
+
+@op("SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy(scores: Tensor, labels: Tensor, weights: Tensor | None = None, *,
+                          ignore_index: int | None = None, reduction: str = "mean",
+                          n_outputs: int = 1) -> Tensor | tuple[Tensor, Tensor]:
+  logp = scores.log_softmax(1)
+  loss = _nll(logp, labels, weights, reduction, ignore_index)
+  return loss if n_outputs == 1 else (loss, logp)
 
 
 # ---- matrix products ---------------------------------------------------------------------------------------
@@ -731,6 +781,23 @@ def group_norm(x: Tensor, scale: Tensor, b: Tensor, *, epsilon: float = 1e-5, nu
   if scale.shape[0] != c:  # opset 18 gave one scale and bias per group; 21 gives one per channel
     scale, b = scale.repeat_interleave(c // num_groups), b.repeat_interleave(c // num_groups)
   return y * _channel(scale, x.ndim) + _channel(b, x.ndim)
+
+
+@op("RMSNormalization")
+def rms_norm(x: Tensor, scale: Tensor, *, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1) -> Tensor:
+  axes = tuple(range(_axis(axis, x.ndim), x.ndim))
+  xs = _stash(x, stash_type)
+  return (xs * (xs.square().mean(axes, keepdim=True) + epsilon).rsqrt()).cast(x.dtype) * scale
+
+
+@op("LRN")
+def lrn(x: Tensor, *, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, size: int = 0) -> Tensor:
+  # the sum of squares over `size` neighbouring channels (floor((size-1)/2) before, ceil after), as shifted slices
+  c = x.shape[1]
+  before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+  sq = x.square().pad(((0, 0), (before, after)) + ((0, 0),) * (x.ndim - 2))
+  window = _fold([sq[:, k:k + c] for k in range(size)], Tensor.add)
+  return x / (bias + (alpha / size) * window).pow(beta)
 
 
 @op("LpNormalization")
