@@ -2038,52 +2038,37 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor._masked_pick(self.unsqueeze(-1), hits, -2), Tensor._masked_pick(pos.reshape(n, 1), hits, -2)
 
   def _sort_bitonic(self, descending: bool) -> tuple[Tensor, Tensor]:
-    """Sort the last axis with a bitonic network on (value, index) pairs, padded to P = 2^k with values that
-    sort last, in Stone's shuffle-exchange form: every step is the same perfect shuffle followed by a
-    compare-exchange of neighbours, told by a per-pair mode buffer (keep, ascending, descending) which
-    comparison of the network it is. So all ~k^2 steps run one compiled kernel with different buffers."""
+    """Sort the last axis with a bitonic network carrying each value's index (padded to a power of two with
+    values that sort last). For each block size b: compare element j of every 2b block with element 2b-1-j,
+    then with j + b/2, j + b/4, ..., 1: every comparison puts the pair in the same direction."""
     lead, n = self.shape[:-1], self.shape[-1]
-    k = (n - 1).bit_length()
-    p, h = 1 << k, 1 << (k - 1)
+    p = 1 << (n - 1).bit_length()
     if self.dtype.is_float: fill = float("-inf") if descending else float("nan")
     else: fill = self.dtype.min if descending else self.dtype.max
-    v = self.pad(((0, 0),) * len(lead) + ((0, p - n),), value=fill)
+    nolead = ((0, 0),) * len(lead)
+    v = self.pad(nolead + ((0, p - n),), value=fill)
     i = Tensor.arange(p, dtype=dtypes.int32, device=self.device)._broadcast_to(lead + (p,))
-    pairs = np.arange(0, p, 2)
-    modes: dict[tuple[int, int], Tensor] = {}
 
-    def mode(stage: int, shift: int) -> Tensor:
-      # the element at position 2m came from index rotr(2m, shift); its block's direction is bit `stage`
-      if (stage, shift) not in modes:
-        src = ((pairs >> shift) | (pairs << (k - shift))) & (p - 1)
-        m = np.zeros(h, np.uint8) if stage < 0 else np.where((src >> stage) & 1, 2, 1).astype(np.uint8)
-        modes[(stage, shift)] = Tensor(m, device=self.device).reshape((1,) * len(lead) + (h,))
-      return modes[(stage, shift)]
+    def step(v: Tensor, i: Tensor, half: int, mirror: bool) -> tuple[Tensor, Tensor]:
+      shape = lead + (p // (2 * half), 2, half)
+      vs, is_ = v.reshape(shape), i.reshape(shape)
+      pick = lambda t, k: t[..., k, :].flip(-1) if mirror and k else t[..., k, :]  # noqa: E731
+      va, vb, ia, ib = pick(vs, 0), pick(vs, 1), pick(is_, 0), pick(is_, 1)
+      a_first = Tensor._goes_first(va, ia, vb, ib, descending)
+      lo_v, hi_v = a_first.where(va, vb), a_first.where(vb, va)
+      lo_i, hi_i = a_first.where(ia, ib), a_first.where(ib, ia)
+      if mirror: hi_v, hi_i = hi_v.flip(-1), hi_i.flip(-1)
+      return Tensor.stack(lo_v, hi_v, dim=-2).reshape(lead + (p,)).contiguous(), \
+        Tensor.stack(lo_i, hi_i, dim=-2).reshape(lead + (p,)).contiguous()
 
-    def step(v: Tensor, i: Tensor, m: Tensor) -> tuple[Tensor, Tensor]:
-      # after the shuffle, neighbours 2j and 2j+1 hold what was at j and j + P/2
-      vs, is_ = v.reshape(lead + (2, h)), i.reshape(lead + (2, h))
-      va, vb, ia, ib = vs[..., 0, :], vs[..., 1, :], is_[..., 0, :], is_[..., 1, :]
-      first = Tensor._goes_first(va, ia, vb, ib, descending)
-      swap = ((m == 1) & first.logical_not()) | ((m == 2) & first)
-      new_v = Tensor.stack(swap.where(vb, va), swap.where(va, vb), dim=-1).reshape(lead + (p,))
-      new_i = Tensor.stack(swap.where(ib, ia), swap.where(ia, ib), dim=-1).reshape(lead + (p,))
-      return new_v.contiguous(), new_i.contiguous()
-
-    # a shuffle rotates every position's bits left, so after t shuffles neighbours differ in bit (-t mod k) of
-    # their original index: the network's comparisons on bits s-1..0 of stage s come when t lines up
-    t = 0
-    for stage in range(1, k + 1):
-      for bit in range(stage - 1, -1, -1):
-        while True:
-          t += 1
-          if t % k == -bit % k:
-            v, i = step(v, i, mode(stage, t % k))
-            break
-          v, i = step(v, i, mode(-1, 0))
-    while t % k:  # shuffle on until every element is back at its own position
-      t += 1
-      v, i = step(v, i, mode(-1, 0))
+    block = 1
+    while block < p:
+      v, i = step(v, i, block, True)
+      half = block // 2
+      while half:
+        v, i = step(v, i, half, False)
+        half //= 2
+      block *= 2
     keep = (None,) * len(lead) + ((0, n),)
     return v.shrink(keep), i.shrink(keep)
 
