@@ -3,7 +3,7 @@
 Hypothesis draws a short program (at most 5 steps) over 1-3 inputs of random dtypes (bool, every
 signed and unsigned integer, float16, bfloat16, float32, float64; those the device supports). Each
 step applies one op to nodes built so far: elementwise arithmetic with broadcasting between any two
-nodes (torch's type promotion), comparisons, `where`, unary math, integer `//`, `%` and bitwise ops,
+nodes (torch's type promotion), comparisons, `where`, unary math, `//` and `%`, bitwise ops,
 casts to any dtype, reductions (sum/max/min, prod on integers, over a random axis, keepdim random),
 matmul, and the movement ops (permute, reshape, expand, pad, shrink, flip). Every node is a pair
 (numpy array, Tensor) built in lockstep, so any node can be compared at the end. Nodes are reused
@@ -174,6 +174,18 @@ class Builder:
     arr = compute(np.mod if mod else np.floor_divide, dt, x, d_arr)
     return Node(arr, a.t % d_t if mod else a.t // d_t, True, dt)
 
+  def op_floatdiv(self, a):
+    """Float // and %: discontinuous, so exact operands only; numpy's divmod is torch's (the exact fmod)."""
+    b = self.pick(lambda n: n.exact and broadcastable(n.arr.shape, a.arr.shape))
+    if not a.exact or b is None or not self.fits(a.arr.shape, b.arr.shape): return None
+    dt, x, y = self.promoted(a, b)
+    if not dt.is_float: return None
+    mod = self.draw(st.booleans())
+    # halves compute in float32 and round once (torch's opmath), as plugrad does
+    wide = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np
+    arr = compute(np.mod if mod else np.floor_divide, dt, x.astype(wide), y.astype(wide))
+    return Node(arr, a.t % b.t if mod else a.t // b.t, False, dt)
+
   def op_bitwise(self, a):
     b = self.pick(lambda n: not n.dt.is_float and broadcastable(n.arr.shape, a.arr.shape))
     if a.dt.is_float or b is None or not self.fits(a.arr.shape, b.arr.shape): return None
@@ -267,8 +279,8 @@ class Builder:
     axes = tuple(self.draw(st.lists(st.integers(0, a.arr.ndim - 1), min_size=1, max_size=a.arr.ndim, unique=True)))
     return Node(np.flip(a.arr, axes), a.t.flip(axes), a.exact, a.dt)
 
-  OPS = ("binary", "compare", "where", "unary", "intdiv", "bitwise", "cast", "reduce", "matmul", "permute", "reshape",
-         "expand", "pad", "shrink", "flip")
+  OPS = ("binary", "compare", "where", "unary", "intdiv", "floatdiv", "bitwise", "cast", "reduce", "matmul", "permute",
+         "reshape", "expand", "pad", "shrink", "flip")
 
   def make_input(self, shape, rng) -> Node:
     dt = self.dts[rng.integers(len(self.dts))]  # from the seed, like the op order: evenly spread
