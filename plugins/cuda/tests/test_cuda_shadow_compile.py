@@ -1,8 +1,8 @@
-"""Every kernel the core's tests and conformance suite (op tests, random graphs) generate, rendered
-as CUDA C and compiled to PTX for sm_80 and sm_90, with zero failures.
+"""Every kernel the conformance suite (op tests, random graphs) and the core's scheduler and lowering
+tests generate, rendered as CUDA C and compiled to PTX for sm_80 and sm_90, with zero failures.
 
-The core tests (`tests/`) and the conformance suite that ships in plugrad (`plugrad.testing`)
-run on the PYTHON reference device with `--plugrad-shadow-device CUDA`: each
+The conformance suite that ships in plugrad (`plugrad.testing`) and the core tests of the scheduler
+and the lowering run on the PYTHON reference device with `--plugrad-shadow-device CUDA`: each
 kernel it compiles is also lowered for CUDA (its capabilities: work-groups, shared memory),
 rendered and compiled for PLUGRAD_CUDA_ARCH. Both architectures run at once in two subprocesses;
 NVRTC compiles in process and the disk cache makes reruns cheap.
@@ -20,6 +20,8 @@ import pytest
 from plugrad_cuda.compiler import CUDACompiler
 
 CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
+# the core tests whose kernels are the compiler's business (the rest repeat these kernels at length)
+SHADOWED = ("test_schedule.py", "test_lowering.py", "test_numerics.py")
 ARCHS = ("sm_80", "sm_90")
 SHADOW_LINE = re.compile(r"plugrad shadow device CUDA: (\d+) kernels rendered and compiled.*?(\d+) failed")
 
@@ -29,7 +31,7 @@ def shadow_runs() -> dict[str, subprocess.Popen]:
   if not CUDACompiler("sm_80", None, env=os.environ).available:
     pytest.skip("no CUDA compiler: neither NVRTC (pip install nvidia-cuda-nvrtc) nor nvcc is available")
   # the conformance suite ships with plugrad; the core's own tests are there in a source checkout
-  paths = [str(CORE_TESTS)] if CORE_TESTS.is_dir() else []
+  paths = [str(CORE_TESTS / name) for name in SHADOWED] if CORE_TESTS.is_dir() else []
   procs = {}
   for arch in ARCHS:
     env = {k: v for k, v in os.environ.items() if k != "DEVICE"} | {"PLUGRAD_CUDA_ARCH": arch}
