@@ -1,0 +1,101 @@
+"""Linear algebra of tinygrad 0.14's Tensor API: einsum, scaled_dot_product_attention, qr and svd, compared
+with torch on PYTHON and CPU (svd, a few hundred small kernels, on CPU only)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from plugrad import Tensor, dtypes
+
+DEVICES = ["PYTHON", "CPU"]
+
+
+@pytest.fixture(params=DEVICES)
+def dev(request):
+  return request.param
+
+
+def rand(*shape, seed=0):
+  return np.random.default_rng(seed).uniform(-2, 2, size=shape).astype(np.float32)
+
+
+def same(got, want, atol=1e-5, rtol=1e-5):
+  got = got.numpy() if isinstance(got, Tensor) else np.asarray(got)
+  want = want.numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
+  assert got.shape == want.shape, f"shape {got.shape} != reference {want.shape}"
+  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
+  else: np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
+
+
+# ------------------------------------------------------------------------------------------------ linear algebra
+
+EINSUMS = [
+  ("ij,jk->ik", [(3, 4), (4, 2)]), ("ij,jk", [(3, 4), (4, 2)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+  ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,j->ij", [(3,), (4,)]), ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+  ("ij->ji", [(2, 3)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("i,i->", [(0,), (0,)]),
+  ("iij->j", [(2, 2, 3)]),
+]
+
+
+@pytest.mark.parametrize("formula,shapes", EINSUMS, ids=[e[0] for e in EINSUMS])
+def test_einsum(formula, shapes, dev):
+  arrays = [rand(*s, seed=i) for i, s in enumerate(shapes)]
+  want = torch.einsum(formula, *[torch.from_numpy(a) for a in arrays])
+  same(Tensor.einsum(formula, *[Tensor(a, device=dev) for a in arrays]), want, atol=1e-4)
+  same(Tensor.einsum(formula, [Tensor(a, device=dev) for a in arrays]), want, atol=1e-4)
+
+
+def test_einsum_errors(dev):
+  with pytest.raises(ValueError, match="operands"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev))
+  with pytest.raises(ValueError, match="sizes"):
+    Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev), Tensor.ones(3, 2, device=dev))
+
+
+@pytest.mark.parametrize("causal,mask,gqa", [(False, None, False), (True, None, False), (False, "bool", False),
+                                             (False, "float", True)])
+def test_scaled_dot_product_attention(causal, mask, gqa, dev):
+  q, k, v = rand(1, 4, 3, 8, seed=0), rand(1, 2 if gqa else 4, 5, 8, seed=1), rand(1, 2 if gqa else 4, 5, 6, seed=2)
+  m = None if mask is None else (rand(3, 5, seed=3) > 0) if mask == "bool" else rand(3, 5, seed=3)
+  tm = None if m is None else torch.from_numpy(m)
+  want = F.scaled_dot_product_attention(torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v), tm,
+                                        is_causal=causal, enable_gqa=gqa)
+  pm = None if m is None else Tensor(m, device=dev)
+  got = Tensor(q, device=dev).scaled_dot_product_attention(Tensor(k, device=dev), Tensor(v, device=dev), pm,
+                                                           is_causal=causal, enable_gqa=gqa)
+  same(got, want, atol=1e-5)
+
+
+def test_scaled_dot_product_attention_half(dev):
+  q, k, v = rand(1, 2, 3, 8, seed=0), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)
+  want = F.scaled_dot_product_attention(*[torch.from_numpy(a) for a in (q, k, v)])
+  qh, kh, vh = [Tensor(a, device=dev).half() for a in (q, k, v)]
+  got = qh.scaled_dot_product_attention(kh, vh)
+  assert got.dtype == dtypes.float16
+  same(got.float(), want, atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 4), (2, 3, 2), (1, 1)])
+def test_qr(shape, dev):
+  x = rand(*shape)
+  q, r = Tensor(x, device=dev).qr()
+  m = shape[-2]
+  assert q.shape == shape[:-2] + (m, m) and r.shape == shape
+  same(q @ r, x, atol=1e-5)
+  same(q.transpose(-2, -1) @ q, np.broadcast_to(np.eye(m, dtype=np.float32), shape[:-2] + (m, m)), atol=1e-5)
+  same(r, np.triu(r.numpy()))
+  # the same R as LAPACK up to the sign of each row
+  tr = torch.linalg.qr(torch.from_numpy(x), mode="complete")[1].numpy()
+  np.testing.assert_allclose(np.abs(r.numpy()), np.abs(tr), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,full", [((4, 3), True), ((3, 5), True), ((2, 3, 3), False), ((1, 2), True)])
+def test_svd(shape, full):
+  x = rand(*shape)
+  u, s, vh = Tensor(x, device="CPU").svd(full)
+  tu, ts, tvh = torch.linalg.svd(torch.from_numpy(x), full_matrices=full)
+  assert u.shape == tuple(tu.shape) and s.shape == tuple(ts.shape) and vh.shape == tuple(tvh.shape)
+  same(s, ts, atol=1e-5)
+  k = s.shape[-1]
+  same((u[..., :, :k] * s.unsqueeze(-2)) @ vh[..., :k, :], x, atol=1e-5)
+  eye = np.broadcast_to(np.eye(u.shape[-1], dtype=np.float32), u.shape[:-2] + (u.shape[-1],) * 2)
+  same(u.transpose(-2, -1) @ u, eye, atol=1e-5)
