@@ -97,7 +97,8 @@ class Registry:
     self._ep_cache: dict[str, list[importlib.metadata.EntryPoint]] = {}
     self._default: str | None = None
     self._disabled_observers: set[tuple[int, str]] = set()  # (id of plugin object, hook name)
-    if builtins is None: builtins = [PythonDevicePlugin(), DebugPlugin(self.config)]
+    if builtins is None:  # DEBUG output observes every launch: registered only when it prints something
+      builtins = [PythonDevicePlugin()] + ([DebugPlugin(self.config)] if self.config.debug > 0 else [])
     self._builtin_names: set[str] = set()
     for plugin in builtins:
       info = PluginInfo(name=f"builtin:{type(plugin).__name__}", version=_plugrad_version(), obj=plugin)
