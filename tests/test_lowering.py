@@ -4,30 +4,11 @@ import numpy as np
 import pytest
 
 from plugrad import Tensor
-from plugrad.codegen.lowerer import lower
 from plugrad.device import Capabilities
-from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
-from plugrad.scheduler import mark_done
-from plugrad.spec import check_program
+from plugrad.testing import run_lowered
 from plugrad.uops import Ops
 
 GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
-
-
-def run_lowered(out: Tensor, caps: Capabilities) -> tuple[np.ndarray, list]:
-  """Schedule `out` on PYTHON, lower every kernel for `caps`, run the programs on the reference
-  interpreter, and return the result and the programs."""
-  programs = []
-  for item in out.schedule():
-    prog = lower(item.ast, caps)
-    check_program(prog)
-    programs.append(prog)
-    runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
-    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-    mark_done(item.kernel)
-  from plugrad.tensor import _finish_realize
-  _finish_realize()
-  return out.numpy(), programs
 
 
 @pytest.mark.parametrize("shape,axis", [((8, 40), 1), ((40,), 0), ((3, 5, 70), (0, 2)), ((16, 16), 0), ((300,), 0)])

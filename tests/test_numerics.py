@@ -10,10 +10,7 @@ from plugrad import Tensor, dtypes
 from plugrad.codegen.lowerer import ACC_BLOCK, lower
 from plugrad.device import Capabilities
 from plugrad.registry import get_registry
-from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
-from plugrad.scheduler import mark_done
-from plugrad.spec import check_program
-from plugrad.testing import available_devices
+from plugrad.testing import available_devices, run_lowered
 from plugrad.uops import Ops
 
 # every class of float: signed zeros, infinities, NaN, tiny, huge, exact and inexact fractions
@@ -50,22 +47,6 @@ def assert_same_values(got: np.ndarray, want: np.ndarray, inputs: tuple, rtol: f
 
 
 # ---------------------------------------------------------------- accumulation
-
-
-def run_lowered(out: Tensor, caps: Capabilities, acc_block: int):
-  """Schedule `out` on PYTHON, lower every kernel for `caps` with `acc_block`, run it on the reference
-  interpreter; return the result and the programs."""
-  programs = []
-  for item in out.schedule():
-    prog = lower(item.ast, caps, acc_block=acc_block)
-    check_program(prog)
-    programs.append(prog)
-    runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
-    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-    mark_done(item.kernel)
-  from plugrad.tensor import _finish_realize
-  _finish_realize()
-  return out.numpy(), programs
 
 
 def accumulator_trip_counts(prog) -> list[int]:

@@ -6,7 +6,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
+from plugrad.codegen.lowerer import lower
 from plugrad.registry import get_registry
+from plugrad.scheduler import mark_done
+from plugrad.spec import check_program
 
 
 def available_devices() -> list[str]:
@@ -30,3 +34,18 @@ def kernel_count(fn: Callable[[], Any]) -> int:
   out = fn()
   ts = out if isinstance(out, (list, tuple)) else [out]
   return sum(1 for it in ts[0].schedule(*ts[1:]) if not it.is_copy)
+
+
+def run_lowered(out: Any, caps: Any, **lower_options: Any) -> tuple[np.ndarray, list]:
+  """Schedule the Tensor `out`, lower each kernel for `caps` (a device that need not exist here) with
+  `lower_options`, check each program against the program spec, run it on the PYTHON reference
+  interpreter, and return the result and the loop programs."""
+  programs = []
+  for item in out.schedule():
+    prog = lower(item.ast, caps, **lower_options)
+    check_program(prog)
+    programs.append(prog)
+    runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    mark_done(item.kernel)
+  return out.numpy(), programs  # the kernels ran: realizing reads their buffers
