@@ -421,11 +421,24 @@ def depth_to_space(x: Tensor, *, blocksize: int = 0, mode: str = "DCR") -> Tenso
 
 
 @op("SpaceToDepth")
-def space_to_depth(x: Tensor, *, blocksize: int = 0) -> Tensor:
+def space_to_depth(x: Tensor, *, blocksize: int = 0, mode: str = "DCR") -> Tensor:
   b, c, h, w = x.shape
   bs = blocksize
-  x = x.reshape(b, c, h // bs, bs, w // bs, bs).permute(0, 3, 5, 1, 2, 4)
+  x = x.reshape(b, c, h // bs, bs, w // bs, bs).permute((0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
   return x.reshape(b, c * bs * bs, h // bs, w // bs)
+
+
+@op("NonZero")
+def nonzero(x: Tensor) -> Tensor: return x.nonzero().transpose().cast(dtypes.int64)  # (ndim, count): a data-dependent shape
+
+
+@op("Compress")
+def compress(x: Tensor, condition: Tensor, *, axis: int | None = None) -> Tensor:
+  keep = [i for i, c in enumerate(condition.numpy().tolist()) if c]  # the result's length depends on the data
+  if axis is None: return x.flatten()[Tensor(np.array(keep, np.int64), device=x.device)] if keep else x.flatten()[:0]
+  axis = _axis(axis, x.ndim)
+  index = Tensor(np.array(keep, np.int64), device=x.device)
+  return x[(slice(None),) * axis + (index,)] if keep else x[(slice(None),) * axis + (slice(0, 0),)]
 
 
 @op("Trilu", static=(1,))
@@ -803,7 +816,7 @@ def lrn(x: Tensor, *, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0
 @op("LpNormalization")
 def lp_norm(x: Tensor, *, axis: int = -1, p: int = 2) -> Tensor:
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return (norm == 0).where(0, x / norm)  # a zero vector stays zero (the reference's choice)
 
 
 @op("MeanVarianceNormalization")
@@ -820,7 +833,8 @@ def _source_coords(mode: str, n_in: int, n_out: int, scale: float) -> np.ndarray
   o = np.arange(n_out, dtype=np.float64)
   if mode == "half_pixel": return (o + 0.5) / scale - 0.5
   if mode == "pytorch_half_pixel": return (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros(n_out)
-  if mode == "align_corners": return o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+  if mode == "align_corners":  # the unrounded output length, as the reference (it differs from n_out with scales)
+    return o * (n_in - 1) / (n_in * scale - 1) if n_in * scale > 1 else np.zeros(n_out)
   if mode == "asymmetric": return o / scale
   if mode == "half_pixel_symmetric":
     adjustment = n_out / (scale * n_in)
@@ -854,6 +868,14 @@ def _weights(mode: str, coords: np.ndarray, n_in: int, a: float, exclude_outside
     np.add.at(m, (rows, np.clip(idx, 0, n_in - 1)), np.where(inside | (not exclude_outside), c, 0))
   if exclude_outside: m /= m.sum(1, keepdims=True)
   return m
+
+
+@op("Upsample", static=(1,))
+def upsample(x: Tensor, scales_in: list[float] | None = None, *, mode: str = "nearest",
+             scales: list[float] | None = None) -> Tensor:
+  """Opsets 7 to 9: Resize with asymmetric coordinates and floor rounding (its later form)."""
+  return resize(x, None, scales_in if scales_in is not None else scales, None, mode="linear" if mode != "nearest"
+                else "nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
 @op("Resize", static=(1, 2, 3))
