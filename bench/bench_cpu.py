@@ -8,32 +8,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
 
 import numpy as np
 
 from plugrad import Tensor
+
+from _timing import median_time  # bench/ is the script's folder, so on sys.path
 
 try:
   import torch
   torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 except ImportError:
   torch = None
-
-
-def median_time(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
-  for _ in range(warmup): fn()
-  times = []
-  for _ in range(repeat):
-    st = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - st)
-  return statistics.median(times)
 
 
 def report(name: str, t_plugrad: float, t_numpy: float | None, t_torch: float | None, work: float, unit: str) -> None:

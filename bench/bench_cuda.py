@@ -11,12 +11,11 @@ Run: `python bench/bench_cuda.py` (options: --n N, --repeat R).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from typing import Callable
 
 import numpy as np
+
+from _timing import median_time  # bench/ is the script's folder, so on sys.path
 
 
 def _why_not() -> str | None:
@@ -31,18 +30,6 @@ def _why_not() -> str | None:
     return "torch is not installed (the reference this benchmark compares against)"
   if not torch.cuda.is_available(): return "torch has no CUDA device"
   return None
-
-
-def median_time(fn: Callable[[], object], sync: Callable[[], None], repeat: int, warmup: int = 2) -> float:
-  for _ in range(warmup): fn()
-  sync()
-  times = []
-  for _ in range(repeat):
-    st = time.perf_counter()
-    fn()
-    sync()
-    times.append(time.perf_counter() - st)
-  return statistics.median(times)
 
 
 def report(name: str, tp: float, tt: float, work: float, unit: str) -> None:
@@ -75,8 +62,8 @@ def main() -> int:
   got = ((a * b + c).relu() * 2).sum().item()
   ref = float(((an.astype(np.float64) * bn + cn).clip(0) * 2).sum())
   assert abs(got - ref) <= 1e-3 * abs(ref), (got, ref)
-  tp = median_time(lambda: ((a * b + c).relu() * 2).sum().realize(), sync_p, repeat)
-  tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum(), sync_t, repeat)
+  tp = median_time(lambda: ((a * b + c).relu() * 2).sum().realize(), sync=sync_p, repeat=repeat)
+  tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum(), sync=sync_t, repeat=repeat)
   report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tt, 3 * n * n * 4, "GB/s")
 
   # reductions
@@ -84,14 +71,14 @@ def main() -> int:
   assert a.max().item() == an.max()
   for name, fp, ft in [("a.sum(1)", lambda: a.sum(1).realize(), lambda: at.sum(1)),
                        ("a.max()", lambda: a.max().realize(), lambda: at.max())]:
-    report(f"{name} {n}x{n}", median_time(fp, sync_p, repeat), median_time(ft, sync_t, repeat), n * n * 4, "GB/s")
+    report(f"{name} {n}x{n}", median_time(fp, sync=sync_p, repeat=repeat), median_time(ft, sync=sync_t, repeat=repeat), n * n * 4, "GB/s")
 
   # matmul (TF32 off in torch: plugrad computes in full float32)
   torch.backends.cuda.matmul.allow_tf32 = False
   got = (a @ b).numpy()
   np.testing.assert_allclose(got, an @ bn, rtol=1e-3, atol=1e-2 * np.sqrt(n))
-  tp = median_time(lambda: (a @ b).realize(), sync_p, max(3, repeat // 3), warmup=1)
-  tt = median_time(lambda: at @ bt, sync_t, repeat)
+  tp = median_time(lambda: (a @ b).realize(), sync=sync_p, repeat=max(3, repeat // 3), warmup=1)
+  tt = median_time(lambda: at @ bt, sync=sync_t, repeat=repeat)
   report(f"matmul {n}x{n} float32", tp, tt, 2 * n ** 3, "GFLOP/s")
   return 0
 

@@ -8,9 +8,6 @@ MLP 64-128-10 (Adam, batch 64) eager, replayed by TinyJit, and in torch eager. R
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from typing import Callable
 
 import numpy as np
 
@@ -18,20 +15,12 @@ from plugrad import Tensor, TinyJit, nn
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
 
+from _timing import median_time  # bench/ is the script's folder, so on sys.path
+
 try:
   import torch
 except ImportError:
   torch = None
-
-
-def median_time(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
-  for _ in range(warmup): fn()
-  times = []
-  for _ in range(repeat):
-    st = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - st)
-  return statistics.median(times)
 
 
 def tiny_realize(device: str, repeat: int) -> float:

@@ -9,9 +9,7 @@ and the speed ratio (>1: plugrad is faster). Run: `python bench/bench_onnx.py` (
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -22,6 +20,8 @@ import onnxruntime as ort
 import torch
 
 from plugrad.nn.onnx import OnnxRunner, time_model
+
+from _timing import median_time  # bench/ is the script's folder, so on sys.path
 
 
 class Block(torch.nn.Module):
@@ -61,16 +61,6 @@ def cases(quick: bool) -> dict[str, tuple[Callable[[], torch.nn.Module], tuple[i
     "transformer encoder": (lambda: Encoder(64 // s, 2), (1, 32 // s, 64 // s)),
     "LSTM": (lambda: torch.nn.LSTM(32, 64, batch_first=True), (1, 16 // s, 32)),
   }
-
-
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-  fn()
-  times = []
-  for _ in range(repeat):
-    start = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
 
 
 def main() -> None:

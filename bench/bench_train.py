@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
-from typing import Callable
 
 import numpy as np
 import torch
 
 from plugrad import Tensor, nn
 from plugrad.nn.state import get_parameters, get_state_dict
+
+from _timing import median_times  # bench/ is the script's folder, so on sys.path
 
 
 class MLP:
@@ -49,20 +48,6 @@ def torch_twin(name: str) -> torch.nn.Module:
     pool = torch.nn.functional.max_pool2d
     m.forward = lambda x: m.fc(pool(m.c2(pool(m.c1(x).relu(), 2)).relu(), 2).flatten(1))
   return m
-
-
-def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
-  """The median time of each function, timed in alternation so that load from elsewhere on a shared
-  machine falls on all of them alike."""
-  for _ in range(warmup):
-    for fn in fns: fn()
-  times: list[list[float]] = [[] for _ in fns]
-  for _ in range(repeat):
-    for fn, ts in zip(fns, times):
-      st = time.perf_counter()
-      fn()
-      ts.append(time.perf_counter() - st)
-  return [statistics.median(ts) for ts in times]
 
 
 def bench(name: str, model, opt_name: str, batch: int, repeat: int) -> None:
