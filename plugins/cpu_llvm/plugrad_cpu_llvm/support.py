@@ -21,62 +21,50 @@ from plugrad.plugin import CompileError
 # symbols the linker or MCJIT itself supplies, never looked up in the process
 _LINKER_SYMBOLS = frozenset({"_GLOBAL_OFFSET_TABLE_"})
 
-# f32 -> f16 and f64 -> f16 with one rounding (to nearest even): values in the normal half range
-# round by integer arithmetic on the bits; subnormals by adding a magic number that puts the half
-# subnormal's unit in the last place of the mantissa, so the FPU's own rounding does the work
-_HELPERS_IR = """\
-define half @__truncsfhf2(float %x) {
-  %u = bitcast float %x to i32
-  %sign = and i32 %u, -2147483648
-  %a = and i32 %u, 2147483647
-  %nan = icmp ugt i32 %a, 2139095040
-  %big = icmp uge i32 %a, 1199570944
-  %infnan = select i1 %nan, i32 32256, i32 31744
-  %small = icmp ult i32 %a, 947912704
-  %af = bitcast i32 %a to float
-  %d = fadd float %af, 0x3FE0000000000000
-  %du = bitcast float %d to i32
-  %sub = sub i32 %du, 1056964608
-  %odd0 = lshr i32 %a, 13
-  %odd = and i32 %odd0, 1
-  %n0 = add i32 %a, -939520001
-  %n1 = add i32 %n0, %odd
-  %norm = lshr i32 %n1, 13
-  %fin = select i1 %small, i32 %sub, i32 %norm
-  %h0 = select i1 %big, i32 %infnan, i32 %fin
-  %s16 = lshr i32 %sign, 16
-  %h1 = or i32 %h0, %s16
-  %h = trunc i32 %h1 to i16
+def _trunc_to_half(name: str, fty: str, ity: str, bits: int, mant: int, bias: int) -> str:
+  """IR of `name`: a float of type `fty` (`bits` wide, `mant` mantissa bits, exponent `bias`) to half,
+  rounded once to nearest even. Values in half's normal range round by integer arithmetic on the bits;
+  subnormals by adding a magic number that puts half's subnormal unit in the last place of the
+  mantissa, so the FPU's own rounding does the work; NaN stays NaN (quiet), overflow is infinity."""
+  drop = mant - 10  # mantissa bits half does not keep
+  sign = -(1 << (bits - 1))
+  infinity = ((1 << (bits - 1 - mant)) - 1) << mant  # exponent all ones
+  big = (bias + 16) << mant  # 65536: from here (65520 after rounding) the result is infinity
+  small = (bias - 14) << mant  # half's smallest normal, 2**-14
+  magic = (bias - 15 + drop + 1) << mant  # its last mantissa place is half's subnormal unit, 2**-24
+  rebias = ((15 - bias) << mant) + (1 << (drop - 1)) - 1  # new exponent bias, plus just under half an ulp
+  magic_lit = "0x" + struct.pack(">d", struct.unpack(">d" if bits == 64 else ">f", magic.to_bytes(bits // 8, "big"))[0]).hex()
+  return f"""\
+define half @{name}({fty} %x) {{
+  %u = bitcast {fty} %x to {ity}
+  %sign = and {ity} %u, {sign}
+  %a = and {ity} %u, {~sign}
+  %nan = icmp ugt {ity} %a, {infinity}
+  %big = icmp uge {ity} %a, {big}
+  %infnan = select i1 %nan, {ity} 32256, {ity} 31744
+  %small = icmp ult {ity} %a, {small}
+  %af = bitcast {ity} %a to {fty}
+  %d = fadd {fty} %af, {magic_lit.upper().replace("0X", "0x")}
+  %du = bitcast {fty} %d to {ity}
+  %sub = sub {ity} %du, {magic}
+  %odd0 = lshr {ity} %a, {drop}
+  %odd = and {ity} %odd0, 1
+  %n0 = add {ity} %a, {rebias}
+  %n1 = add {ity} %n0, %odd
+  %norm = lshr {ity} %n1, {drop}
+  %fin = select i1 %small, {ity} %sub, {ity} %norm
+  %h0 = select i1 %big, {ity} %infnan, {ity} %fin
+  %s16 = lshr {ity} %sign, {bits - 16}
+  %h1 = or {ity} %h0, %s16
+  %h = trunc {ity} %h1 to i16
   %r = bitcast i16 %h to half
   ret half %r
-}
+}}
+"""
 
-define half @__truncdfhf2(double %x) {
-  %u = bitcast double %x to i64
-  %sign = and i64 %u, -9223372036854775808
-  %a = and i64 %u, 9223372036854775807
-  %nan = icmp ugt i64 %a, 9218868437227405312
-  %big = icmp uge i64 %a, 4679240012837945344
-  %infnan = select i1 %nan, i64 32256, i64 31744
-  %small = icmp ult i64 %a, 4544132024016830464
-  %af = bitcast i64 %a to double
-  %d = fadd double %af, 0x41B0000000000000
-  %du = bitcast double %d to i64
-  %sub = sub i64 %du, 4733283208366391296
-  %odd0 = lshr i64 %a, 42
-  %odd = and i64 %odd0, 1
-  %n0 = add i64 %a, -4539626225366204417
-  %n1 = add i64 %n0, %odd
-  %norm = lshr i64 %n1, 42
-  %fin = select i1 %small, i64 %sub, i64 %norm
-  %h0 = select i1 %big, i64 %infnan, i64 %fin
-  %s16 = lshr i64 %sign, 48
-  %h1 = or i64 %h0, %s16
-  %h = trunc i64 %h1 to i16
-  %r = bitcast i16 %h to half
-  ret half %r
-}
 
+_HELPERS_IR = _trunc_to_half("__truncsfhf2", "float", "i32", 32, 23, 127) + "\n" + \
+  _trunc_to_half("__truncdfhf2", "double", "i64", 64, 52, 1023) + """
 define float @__extendhfsf2(half %x) {
   %h16 = bitcast half %x to i16
   %h = zext i16 %h16 to i32
