@@ -200,6 +200,22 @@ def _is_leaf(u: UOp, realized: set[UOp]) -> bool:
   return is_buffer_node(u) or u in realized or u.op is Ops.CONST
 
 
+# most element operations a full reduction fused into an elementwise kernel may cost: each output recomputes
+# it. tinygrad 0.14 fuses up to 2**24 (`a - a.max()` of 64x64), but the lowering does not hoist the reduction
+# out of the output loop, and at 64x64 the fused kernel measured 25x slower than two kernels on CPU
+RECOMPUTE_BUDGET = 1 << 16
+
+
+def _cheap_to_recompute(reduce: UOp, kernels: Collection[UOp]) -> bool:
+  """Whether a reduction read through an expand may stay fused into the kernels reading it. Only a full
+  reduction (one value) qualifies: it depends on no output index, so a kernel of one element runs it as
+  one loop before the other (a logsumexp, the std of a tensor; tinygrad 0.14 fuses these too), and a small
+  elementwise kernel may compute it per output (RECOMPUTE_BUDGET). Anything bigger is read from a buffer."""
+  if prod(reduce.shape) != 1: return False
+  size = prod(reduce.src[0].shape)
+  return all(prod(k.shape) == 1 or prod(k.shape) * size <= RECOMPUTE_BUDGET for k in kernels)
+
+
 def _group(nodes: tuple[UOp, ...], realized: set[UOp]) -> None:
   """Walk from consumers to sources; add to `realized` the reductions that would be recomputed
   (read through an expand, or read by several kernels)."""
@@ -215,7 +231,8 @@ def _group(nodes: tuple[UOp, ...], realized: set[UOp]) -> None:
     if n not in realized:
       kernels = readers.get(n, set())
       shared_costly = len(kernels) > 1 and has_reduce[n] and n.op not in GroupOp.Movement  # views pass sharing down
-      if (n.op is Ops.REDUCE_AXIS and under_expand.get(n, False)) or shared_costly: realized.add(n)
+      recomputed = n.op is Ops.REDUCE_AXIS and under_expand.get(n, False) and not _cheap_to_recompute(n, kernels)
+      if recomputed or shared_costly: realized.add(n)
     if n in realized: mine, expand_flag = {n}, False
     else: mine, expand_flag = readers.get(n, set()), under_expand.get(n, False)
     if n.op is Ops.KERNEL: continue

@@ -62,6 +62,11 @@ KERNEL_COUNTS = [
    lambda a, b, c, d: (a.sum(1, keepdims=True) * a).sum(1), 2),  # 2
   ("pad through elementwise", lambda a, b, c, d: (a + 1).pad(((1, 1), (1, 1))) * 2,
    lambda a, b, c, d: np.pad(a + 1, 1) * 2, 1),  # 1
+  ("(a-a.max()).exp().sum(): full reduce, expand, reduce", lambda a, b, c, d: (a - a.max()).exp().sum(),
+   lambda a, b, c, d: np.exp(a - a.max()).sum(), 1),  # 1
+  ("a.std()", lambda a, b, c, d: a.std(), lambda a, b, c, d: a.std(ddof=1), 1),  # 2
+  ("a-a.max(): small, the max fused", lambda a, b, c, d: a - a.max(), lambda a, b, c, d: a - a.max(), 1),  # 1
+  ("a*a.sum()", lambda a, b, c, d: a * a.sum(), lambda a, b, c, d: a * a.sum(), 1),  # 1
   ("layernorm", lambda a, b, c, d: a.layernorm(),
    lambda a, b, c, d: (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5), 3),  # 3
 ]
