@@ -124,6 +124,7 @@ CASES: dict[str, Case] = {
   "Cast": Case("Cast", {"x": f32(3, 4) * 5}, {"to": onnx.TensorProto.INT32}),
   "Cast_bool": Case("Cast", {"x": np.array([0.0, 1.5, -2.0], np.float32)}, {"to": onnx.TensorProto.BOOL}),
   "Cast_half": Case("Cast", {"x": f32(3, 4)}, {"to": onnx.TensorProto.FLOAT16}, rtol=1e-3),
+  "BitCast": Case("BitCast", {"x": f32(3, 4)}, {"to": onnx.TensorProto.INT32}, opset=26, reference=True),
   "CastLike": Case("CastLike", {"x": ints(-5, 5, 4)}, init={"like": np.zeros(1, np.float32)}),
   # shapes, indexing, constants
   "Constant": Case("Constant", {}, {"value": numpy_helper.from_array(f32(2, 3))}),
@@ -162,6 +163,7 @@ CASES: dict[str, Case] = {
   "Slice_steps": Case("Slice", {"x": f32(5, 6)}, init={"starts": i64(-1, 0), "ends": i64(-100, 6), "axes": i64(0, 1),
                                                       "steps": i64(-2, 3)}),
   "Slice_all_axes": Case("Slice", {"x": f32(4, 5)}, init={"starts": i64(1, 1), "ends": i64(3, 2**62)}),
+  "Slice_opset9_attributes": Case("Slice", {"x": f32(5, 6)}, {"starts": [1], "ends": [-1], "axes": [1]}, opset=9),
   "Gather": Case("Gather", {"x": f32(5, 4, 3), "i": np.array([[0, -1], [3, 2]], np.int64)}, {"axis": 1}),
   "Gather_scalar": Case("Gather", {"x": f32(5, 4)}, init={"i": np.array(-2, np.int64)}),
   "GatherElements": Case("GatherElements", {"x": f32(3, 4), "i": ints(-4, 4, 3, 2)}, {"axis": 1}),
@@ -354,3 +356,11 @@ def test_lrn_even_size_follows_the_spec(dev: str) -> None:
   want = x / (bias + alpha / size * sq) ** beta
   got = OnnxRunner(Case("LRN", {"x": x}, {"size": size, "alpha": alpha}).model(), device=dev)({"x": x})["y0"]
   np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_opset6_broadcast_aligns_from_axis(dev: str) -> None:
+  # before opset 7 B lined up with A's axes from `axis` on; neither onnxruntime nor the reference runs it any more
+  a, b = f32(2, 3, 4), f32(3)
+  got = OnnxRunner(Case("Add", {"a": a, "b": b}, {"broadcast": 1, "axis": 1}, opset=6).model(), device=dev)
+  np.testing.assert_allclose(got({"a": a, "b": b})["y0"].numpy(), a + b[None, :, None], rtol=1e-6)

@@ -158,20 +158,32 @@ def clip(x: Tensor, lo: Tensor | None = None, hi: Tensor | None = None, *, min: 
 
 # ---- elementwise: binary and variadic (numpy broadcasting, inputs of one type) -----------------------------
 
+def _legacy(b: Tensor, a: Tensor, axis: int | None) -> Tensor:
+  """Opset < 7 broadcasting: b's axes line up with a's from `axis` on (numpy's trailing alignment without it)."""
+  if axis is None: return b
+  axis = _axis(axis, a.ndim)
+  return b.reshape((1,) * axis + b.shape + (1,) * (a.ndim - axis - b.ndim))
+
+
 @op("Add")
-def add(a: Tensor, b: Tensor) -> Tensor: return a + b
+def add(a: Tensor, b: Tensor, *, broadcast: int = 0, axis: int | None = None,
+        consumed_inputs: list[int] | None = None) -> Tensor: return a + _legacy(b, a, axis)
 
 
 @op("Sub")
-def sub(a: Tensor, b: Tensor) -> Tensor: return a - b
+def sub(a: Tensor, b: Tensor, *, broadcast: int = 0, axis: int | None = None,
+        consumed_inputs: list[int] | None = None) -> Tensor: return a - _legacy(b, a, axis)
 
 
 @op("Mul")
-def mul(a: Tensor, b: Tensor) -> Tensor: return a * b
+def mul(a: Tensor, b: Tensor, *, broadcast: int = 0, axis: int | None = None,
+        consumed_inputs: list[int] | None = None) -> Tensor: return a * _legacy(b, a, axis)
 
 
 @op("Div")
-def div(a: Tensor, b: Tensor) -> Tensor:
+def div(a: Tensor, b: Tensor, *, broadcast: int = 0, axis: int | None = None,
+        consumed_inputs: list[int] | None = None) -> Tensor:
+  b = _legacy(b, a, axis)
   if a.dtype.is_float: return a / b
   return (a - a.fmod(b)) // b  # integer division truncates toward zero (C's), and a - fmod(a, b) divides exactly
 
@@ -227,6 +239,10 @@ def where(cond: Tensor, x: Tensor, y: Tensor) -> Tensor: return cond.where(x, y)
 
 @op("Cast")
 def cast(x: Tensor, *, to: int = 0, saturate: int = 1) -> Tensor: return x.cast(onnx_dtype(to))
+
+
+@op("BitCast")
+def bitcast(x: Tensor, *, to: int = 0) -> Tensor: return x.bitcast(onnx_dtype(to))
 
 
 @op("CastLike")
@@ -323,8 +339,13 @@ def split(x: Tensor, split_in: list[int] | None = None, *, axis: int = 0, split:
 
 
 @op("Slice", static=(1, 2, 3, 4))
-def slice_(x: Tensor, starts: list[int], ends: list[int], axes: list[int] | None = None,
-           steps: list[int] | None = None) -> Tensor:
+def slice_(x: Tensor, starts_in: list[int] | None = None, ends_in: list[int] | None = None,
+           axes_in: list[int] | None = None, steps: list[int] | None = None, *, starts: list[int] | None = None,
+           ends: list[int] | None = None, axes: list[int] | None = None) -> Tensor:
+  # inputs since opset 10, attributes before
+  starts, ends = starts_in if starts_in is not None else starts, ends_in if ends_in is not None else ends
+  axes = axes_in if axes_in is not None else axes
+  if starts is None or ends is None: raise ValueError("Slice needs starts and ends")
   index = [slice(None)] * x.ndim
   for i, a in enumerate(axes if axes is not None else range(len(starts))):
     # Python's slice clamps out-of-range starts and ends exactly as the spec does (INT64_MAX means "to the end")
@@ -429,7 +450,7 @@ def space_to_depth(x: Tensor, *, blocksize: int = 0, mode: str = "DCR") -> Tenso
 
 
 @op("NonZero")
-def nonzero(x: Tensor) -> Tensor: return x.nonzero().transpose().cast(dtypes.int64)  # (ndim, count): a data-dependent shape
+def nonzero(x: Tensor) -> Tensor: return x.nonzero().transpose().cast(dtypes.int64)  # (ndim, count): data-dependent
 
 
 @op("Compress")
@@ -466,9 +487,10 @@ def eye_like(x: Tensor, *, dtype: int | None = None, k: int = 0) -> Tensor:
 
 
 @op("Dropout", static=(1, 2))
-def dropout(x: Tensor, ratio: float | None = None, training_mode: bool | None = None, *, seed: int | None = None,
-            n_outputs: int = 1) -> Tensor | tuple[Tensor, Tensor]:
-  if training_mode: raise NotImplementedError("Dropout in training mode is not supported (inference only)")
+def dropout(x: Tensor, ratio_in: float | None = None, training_mode: bool | None = None, *, seed: int | None = None,
+            ratio: float | None = None, is_test: int = 1, n_outputs: int = 1) -> Tensor | tuple[Tensor, Tensor]:
+  if training_mode or not is_test:
+    raise NotImplementedError("Dropout in training mode is not supported (inference only)")
   return x if n_outputs == 1 else (x, Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device))
 
 
@@ -612,7 +634,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor: return a.matmul(b)
 
 @op("Gemm")
 def gemm(a: Tensor, b: Tensor, c: Tensor | None = None, *, alpha: float = 1.0, beta: float = 1.0, transA: int = 0,
-         transB: int = 0) -> Tensor:
+         transB: int = 0, broadcast: int = 0) -> Tensor:  # broadcast: opset < 7, C broadcasts either way
   out = (a.transpose() if transA else a) @ (b.transpose() if transB else b)
   if alpha != 1.0: out = out * alpha
   if c is not None: out = out + (c * beta if beta != 1.0 else c)
@@ -750,8 +772,9 @@ def _channel(t: Tensor, ndim: int) -> Tensor: return t.reshape((1, -1) + (1,) * 
 
 @op("BatchNormalization")
 def batch_norm(x: Tensor, scale: Tensor, b: Tensor, mean: Tensor, var: Tensor, *, epsilon: float = 1e-5,
-               momentum: float = 0.9, training_mode: int = 0, spatial: int = 1,
-               n_outputs: int = 1) -> Tensor | tuple[Tensor, ...]:
+               momentum: float = 0.9, training_mode: int = 0, spatial: int = 1, is_test: int = 1,
+               consumed_inputs: list[int] | None = None, n_outputs: int = 1) -> Tensor | tuple[Tensor, ...]:
+  if not is_test: training_mode = 1  # opset < 7 said is_test=0 for training
   if not training_mode:
     inv = (var + epsilon).rsqrt()
     return (x - _channel(mean, x.ndim)) * _channel(inv * scale, x.ndim) + _channel(b, x.ndim)
