@@ -176,8 +176,16 @@ def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) 
     if n.op in (Ops.CONTIGUOUS, Ops.COPY) or (n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL): realized.add(n)
     if n.op is Ops.COPY and contiguous_base(n.src[0]) is None: realized.add(n.src[0])
     if n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL and _assign_hazard(n): realized.add(n.src[1])
+  shared: set[UOp] = set()  # nodes realized only because several kernels read the reduction they hold
   while True:
-    _group(nodes, realized)
+    shared |= _group(nodes, realized)
+    # one realized before the reduction under it got a buffer of its own no longer holds a reduction, so its
+    # readers may recompute it (softmax's exp, read by its sum and by the division): give its buffer back
+    holds = _holds_reduce(nodes, realized)
+    if stale := {n for n in shared if not holds[n]}:
+      realized -= stale
+      shared -= stale
+      shared |= _group(nodes, realized)  # sharing below the freed nodes only grows: this adds, never undoes
     split = _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized) | \
       _split_for_views(nodes, realized)
     if not split: return realized
@@ -216,16 +224,24 @@ def _cheap_to_recompute(reduce: UOp, kernels: Collection[UOp]) -> bool:
   return all(prod(k.shape) == 1 or prod(k.shape) * size <= RECOMPUTE_BUDGET for k in kernels)
 
 
-def _group(nodes: tuple[UOp, ...], realized: set[UOp]) -> None:
-  """Walk from consumers to sources; add to `realized` the reductions that would be recomputed
-  (read through an expand, or read by several kernels)."""
+def _holds_reduce(nodes: tuple[UOp, ...], realized: set[UOp]) -> dict[UOp, bool]:
+  """Whether each node's fused expression holds a reduction (one behind an expand mostly gets its own
+  buffer, so it does not count)."""
+  holds: dict[UOp, bool] = {}
+  for n in nodes:
+    if is_buffer_node(n) or n.op is Ops.CONST or _expands(n): holds[n] = False
+    else: holds[n] = n.op is Ops.REDUCE_AXIS or any(holds[s] for s in n.src if s not in realized)
+  return holds
+
+
+def _group(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """Walk from consumers to sources; add to `realized` the reductions that would be recomputed (read
+  through an expand, or read by several kernels). Returns the nodes it realized because several kernels
+  read them."""
   readers: dict[UOp, set[UOp]] = {}
   under_expand: dict[UOp, bool] = {}
-  has_reduce: dict[UOp, bool] = {}
-  # a reduction behind an expand gets its own buffer anyway, so it does not make its readers costly
-  for n in nodes:
-    if is_buffer_node(n) or n.op is Ops.CONST or _expands(n): has_reduce[n] = False
-    else: has_reduce[n] = n.op is Ops.REDUCE_AXIS or any(has_reduce[s] for s in n.src if s not in realized)
+  has_reduce = _holds_reduce(nodes, realized)
+  shared: set[UOp] = set()
   for n in reversed(nodes):
     if _is_leaf(n, realized) and n not in realized: continue
     if n not in realized:
@@ -233,12 +249,14 @@ def _group(nodes: tuple[UOp, ...], realized: set[UOp]) -> None:
       shared_costly = len(kernels) > 1 and has_reduce[n] and n.op not in GroupOp.Movement  # views pass sharing down
       recomputed = n.op is Ops.REDUCE_AXIS and under_expand.get(n, False) and not _cheap_to_recompute(n, kernels)
       if recomputed or shared_costly: realized.add(n)
+      if shared_costly and not recomputed: shared.add(n)
     if n in realized: mine, expand_flag = {n}, False
     else: mine, expand_flag = readers.get(n, set()), under_expand.get(n, False)
     if n.op is Ops.KERNEL: continue
     for s in n.src:
       readers.setdefault(s, set()).update(mine)
       under_expand[s] = under_expand.get(s, False) or expand_flag or _expands(n)
+  return shared
 
 
 def _kernel_inputs(root: UOp, realized: set[UOp]) -> set[UOp]:

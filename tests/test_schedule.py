@@ -67,6 +67,8 @@ KERNEL_COUNTS = [
   ("a.std()", lambda a, b, c, d: a.std(), lambda a, b, c, d: a.std(ddof=1), 1),  # 2
   ("a-a.max(): small, the max fused", lambda a, b, c, d: a - a.max(), lambda a, b, c, d: a - a.max(), 1),  # 1
   ("a*a.sum()", lambda a, b, c, d: a * a.sum(), lambda a, b, c, d: a * a.sum(), 1),  # 1
+  ("attention: (a@b.T/2).softmax()@c", lambda a, b, c, d: (a @ b.T / 2).softmax(-1) @ c,
+   lambda a, b, c, d: np_softmax(a @ b.T / 2) @ c, 4),  # 4: the exp is recomputed in its sum and the last matmul
   ("layernorm", lambda a, b, c, d: a.layernorm(),
    lambda a, b, c, d: (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5), 3),  # 3
 ]
