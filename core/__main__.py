@@ -73,7 +73,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     if item.is_copy: continue
     prog = lower_for(device, item.ast)
     src = device.renderer.render(prog)
-    print(f"// kernel {prog.name} opts={list(prog.opts)}")
+    print(f"// kernel {prog.name}")
+    if args.opts: print(f"// opts {list(prog.opts)}")
     print(src)
     if args.compile:
       try:
@@ -131,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   k = sub.add_parser("kernels", help="print the kernels CODE generates for a device (no hardware needed)")
   k.add_argument("--device", help="render for this device (default: the default device)")
   k.add_argument("--compile", action="store_true", help="also compile each kernel with the device's compiler")
+  k.add_argument("--opts", action="store_true", help="print each kernel's optimization plan (plugrad.codegen.opt)")
   k.add_argument("-c", dest="code", required=True, help="Python code that binds a Tensor or a list of Tensors to `out`")
   n = sub.add_parser("new-plugin", help="write the skeleton of a device plugin")
   n.add_argument("name", help="the device name, e.g. MYDEV")

@@ -45,6 +45,7 @@ class LoopProgram:
   :param local_size: threads per work-group per dimension, None on devices without work-groups.
   :param flops: an estimate of the operations the kernel performs.
   :param bytes_moved: bytes the kernel's buffers hold (an estimate of memory traffic).
+  :param opts: the optimization plan the lowering applied (`plugrad.codegen.opt`).
   """
   name: str
   uops: tuple[UOp, ...]
@@ -53,10 +54,11 @@ class LoopProgram:
   local_size: tuple[int, ...] | None
   flops: int
   bytes_moved: int
+  opts: tuple = ()
 
   def __str__(self) -> str:
     num = {u: i for i, u in enumerate(self.uops)}
-    lines = [f"program {self.name} global={self.global_size} local={self.local_size}"]
+    lines = [f"program {self.name} global={self.global_size} local={self.local_size} opts={list(self.opts)}"]
     depth = 0
     for i, u in enumerate(self.uops):
       if u.op is Ops.ENDRANGE: depth -= 1

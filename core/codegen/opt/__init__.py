@@ -1,0 +1,73 @@
+"""Kernel optimizations as data.
+
+An optimization plan is a tuple of `Opt`s: which output dimension computes several outputs per
+thread (UPCAST: scalar copies, VECTORIZE: vector lanes), which reduce axis is written out in the
+loop body (UNROLL), and whether a reduction is split across a work-group (GROUP). The lowering
+applies a plan and makes no choice of its own: `heuristic.hand_coded_optimizations` proposes plans
+from the kernel's `KernelFeatures` and the device's Capabilities, and a plan can be printed,
+compared, pinned in a test or searched.
+
+Axes: UPCAST and VECTORIZE name a launch dimension (0 is the innermost, contiguous output
+dimension); UNROLL names a reduce axis in the kernel's order (every REDUCE_AXIS in topological
+order, its reduced axes of size > 1 in increasing order); GROUP uses axis 0 (the one reduction).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+
+class OptOps(Enum):
+  """The kinds of optimization."""
+  UPCAST = auto()     # launch dim `axis` computes `amount` neighbouring outputs per thread, as scalar copies
+  VECTORIZE = auto()  # launch dim `axis` (0) computes `amount` neighbouring outputs per thread as vector lanes
+  UNROLL = auto()     # reduce axis `axis`: `amount` consecutive iterations written out in the loop body
+  GROUP = auto()      # the reduction is split across `amount` threads of a work-group (local memory)
+
+  def __repr__(self) -> str: return f"OptOps.{self.name}"
+
+
+@dataclass(frozen=True)
+class Opt:
+  """One optimization: `op` applied to `axis` with `amount`."""
+  op: OptOps
+  axis: int
+  amount: int
+
+  def __repr__(self) -> str: return f"Opt({self.op.name}, {self.axis}, {self.amount})"
+
+
+class OptError(ValueError):
+  """An Opt that does not apply to the kernel (an axis that is not there, an amount that does not
+  divide it, a vector that would only gather). Search and the heuristic's fallbacks skip such plans."""
+
+
+@dataclass(frozen=True)
+class KernelFeatures:
+  """What the heuristic reads from a kernel (computed by the lowering, `lowerer.kernel_features`).
+
+  :param dims: the launch dimensions without a work-group split: (number of output axes merged, size),
+    innermost first.
+  :param group_dims_ok: whether the output still fits the launch dimensions when one is taken by a GROUP.
+  :param reduce_axes: sizes of the kernel's reduce axes (size > 1), in UNROLL's axis order.
+  :param reduces: how many REDUCE_AXIS nodes the kernel has; `nested`: whether one is inside another.
+  :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
+    element of the (one) reduction's accumulator.
+  :param lane_contiguous: some load reads neighbouring elements for neighbouring outputs of launch dim 0.
+  :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
+    elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
+    accumulators along the reduce axis by itself.
+  """
+  dims: tuple[tuple[int, int], ...]
+  group_dims_ok: bool
+  reduce_axes: tuple[int, ...]
+  reduces: int
+  nested: bool
+  out_size: int
+  itemsize: int
+  reduce_itemsize: int = 4
+  lane_contiguous: bool = False
+  reduce_contiguous: bool = False
+
+
+__all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

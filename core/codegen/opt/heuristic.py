@@ -1,0 +1,66 @@
+"""The hand-written heuristic: optimization plans for a kernel, from its features and the device's
+Capabilities. Plans come best first; the lowering takes the first one that applies (a VECTORIZE
+that would only gather raises OptError, and the next plan is the scalar one).
+
+What it decides:
+- short reduce axes (at most UNROLL_REDUCE) are unrolled into the loop body;
+- on a device with work-group memory, a single reduction with a small output is split across a
+  work-group (GROUP);
+- on a device that loops over its launch indices, a reduction tiles its outputs into registers:
+  with vector ops, launch dim 0 becomes one vector as wide as the device's vector register (up to 16
+  lanes) and dim 1 makes 8 vector accumulators (a matmul: each load of B's row feeds 8 FMAs);
+  without, 8 x 4 scalar copies. A reduction that reads contiguously along its own innermost loop
+  and not along the outputs (a row sum, softmax's max and sum) is not tiled: the device compiler's
+  loop vectoriser keeps several vector accumulators along the reduce axis, which tiling would stop.
+"""
+from __future__ import annotations
+
+from plugrad.codegen.opt import KernelFeatures, Opt, OptOps
+from plugrad.device import Capabilities
+from plugrad.shape import prod
+
+UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
+
+
+def _unrolls(k: KernelFeatures) -> list[Opt]:
+  return [Opt(OptOps.UNROLL, i, s) for i, s in enumerate(k.reduce_axes) if s <= UNROLL_REDUCE]
+
+
+def _group(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
+  """A work-group split of the one, non-nested reduction of a small output."""
+  if caps.local_memory <= 0 or not caps.max_local_size or caps.launch_dims < 2: return []
+  if k.reduces != 1 or k.nested or not k.group_dims_ok: return []
+  size = prod(s for s in k.reduce_axes if s > UNROLL_REDUCE)  # unrolled axes leave no loop to split
+  if size < 16 or k.out_size > 65536: return []
+  limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], caps.local_memory // max(k.reduce_itemsize, 4))
+  return [Opt(OptOps.GROUP, 0, 1 << (min(limit, size).bit_length() - 1))] if limit >= 2 else []
+
+
+def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
+  """Register tiles over the first two launch dimensions: each factor the largest power of two up to
+  the target that divides a single-axis dimension."""
+  lanes = caps.max_vector_bytes // max(k.itemsize, 1)
+  width, rows = (min(16, lanes), 8) if vector else (min(8, lanes), 4)
+  out = []
+  for d, (naxes, size) in enumerate(k.dims[:2]):
+    target = width if d == 0 else rows
+    f = target
+    while f > 1 and (naxes != 1 or size % f): f //= 2
+    if not vector and f != target: f = 1  # scalar copies: all or nothing
+    if f > 1: out.append(Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f))
+  return out
+
+
+def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tuple[Opt, ...]]:
+  """Plans for the kernel, best first; the last one always applies."""
+  base = _unrolls(k)
+  if group := _group(k, caps): return [tuple(base + group), tuple(base)]
+  if caps.launch_dims != 0 or k.reduces == 0: return [tuple(base)]
+  if caps.vector_ops and k.reduce_contiguous and not k.lane_contiguous: return [tuple(base)]
+  if not caps.vector_ops: return [tuple(base + _tiles(k, caps, vector=False))]
+  vec = _tiles(k, caps, vector=True)
+  if not any(o.op is OptOps.VECTORIZE for o in vec): return [tuple(base + vec)]
+  return [tuple(base + vec), tuple(base + _tiles(k, caps, vector=False))]  # the scalar plan if the vectors only gather
+
+
+__all__ = ["hand_coded_optimizations", "UNROLL_REDUCE"]
