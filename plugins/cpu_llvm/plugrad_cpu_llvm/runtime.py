@@ -2,12 +2,17 @@
 
 Every kernel is `void kernel(ptr buf0, ..., ptr bufN-1, i64 start, i64 end)`: it runs the
 iterations start..end-1 of its outermost launch loop. ctypes releases the GIL during the call, so
-a launch big enough to be worth it is split into one contiguous chunk per core: the calling
-thread runs the first chunk and a persistent pool runs the others.
+a launch big enough to be worth it is cut into contiguous chunks (up to CHUNKS_PER_THREAD per
+thread, each worth at least SPLIT_THRESHOLD of work) that the calling thread and a persistent pool
+pull from a shared counter: a thread whose core is busy with another process takes fewer chunks
+instead of stalling the launch with a fixed share, and a pool thread that has not started by the
+time the chunks are gone is cancelled, not waited for. The chunk boundaries depend only on the
+kernel and the thread count, never on timing, so results are the same run to run.
 """
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 import time
@@ -22,6 +27,33 @@ from plugrad_cpu_llvm.support import check_symbols, install_helpers
 #: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread:
 #: waking a pool thread costs tens of microseconds.
 SPLIT_THRESHOLD = 1 << 18
+#: The most chunks per thread a launch is cut into: enough that a slowed thread's share is small,
+#: few enough that each ctypes call (about a microsecond) stays negligible.
+CHUNKS_PER_THREAD = 8
+
+
+def _chunk_count(outer: int, cost: float, threads: int) -> int:
+  """How many chunks a launch of `outer` iterations and estimated `cost` is cut into."""
+  if threads <= 1 or cost < SPLIT_THRESHOLD: return 1
+  return max(1, min(outer, threads * CHUNKS_PER_THREAD, max(threads, int(cost // SPLIT_THRESHOLD))))
+
+
+def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, extra: Any = None) -> None:
+  """Run fn(*args, start, end[, extra(i)]) for every piece, on the calling thread and up to `threads` - 1
+  pool threads, each pulling the next piece from a shared counter until none is left."""
+  counter = itertools.count()  # next() on it is atomic under the GIL
+
+  def work() -> None:
+    while (i := next(counter)) < len(pieces):
+      s, e = pieces[i]
+      if extra is None: fn(*args, s, e)
+      else: fn(*args, s, e, extra(i))
+
+  pool = _POOL.get(max(_POOL_WORKERS, threads - 1))
+  futs = [pool.submit(work) for _ in range(min(len(pieces), threads) - 1)]
+  work()
+  for f in futs:
+    if not f.cancel(): f.result()  # a worker that never started has nothing left to do
 
 
 def cpu_count() -> int:
@@ -47,6 +79,7 @@ class _Pool:
 
 
 _POOL = _Pool()
+_POOL_WORKERS = max(1, cpu_count() - 1)
 
 
 class CPUProgram(Program):
@@ -54,14 +87,15 @@ class CPUProgram(Program):
 
   def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int):
     self.name, self.meta, self._engine = name, meta, engine  # the engine owns the code: keep it alive
-    self.fn = fns["full"]
+    self.fn, self.threads = fns["full"], threads
     self.nparams: int = meta["nparams"]
     self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
     big = meta["cost"] >= SPLIT_THRESHOLD and threads > 1
-    self.chunks = _pieces(self.outer, threads if big and meta["splittable"] else 1)
+    self.chunks = _pieces(self.outer, _chunk_count(self.outer, meta["cost"], threads) if meta["splittable"] else 1)
     # a one-element reduction: pieces of its outer reduce loop write partials that `fin` combines
     split = meta.get("reduce_split")
-    self.reduce_chunks = _pieces(split["outer"], threads) if big and split else None
+    self.reduce_chunks = _pieces(split["outer"], _chunk_count(split["outer"], meta["cost"], threads)) if big and split else None
+    if self.reduce_chunks is not None and len(self.reduce_chunks) < 2: self.reduce_chunks = None
     self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
     self.part, self.fin = fns.get("part"), fns.get("fin")
 
@@ -74,19 +108,14 @@ class CPUProgram(Program):
     fn, chunks = self.fn, self.chunks
     if self.reduce_chunks is not None:
       pieces = self.reduce_chunks
-      partials = self._partials_type()  # one 8-byte slot per piece
+      partials = self._partials_type()  # one 8-byte slot per piece: the sum's order never depends on who ran it
       base = ctypes.addressof(partials)
-      futs = [_POOL.get(len(pieces) - 1).submit(self.part, *ptrs, s, e, base + 8 * i) for i, (s, e) in enumerate(pieces) if i]
-      self.part(*ptrs, pieces[0][0], pieces[0][1], base)
-      for f in futs: f.result()
+      _run_pulled(self.part, ptrs, pieces, self.threads, lambda i: base + 8 * i)
       self.fin(*ptrs, base, len(pieces))
     elif len(chunks) == 1:
       fn(*ptrs, 0, self.outer)
     else:
-      pool = _POOL.get(len(chunks) - 1)
-      futs = [pool.submit(fn, *ptrs, s, e) for s, e in chunks[1:]]
-      fn(*ptrs, *chunks[0])
-      for f in futs: f.result()
+      _run_pulled(fn, ptrs, chunks, self.threads)
     return time.perf_counter() - st if wait else None
 
 
