@@ -1,0 +1,131 @@
+"""Kernel optimizations as data (plugrad.codegen.opt): every Opt on every kernel shape class gives
+numpy's answer on PYTHON and CPU, a plan that does not fit is an OptError, and the heuristic's
+choice for given capabilities is pinned per case."""
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from plugrad import Tensor
+from plugrad.codegen.lowerer import kernel_features, lower
+from plugrad.codegen.opt import Opt, OptError, OptOps
+from plugrad.codegen.opt.heuristic import hand_coded_optimizations
+from plugrad.device import Capabilities
+from plugrad.registry import get_registry
+from plugrad.scheduler import mark_done
+from plugrad.spec import check_program
+from plugrad.testing import available_devices
+
+U, V, R, G = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP
+AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)
+AVX2 = Capabilities(max_vector_bytes=32, vector_ops=True)
+SCALAR = Capabilities(max_vector_bytes=32)
+GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
+
+
+def _devices() -> list[str]:
+  return [d for d in ("PYTHON", "CPU") if d in available_devices()]
+
+
+def run_with(out: Tensor, device: str, plan: Callable[[int], tuple[Opt, ...]]) -> tuple[np.ndarray, list]:
+  """Realize `out` on `device`, lowering its last kernel with the plan `plan(0)` (the others with the
+  heuristic's), through the device's own renderer, compiler and runtime."""
+  dev = get_registry().device(device)
+  items = [it for it in out.schedule() if not it.is_copy]
+  progs = []
+  for i, item in enumerate(items):
+    prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan(0) if i == len(items) - 1 else None)
+    check_program(prog)
+    progs.append(prog)
+    runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    mark_done(item.kernel)
+  return out.numpy(), progs
+
+
+def _x(*shape: int, seed: int = 0) -> np.ndarray:
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# (name, numpy inputs, build(tensors), reference(arrays), plans that apply)
+CASES = [
+  ("elementwise", [(37, 19), (37, 19)], lambda a, b: (a * b + 1).relu(), lambda a, b: np.maximum(a * b + 1, 0),
+   [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),)]),
+  ("row_sum", [(12, 40)], lambda a: a.sum(axis=1), lambda a: a.sum(axis=1, keepdims=False),
+   [(), (Opt(U, 0, 4),), (Opt(U, 0, 4), Opt(R, 0, 8)), (Opt(R, 0, 40),), (Opt(R, 0, 5),)]),
+  ("col_max", [(40, 12)], lambda a: a.max(axis=0), lambda a: a.max(axis=0),
+   [(), (Opt(V, 0, 4),), (Opt(U, 0, 3),), (Opt(V, 0, 4), Opt(R, 0, 2)), (Opt(R, 0, 40),)]),
+  ("matmul", [(24, 36), (36, 20)], lambda a, b: a @ b, lambda a, b: a @ b,
+   [(), (Opt(V, 0, 4), Opt(U, 1, 8)), (Opt(U, 0, 5), Opt(U, 1, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
+    (Opt(U, 0, 2), Opt(R, 0, 9))]),
+  ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
+   lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),)]),
+  ("cumsum", [(6, 33)], lambda a: a.cumsum(axis=1), lambda a: np.cumsum(a, axis=1),
+   [(), (Opt(U, 0, 3),), (Opt(U, 0, 11), Opt(U, 1, 2))]),
+]
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+  n, c, h, wd = x.shape
+  xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  out = np.zeros((n, w.shape[0], h, wd), np.float64)
+  for i in range(3):
+    for j in range(3): out += np.einsum("nchw,oc->nohw", xp[:, :, i:i + h, j:j + wd], w[:, :, i, j])
+  return out
+
+
+@pytest.mark.parametrize("on", _devices())
+@pytest.mark.parametrize("name,shapes,build,ref,plans", CASES, ids=[c[0] for c in CASES])
+def test_every_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
+  arrays = [_x(*s, seed=i) for i, s in enumerate(shapes)]
+  want = ref(*arrays)
+  for plan in plans:
+    got, progs = run_with(build(*(Tensor(a, device=on) for a in arrays)), on, lambda _: plan)
+    assert progs[-1].opts == plan
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} {plan} on {on}")
+
+
+@pytest.mark.parametrize("plan,why", [
+  ((Opt(U, 0, 5),), "divides"), ((Opt(U, 2, 2),), "launch dimension"), ((Opt(R, 0, 7),), "divide"),
+  ((Opt(R, 3, 2),), "reduce axes"), ((Opt(U, 0, 2), Opt(U, 0, 4)), "repeats"), ((Opt(G, 0, 16),), "work-groups"),
+])
+def test_plans_that_do_not_fit_are_opt_errors(plan, why):
+  item = [it for it in (Tensor.empty(12, 40, device="PYTHON") @ Tensor.empty(40, 12, device="PYTHON")).schedule()
+          if not it.is_copy][-1]
+  with pytest.raises(OptError, match=why): lower(item.ast, get_registry().device("PYTHON").caps, opts=plan)
+
+
+def test_vectorize_that_only_gathers_is_an_opt_error_and_the_heuristic_falls_back():
+  # a row sum's outputs are a row apart: lanes along them would only gather
+  item = [it for it in Tensor.empty(8, 64, device="PYTHON").sum(axis=1).schedule() if not it.is_copy][-1]
+  with pytest.raises(OptError, match="neighbouring"): lower(item.ast, AVX512, opts=(Opt(V, 0, 8),))
+  assert lower(item.ast, replace(AVX512, vector_ops=False)).opts == (Opt(U, 0, 8),)
+
+
+def _plans(out: Tensor, caps: Capabilities) -> list[tuple[Opt, ...]]:
+  item = [it for it in out.schedule() if not it.is_copy][-1]
+  return hand_coded_optimizations(kernel_features(item.ast, caps), caps)
+
+
+def test_heuristic_choices_are_pinned():
+  mm = Tensor.empty(64, 64, device="PYTHON") @ Tensor.empty(64, 64, device="PYTHON")
+  assert _plans(mm, AVX512) == [(Opt(V, 0, 16), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
+  assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
+  assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
+  assert _plans(mm, GPU) == [(Opt(G, 0, 64),), ()]
+  # contiguous along the reduce loop, not along the outputs: left to the compiler's vector accumulators
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [()]
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").softmax(axis=1), AVX512) == [()]
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), SCALAR) == [(Opt(U, 0, 8),)]
+  assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16),)
+  assert _plans(Tensor.empty(64, 64, device="PYTHON") + 1, AVX512) == [()]  # elementwise: left to the compiler
+  conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
+  assert _plans(conv, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 8))
+
+
+def test_lowering_with_the_heuristic_records_its_plan():
+  item = [it for it in (Tensor.empty(16, 16, device="PYTHON") @ Tensor.empty(16, 16, device="PYTHON")).schedule()
+          if not it.is_copy][-1]
+  prog = lower(item.ast, AVX512)
+  assert prog.opts == (Opt(V, 0, 16), Opt(U, 1, 8)) and "opts=[Opt(VECTORIZE, 0, 16)" in str(prog)
