@@ -20,8 +20,9 @@ import itertools
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable
+from typing import Any, Callable, Collection, Iterable
 
+from plugrad.alu import fold_constant
 from plugrad.device import Buffer, ImageSpec
 from plugrad.dtype import DType
 from plugrad.shape import prod
@@ -395,8 +396,51 @@ def _plain_buffer_view(u: UOp) -> bool:
   return base is not None and buffer_of(base).options is None  # an image is no plain buffer: copying it changes it
 
 
+def _uniform_value(u: UOp) -> Any:
+  """The one value every element of `u` holds when it is built from constants by broadcasts, views and
+  elementwise ops (a gradient's broadcast seed, say); None otherwise."""
+  values: dict[UOp, Any] = {}
+  stack: list[tuple[UOp, bool]] = [(u, False)]
+  while stack:
+    n, ready = stack.pop()
+    if n in values: continue
+    if n.op is Ops.CONST:
+      values[n] = n.arg
+    elif n.op in GroupOp.Movement and n.op is not Ops.PAD or n.op in GroupOp.ALU:
+      if not ready:
+        stack.append((n, True))
+        stack.extend((x, False) for x in n.src if x not in values)
+        continue
+      if n.op in GroupOp.Movement: values[n] = values[n.src[0]]
+      else:
+        try:
+          values[n] = fold_constant(n.op, n.dtype, [values[x] for x in n.src], [x.dtype for x in n.src])
+        except (ArithmeticError, ValueError, TypeError, KeyError):  # no exact fold: leave it to the kernel
+          return None
+    else: return None  # a buffer, a pad, a reduction: its elements may differ
+  return values[u]
+
+
+def _fold_uniform_reduce(u: UOp) -> UOp | None:
+  """REDUCE_AXIS of a uniform value v over n elements -> the constant v*n (sum), v**n (product) or v."""
+  if u.op is not Ops.REDUCE_AXIS or (v := _uniform_value(u.src[0])) is None: return None
+  op, axes = u.arg
+  n = prod(u.src[0].shape[a] for a in axes)
+  if n == 0: return None  # the identity of an empty reduction is the kernel's to give
+  try:
+    value = fold_constant(Ops.MUL, u.dtype, [v, n], [u.dtype, u.dtype]) if op is Ops.ADD and u.dtype.is_float else \
+      v * n if op is Ops.ADD else v ** n if op is Ops.MUL else v
+    c = UOp.const(u.dtype, value)
+  except (ArithmeticError, ValueError, TypeError, OverflowError):
+    return None
+  if not u.shape: return c
+  return UOp(Ops.EXPAND, u.dtype, (UOp(Ops.RESHAPE, u.dtype, (c,), (1,) * len(u.shape)),), u.shape)
+
+
 # rules applied once to each node, its sources already rewritten; each returns a replacement or None
 _SIMPLIFY: list[Callable[[UOp], UOp | None]] = [
+  # REDUCE_AXIS(broadcast constant) -> constant: a gradient's seed summed needs no kernel (tinygrad folds it too)
+  _fold_uniform_reduce,
   # DETACH(x) -> x, CONTIGUOUS_BACKWARD(x) -> x: they only matter to gradients, not to the forward value
   lambda u: u.src[0] if u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) else None,
   # CONTIGUOUS(x) -> x when x is a buffer or a reshape of one: it is contiguous already (as in tinygrad, the
@@ -411,7 +455,8 @@ def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
   """Every node under `roots` -> the same graph with each ASSIGN an earlier schedule already applied
   replaced by the buffer it wrote, and the `_SIMPLIFY` rules applied; {} when there is nothing to change."""
   nodes = toposort(roots, descend=lambda n: applied_as(n) is None)
-  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CONTIGUOUS) or applied_as(n) is not None for n in nodes):
+  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CONTIGUOUS, Ops.REDUCE_AXIS) or applied_as(n) is not None
+             for n in nodes):
     return {}
   out: dict[UOp, UOp] = {}
   for n in nodes:

@@ -307,3 +307,47 @@ def test_debug_1_prints_bytes_and_planned_peak():
   plugin = DebugPlugin(Config(debug=1), stream)
   plugin.plugrad_schedule_ran(kernels=2, copies=0, seconds=0.001, bytes_read=64, bytes_written=32, peak_bytes=32)
   assert stream.getvalue().startswith("realized: 2 kernels, 0 copies in 1.00 ms; read 64 B, wrote 32 B, planned peak 32 B")
+
+
+def _grad_graphs():
+  rng = np.random.default_rng(0)
+  x = Tensor(rng.standard_normal((8, 16)).astype(np.float32), device="PYTHON").realize()
+  y = Tensor(rng.integers(0, 4, 8).astype(np.int32), device="PYTHON").realize()
+  def param(*shape): return Tensor(rng.standard_normal(shape).astype(np.float32), device="PYTHON").requires_grad_(True).realize()
+  w1, w2 = param(16, 32), param(32, 4)
+  yield "mlp + cross entropy", (x @ w1).relu() @ w2, lambda out: out.sparse_categorical_crossentropy(y), [w1, w2], 9  # 10
+  w1, w2 = param(16, 32), param(32, 4)
+  yield "log_softmax().mean()", (x @ w1).relu() @ w2, lambda out: out.log_softmax(-1).mean(), [w1, w2], 8  # 8
+  a = param(16, 16)
+  yield "softmax().square().sum()", a, lambda out: out.softmax(-1).square().sum(), [a], 5  # 5
+  a = param(16, 16)
+  yield "layernorm().sum()", a, lambda out: out.layernorm().sum(), [a], 6  # 7
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_forward_and_backward_kernel_counts(case):
+  # a training step's forward and backward together: at most tinygrad 0.14's count (in each comment above).
+  # The shift by the max in softmax passes no gradient, and a gradient's broadcast seed summed is a constant.
+  name, inner, loss_of, params, count = list(_grad_graphs())[case]
+  loss = loss_of(inner)
+  loss.backward()
+  assert kernels(loss, *[p.grad for p in params]) == count, name
+
+
+def test_softmax_gradient_skips_the_max_but_stays_exact():
+  z = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+  a = Tensor(z, device="PYTHON").requires_grad_(True)
+  a.softmax(-1).square().sum().backward()
+  s = np_softmax(z)
+  assert_close(a.grad, s * (2 * s - (2 * s * s).sum(-1, keepdims=True)), atol=1e-5)
+
+
+def test_sum_of_a_broadcast_constant_is_a_constant():
+  from plugrad.uops import UOp
+  seed = Tensor.full((8, 4), 0.25, device="PYTHON")
+  neg = Tensor._from(UOp(Ops.NEG, seed.dtype, (seed.uop,)), "PYTHON")  # built as a gradient is: no frontend folding
+  total = Tensor._from(UOp(Ops.REDUCE_AXIS, seed.dtype, (neg.uop,), (Ops.ADD, (1,))), "PYTHON")
+  b = realized(8, 4)
+  out = total.reshape(8, 1).expand(8, 4) * b  # a sum read through an expand would get a kernel of its own
+  assert kernels(out) == 1
+  assert_close(out, -b.numpy(), atol=1e-6)
