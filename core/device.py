@@ -31,6 +31,8 @@ class Capabilities:
   :param max_workgroup_threads: most threads in one work-group.
   :param local_memory: bytes of work-group shared memory (0: none).
   :param max_vector_bytes: widest vector load/store the device likes.
+  :param vector_registers: how many vector registers a thread has (16 on AVX2, 32 on AVX-512 and NEON):
+    bounds how many vector accumulators a register tile may keep.
   :param vector_ops: whether the device's renderer takes vector dtypes (`dtypes.float32.vec(8)`)
     and the ops VECTORIZE and GEP in loop programs; the lowering then vectorises the innermost
     upcast output dimension (plugrad.codegen.vectorize). False: loop programs are all scalar.
@@ -46,6 +48,7 @@ class Capabilities:
   max_workgroup_threads: int = 1
   local_memory: int = 0
   max_vector_bytes: int = 16
+  vector_registers: int = 16
   vector_ops: bool = False
   supports_images: bool = False
   max_image2d: tuple[int, int] = (16384, 16384)

@@ -18,7 +18,7 @@ from plugrad.spec import check_program
 from plugrad.testing import available_devices
 
 U, V, R, G = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP
-AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)
+AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)  # the vector registers are left at the default 16
 AVX2 = Capabilities(max_vector_bytes=32, vector_ops=True)
 SCALAR = Capabilities(max_vector_bytes=32)
 GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
@@ -57,7 +57,8 @@ CASES = [
   ("col_max", [(40, 12)], lambda a: a.max(axis=0), lambda a: a.max(axis=0),
    [(), (Opt(V, 0, 4),), (Opt(U, 0, 3),), (Opt(V, 0, 4), Opt(R, 0, 2)), (Opt(R, 0, 40),)]),
   ("matmul", [(24, 36), (36, 20)], lambda a, b: a @ b, lambda a, b: a @ b,
-   [(), (Opt(V, 0, 4), Opt(U, 1, 8)), (Opt(U, 0, 5), Opt(U, 1, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
+   [(), (Opt(V, 0, 4), Opt(U, 1, 8)), (Opt(U, 0, 5), Opt(U, 1, 3)), (Opt(V, 0, 4), Opt(U, 0, 5), Opt(U, 1, 4)),
+    (Opt(V, 0, 2), Opt(U, 0, 2), Opt(R, 0, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
     (Opt(U, 0, 2), Opt(R, 0, 9))]),
   ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
    lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),)]),
@@ -87,7 +88,7 @@ def test_every_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
 
 
 @pytest.mark.parametrize("plan,why", [
-  ((Opt(U, 0, 5),), "divides"), ((Opt(U, 2, 2),), "launch dimension"), ((Opt(R, 0, 7),), "divide"),
+  ((Opt(U, 0, 5),), "divide"), ((Opt(V, 0, 4), Opt(U, 0, 5)), "divide"), ((Opt(U, 2, 2),), "launch dimension"), ((Opt(R, 0, 7),), "divide"),
   ((Opt(R, 3, 2),), "reduce axes"), ((Opt(U, 0, 2), Opt(U, 0, 4)), "repeats"), ((Opt(G, 0, 16),), "work-groups"),
 ])
 def test_plans_that_do_not_fit_are_opt_errors(plan, why):
@@ -110,7 +111,8 @@ def _plans(out: Tensor, caps: Capabilities) -> list[tuple[Opt, ...]]:
 
 def test_heuristic_choices_are_pinned():
   mm = Tensor.empty(64, 64, device="PYTHON") @ Tensor.empty(64, 64, device="PYTHON")
-  assert _plans(mm, AVX512) == [(Opt(V, 0, 16), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
+  assert _plans(mm, AVX512) == [(Opt(V, 0, 16), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]  # 16 registers
+  assert _plans(mm, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, GPU) == [(Opt(G, 0, 64),), ()]

@@ -325,9 +325,7 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
   """Raise OptError for an Opt that names no axis, repeats one, or has an amount that cannot apply."""
   seen: set[tuple[OptOps, int]] = set()
   for o in opts:
-    if (o.op, o.axis) in seen or (o.op is OptOps.VECTORIZE and (OptOps.UPCAST, o.axis) in seen) or \
-       (o.op is OptOps.UPCAST and (OptOps.VECTORIZE, o.axis) in seen):
-      raise OptError(f"{o} repeats an axis of the plan")
+    if (o.op, o.axis) in seen: raise OptError(f"{o} repeats an axis of the plan")
     seen.add((o.op, o.axis))
     if o.amount < 1 and not (o.op is OptOps.UNROLL and 0 <= o.axis < len(axes) and o.amount == 0):
       raise OptError(f"{o}: the amount must be positive")
@@ -368,13 +366,15 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   else:
     dims = _launch_dims(shape, caps)
   first = 1 if threads else 0  # with a group reduce, launch dim 0 holds the work-group's threads
+  # a launch dimension's outputs per thread: the product of its UPCAST and VECTORIZE (lanes innermost,
+  # then the copies of the vector)
   upcasts = [1] * len(dims)
   for o in opts:
     if o.op not in (OptOps.UPCAST, OptOps.VECTORIZE): continue
-    if o.axis >= len(dims) or len(dims[o.axis][0]) != 1 or dims[o.axis][1] % o.amount:
-      raise OptError(f"{o}: launch dimension {o.axis} is not one output axis that {o.amount} divides")
-    upcasts[o.axis] = o.amount
-  vector0 = any(o.op is OptOps.VECTORIZE and o.amount > 1 for o in opts)
+    if o.axis >= len(dims) or len(dims[o.axis][0]) != 1 or dims[o.axis][1] % (upcasts[o.axis] * o.amount):
+      raise OptError(f"{o}: launch dimension {o.axis} is not one output axis that the plan's upcasts divide")
+    upcasts[o.axis] *= o.amount
+  width = next((o.amount for o in opts if o.op is OptOps.VECTORIZE and o.amount > 1), 0)
   idx: list[UOp] = [lw.zero()] * len(shape)
   # upcast dims get a placeholder now; each output copy substitutes gidx*factor + offset for it
   placeholders: dict[int, tuple[UOp, UOp, int]] = {}
@@ -399,15 +399,20 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     pairs = [(out_index, out_value)]
     copies = list(placeholders.values())
     ph0, gid0, f0 = placeholders.get(dims[0][0][0], (None, None, 1))
-    if vector0 and f0 > 1:
-      # one vector-valued copy for the innermost upcast dimension instead of f0 scalar ones
-      lanes = [gid0 * f0 + k if k else gid0 * f0 for k in range(f0)]
+    if width:
+      # one vector-valued copy of `width` lanes for the innermost upcast dimension instead of width scalar
+      # ones; with an UPCAST on it too, `vcopy` numbers the f0 // width vectors a thread computes
+      vcopy = UOp(Ops.SPECIAL, idx_dtype, (), ("upcast0v", 0, f0 // width)) if f0 > width else None
+      base = gid0 * f0 + vcopy * width if vcopy is not None else gid0 * f0
+      lanes = [base + k if k else base for k in range(width)]
       vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
       if vectorized is None: raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
       pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
+      if vcopy is not None: copies.insert(0, (vcopy, None, f0 // width))
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
-      sub = {ph: gid * f + off if off else gid * f for (ph, gid, f), off in zip(copies, offsets)}
+      sub = {ph: UOp.const(idx_dtype, off) if gid is None else gid * f + off if off else gid * f
+             for (ph, gid, f), off in zip(copies, offsets)}
       stores += [UOp(Ops.STORE, None, (out_param, substitute(i, sub), substitute(v, sub))) for i, v in pairs]
     sink = UOp(Ops.SINK, None, tuple(stores))
     global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))

@@ -7,8 +7,9 @@ What it decides:
 - on a device with work-group memory, a single reduction with a small output is split across a
   work-group (GROUP);
 - on a device that loops over its launch indices, a reduction tiles its outputs into registers:
-  with vector ops, launch dim 0 becomes one vector as wide as the device's vector register (up to 16
-  lanes) and dim 1 makes 8 vector accumulators (a matmul: each load of B's row feeds 8 FMAs);
+  with vector ops, launch dim 0 becomes vectors as wide as the device's vector register (up to 16
+  lanes; two of them where the registers hold 16 accumulators, as AVX-512's 32 do) and dim 1 makes 8
+  rows of vector accumulators (a matmul: each load of B's row feeds 8 FMAs);
   without, 8 x 4 scalar copies. A reduction that reads contiguously along its own innermost loop
   and not along the outputs (a row sum, softmax's max and sum) is not tiled: the device compiler's
   loop vectoriser keeps several vector accumulators along the reduce axis, which tiling would stop.
@@ -41,13 +42,21 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
   the target that divides a single-axis dimension."""
   lanes = caps.max_vector_bytes // max(k.itemsize, 1)
   width, rows = (min(16, lanes), 8) if vector else (min(8, lanes), 4)
-  out = []
+  factors = []
   for d, (naxes, size) in enumerate(k.dims[:2]):
     target = width if d == 0 else rows
     f = target
     while f > 1 and (naxes != 1 or size % f): f //= 2
     if not vector and f != target: f = 1  # scalar copies: all or nothing
-    if f > 1: out.append(Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f))
+    factors.append(f)
+  out = [Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f) for d, f in enumerate(factors) if f > 1]
+  if vector and len(factors) > 1 and factors[0] > 1 and factors[1] > 1:
+    # a 2-D tile gets more vectors along dim 0 while the accumulators fill at most 3/4 of the vector
+    # registers (the rest hold loaded operands): 2 x 8 with AVX-512's 32, each broadcast feeding 2 FMAs
+    copies, budget = 1, caps.vector_registers * 3 // 4
+    while 2 * copies * factors[1] <= budget and k.dims[0][1] % (factors[0] * copies * 2) == 0 and copies < 4:
+      copies *= 2
+    if copies > 1: out.insert(1, Opt(OptOps.UPCAST, 0, copies))
   return out
 
 

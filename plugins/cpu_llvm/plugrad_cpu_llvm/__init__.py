@@ -42,8 +42,9 @@ class CPULLVMPlugin(DevicePlugin):
     return [THREADS]
 
   def capabilities(self, device: str, config: Config) -> Capabilities | None:
-    from plugrad_cpu_llvm.compiler import host_vector_bytes
-    return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(), vector_ops=True)
+    from plugrad_cpu_llvm.compiler import host_vector_bytes, host_vector_registers
+    return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(),
+                        vector_registers=host_vector_registers(), vector_ops=True)
 
   def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_cpu_llvm.renderer import LLVMRenderer

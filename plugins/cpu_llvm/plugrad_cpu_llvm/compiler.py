@@ -49,6 +49,12 @@ def host_vector_bytes() -> int:
   return 16
 
 
+def host_vector_registers() -> int:
+  """The host's vector registers: 32 with AVX-512 (zmm0-31) or on AArch64 (v0-v31), else 16."""
+  triple, _, feats = host_target()
+  return 32 if "+avx512f" in feats.split(",") or triple.startswith(("aarch64", "arm64")) else 16
+
+
 def pack_binary(meta: dict[str, Any], obj: bytes) -> bytes:
   """Header (magic, JSON length, JSON) + object bytes."""
   head = json.dumps(meta, sort_keys=True).encode()
