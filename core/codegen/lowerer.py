@@ -250,7 +250,7 @@ def _cascade(red: UOp, lw: _Lowering, block: int) -> UOp:
   loops: list[UOp] = []  # the loops after splitting, outermost first
   split: list[UOp] = []  # the loops that replace split ones
   for r in ranges:
-    size, pieces, expr = r.src[0].arg, [], None
+    size, pieces = r.src[0].arg, []
     while size > block:  # split off inner blocks until the outer loop is short too
       outer, inner = _block_split(size, block)
       pieces.insert(0, (inner, outer * inner != size, size))
