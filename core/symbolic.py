@@ -74,7 +74,8 @@ def _combine_terms(x: UOp) -> UOp | None:
   for t, c in terms: merged[t] = merged.get(t, 0) + c
   rejoined = False
   while _rejoin_divmod(merged): rejoined = True
-  if not rejoined and len(merged) == len(terms) and sum(1 for s in _add_leaves(x) if s.op is Ops.CONST) <= 1: return None
+  if not rejoined and len(merged) == len(terms) and sum(1 for s in _add_leaves(x) if s.op is Ops.CONST) <= 1:
+    return None
   ret = build_sum(list(merged.items()), const, x)
   return ret if ret is not x else None
 

@@ -48,6 +48,14 @@ def test_like_terms_combine():
   assert simp(x * 2 + y + x * 3) is simp(x * 5 + y)
 
 
+def test_divmod_pairs_rejoin():
+  # (x // n)*n + x % n -> x, scaled too: a reshape that splits a loop and merges it again reads it directly
+  r, g = rng(65536), rng(8, 1)
+  assert simp(g * 65536 + (r // 4096) * 4096 + r % 4096) is simp(g * 65536 + r)
+  assert simp((r // 4096) * 8192 + (r % 4096) * 2 + 1) is simp(r * 2 + 1)
+  assert simp((r // 4096) * 4096 + (r % 2048)).op is Ops.ADD  # different divisors: left alone
+
+
 def test_comparisons_decided_by_bounds():
   x = rng(4)
   assert simp(x.lt(4)).arg is True

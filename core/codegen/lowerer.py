@@ -169,7 +169,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   nested = any(m.op is Ops.REDUCE_AXIS for r in reduces for m in r.src[0].toposort)
   group_ok = caps.launch_dims >= 2
   try:
-    if group_ok: _launch_dims(shape, replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:]))
+    if group_ok:
+      _launch_dims(shape, replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:]))
   except ValueError:
     group_ok = False
   lane_ok = red_ok = False
@@ -194,7 +195,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
 def _index_dtype(ast: UOp) -> DType:
   """int32 unless some buffer or intermediate of the kernel has 2**31 - 1 elements or more."""
   params = [n for n in ast.toposort if n.op is Ops.PARAM]
-  big = max([p.arg[1] for p in params] + [prod(n.shape) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
+  big = max([p.arg[1] for p in params] +
+            [prod(n.shape) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
   return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
 
 
@@ -332,7 +334,8 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
     if o.op is OptOps.UNROLL:
       if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
       size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
-      if o.amount != size and (o.amount > size or size % o.amount): raise OptError(f"{o}: {o.amount} does not divide {size}")
+      if o.amount != size and (o.amount > size or size % o.amount):
+        raise OptError(f"{o}: {o.amount} does not divide {size}")
     elif o.op is OptOps.VECTORIZE and (o.axis != 0 or not caps.vector_ops):
       raise OptError(f"{o}: only launch dimension 0 of a device with vector ops is vectorised")
     elif o.op is OptOps.GROUP and (o.axis != 0 or caps.launch_dims < 2 or caps.local_memory <= 0 or o.amount < 2 or
@@ -406,7 +409,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       base = gid0 * f0 + vcopy * width if vcopy is not None else gid0 * f0
       lanes = [base + k if k else base for k in range(width)]
       vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
-      if vectorized is None: raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
+      if vectorized is None:
+        raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
       pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
       if vcopy is not None: copies.insert(0, (vcopy, None, f0 // width))
     stores = []

@@ -94,7 +94,8 @@ class CPUProgram(Program):
     self.chunks = _pieces(self.outer, _chunk_count(self.outer, meta["cost"], threads) if meta["splittable"] else 1)
     # a one-element reduction: pieces of its outer reduce loop write partials that `fin` combines
     split = meta.get("reduce_split")
-    self.reduce_chunks = _pieces(split["outer"], _chunk_count(split["outer"], meta["cost"], threads)) if big and split else None
+    self.reduce_chunks = _pieces(split["outer"], _chunk_count(split["outer"], meta["cost"], threads)) if big and split \
+      else None
     if self.reduce_chunks is not None and len(self.reduce_chunks) < 2: self.reduce_chunks = None
     self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
     self.part, self.fin = fns.get("part"), fns.get("fin")
