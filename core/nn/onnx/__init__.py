@@ -106,23 +106,24 @@ class OnnxRunner:
     self.opset: int = next((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS), 1)
     graph = proto.graph
     self._supported = set(get_registry().render_device(self.device.split(":")[0]).caps.dtypes)
-    self.initializers: dict[str, Tensor] = {}
-    for init in graph.initializer:
-      self.initializers[init.name] = self._tensor(numpy_helper.to_array(init))
-    self.inputs: dict[str, InputSpec] = {}
-    for vi in graph.input:
-      if vi.name in self.initializers: continue  # an initializer listed as an input (opset < 9 style): a weight
-      tt = vi.type.tensor_type
-      dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-      self.inputs[vi.name] = InputSpec(vi.name, self._dtype(onnx_dtype(tt.elem_type)), dims)
-    self.outputs: list[str] = [o.name for o in graph.output]
-    known = set(self.initializers)
+    weights = {init.name for init in graph.initializer}
+    # every node is checked before any weight is loaded: an unsupported model fails at once
+    known = set(weights)
     self.nodes: list[_Node] = []
     for i, n in enumerate(graph.node):
       node = self._check(i, n, known)
       known |= set(node.outputs) if node.const else set()
       self.nodes.append(node)
     self._const_names = frozenset(known)
+    self.inputs: dict[str, InputSpec] = {}
+    for vi in graph.input:
+      if vi.name in weights: continue  # an initializer listed as an input (opset < 9 style): a weight
+      tt = vi.type.tensor_type
+      dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+      self.inputs[vi.name] = InputSpec(vi.name, self._dtype(onnx_dtype(tt.elem_type)), dims)
+    self.outputs: list[str] = [o.name for o in graph.output]
+    self.initializers: dict[str, Tensor] = {init.name: self._tensor(numpy_helper.to_array(init))
+                                            for init in graph.initializer}
     # per input signature: the folded constant nodes' outputs (realized) and the host copies of static inputs
     self._folded: dict[tuple, dict[str, Tensor]] = {}
     self._host: dict[tuple, dict[str, Any]] = {}
