@@ -620,8 +620,61 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: 
   if len(order) != len(kernels):
     raise RuntimeError("cycle in the schedule: an assign reads a value that depends on itself")
   items = [ScheduleItem(kernels[i].ast, kernels[i].device, (kernels[i].buffer, *ins[i]), kernels[i]) for i in order]
+  unused = _reuse_in_place(items, live, fresh)
   _plan_frees(items, live, fresh)
+  if unused: items[0].frees.extend(unused)  # never written: any later use is an error, not a read of garbage
   return items
+
+
+def _reuse_in_place(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> list[Buffer]:
+  """Write the output of an elementwise kernel into an input buffer that dies in it (same size and type,
+  read at the very index written, made by this schedule and held by no tensor): an elementwise chain of
+  realized intermediates then runs in place, and the planned peak drops. Rewrites the items; returns the
+  output buffers no longer used."""
+  last_use: dict[Buffer, int] = {}
+  for i, it in enumerate(items):
+    for b in it.bufs: last_use[b] = i
+  rename: dict[Buffer, Buffer] = {}
+  for i, it in enumerate(items):
+    if rename: it.bufs = tuple(rename.get(b, b) for b in it.bufs)
+    out = it.bufs[0]
+    if it.ast is None or out not in fresh or out in live or out.options is not None: continue
+    for k, b in enumerate(it.bufs[1:], 1):
+      if b in fresh and b not in live and last_use[b] == i and b is not out and b.options is None and \
+          (b.size, b.dtype, b.device) == (out.size, out.dtype, out.device) and _reads_in_place(it.ast, k):
+        it.ast = _param_as_output(it.ast, k)
+        it.bufs = (b,) + it.bufs[1:k] + it.bufs[k + 1:]
+        rename[out] = b
+        last_use[b] = last_use[out]  # b now holds out's value, as long as out was used
+        break
+  return list(rename)
+
+
+def _reads_in_place(ast: UOp, k: int) -> bool:
+  """Whether a kernel AST reads PARAM `k` only at the index it stores to: no reduction, and nothing but
+  reshapes between the store and each load of that PARAM."""
+  stack, seen = [ast.src[0].src[1]], set()
+  while stack:
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
+    if n.op is Ops.PARAM: continue
+    if n.op is Ops.REDUCE_AXIS: return False
+    if n.op in GroupOp.Movement and n.op is not Ops.RESHAPE:
+      if any(x.op is Ops.PARAM and x.arg[0] == k for x in n.toposort): return False
+      continue  # what lies under a view is read elsewhere, but not from PARAM k
+    stack.extend(n.src)
+  return True
+
+
+def _param_as_output(ast: UOp, k: int) -> UOp:
+  """The AST with PARAM `k` read from PARAM 0 (the output) and the PARAMs after it numbered one lower."""
+  memo: dict[UOp, UOp] = {}
+  for n in ast.toposort:
+    if n.op is Ops.PARAM and n.arg[0] >= k and n is not ast.src[0].src[0]:
+      memo[n] = n.replace(arg=(0 if n.arg[0] == k else n.arg[0] - 1,) + n.arg[1:])
+    else: memo[n] = n.replace(src=tuple(memo[x] for x in n.src))
+  return memo[ast]
 
 
 def _plan_frees(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> None:

@@ -287,10 +287,12 @@ def test_planned_peak_is_what_the_allocator_measures():
   out = (((a + 1).contiguous() * 2).contiguous() - 3).sum(1)
   items = out.schedule()
   plan = plan_memory(items)
-  # three kernels: a+1 is freed after *2 reads it, so at most two 16 KiB intermediates (or one and the output) live
+  # three kernels; *2 reads a+1 at the index it writes and a+1 dies there, so it runs in place: one 16 KiB
+  # intermediate is alive at a time, then the 256-byte output
   assert count_kernels(items) == 3
-  assert plan.peak_bytes == 2 * 64 * 64 * 4
-  assert plan.bytes_written == 2 * 64 * 64 * 4 + 64 * 4 and plan.bytes_read == 3 * 64 * 64 * 4
+  assert items[1].bufs[0] is items[0].bufs[0]
+  assert plan.peak_bytes == 64 * 64 * 4 + 64 * 4
+  assert plan.bytes_written == 2 * 64 * 64 * 4 + 64 * 4 and plan.bytes_read == 2 * 64 * 64 * 4  # in place: no input
   stats = get_registry().device("PYTHON").allocator.stats
   before = stats.in_use
   stats.peak = stats.in_use
@@ -351,3 +353,30 @@ def test_sum_of_a_broadcast_constant_is_a_constant():
   out = total.reshape(8, 1).expand(8, 4) * b  # a sum read through an expand would get a kernel of its own
   assert kernels(out) == 1
   assert_close(out, -b.numpy(), atol=1e-6)
+
+
+def test_elementwise_chain_of_intermediates_runs_in_place():
+  from plugrad.scheduler import plan_memory
+  a = realized(32, 32)
+  for _ in range(2):  # the second time through the schedule cache
+    out = (((a + 1).contiguous() * 2).contiguous().exp().contiguous() + a).sum(1)
+    items = out.schedule()
+    assert len({id(it.bufs[0]) for it in items[:3]}) == 1  # the three intermediates share one buffer
+    assert plan_memory(items).peak_bytes == 32 * 32 * 4 + 32 * 4
+    out.realize()
+    assert_close(out, (np.exp((a.numpy() + 1) * 2) + a.numpy()).sum(1), rtol=1e-5)
+
+
+def test_no_in_place_write_over_a_view_read_or_a_live_tensor():
+  a = realized(8, 8)
+  t = (a + 1).contiguous()
+  flipped = (t.flip(0) * 2).contiguous()  # reads t at other positions than it writes: a fresh buffer
+  items = flipped.schedule()
+  assert items[1].bufs[0] is not items[0].bufs[0]
+  assert_close(flipped, (a.numpy() + 1)[::-1] * 2)
+  from plugrad.scheduler import buffer_of, contiguous_base
+  kept = (a * 3).contiguous().realize()
+  doubled = (kept * 2).contiguous()
+  assert all(it.bufs[0] is not buffer_of(contiguous_base(kept.uop)) for it in doubled.schedule())
+  assert_close(doubled, a.numpy() * 6)
+  assert_close(kept, a.numpy() * 3)  # a tensor holds it: never overwritten

@@ -70,7 +70,7 @@ class ScheduleTemplate:
     refs: dict[Buffer, Ref] = {b: ("leaf", i) for i, b in enumerate(leaves)}
     outputs, steps = [], []
     for it in items:
-      out = it.kernel.buffer
+      out = it.bufs[0]  # not it.kernel.buffer: a kernel may have been made to write in place
       if out not in refs:
         refs[out] = ("out", len(outputs))
         outputs.append((out.device, out.size, out.dtype, out.options))
@@ -98,7 +98,9 @@ class ScheduleTemplate:
       out = buffer[st.out]
       kernel = Kernel(st.ast, st.device, out)
       k = UOp(Ops.KERNEL, None, tuple(node[r] for r in st.ins), kernel)
-      node[st.out] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k))
+      # a step writing a buffer an earlier step wrote (in place) runs after it, even when it binds no input
+      after = (node[st.out],) if node[st.out].op is Ops.ASSIGN else ()
+      node[st.out] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k) + after)
       items.append(ScheduleItem(st.ast, st.device, (out,) + tuple(buffer[r] for r in st.ins), kernel))
     _plan_frees(items, live, set(created) - {buffer[r[0]] for r in self.roots if r is not None})
     roots = []
