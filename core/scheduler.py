@@ -549,7 +549,8 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp, previous: UOp | N
 
 # ---------------------------------------------------------------- ordering
 
-def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: Collection[Buffer] = ()) -> list[ScheduleItem]:
+def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (),
+                    fresh: Collection[Buffer] = ()) -> list[ScheduleItem]:
   """The pending kernels under kernelized `roots` in an order that respects their data dependencies
   and the order of writes into one buffer (BFS order among the ready).
 

@@ -45,7 +45,8 @@ KERNEL_COUNTS = [
   ("(a@b)@c", lambda a, b, c, d: (a @ b) @ c, lambda a, b, c, d: (a @ b) @ c, 2),
   # issue 17: never more kernels than tinygrad 0.14 (its count in each comment)
   ("a.contiguous()", lambda a, b, c, d: a.contiguous(), lambda a, b, c, d: a, 0),  # a buffer already: 0
-  ("a.reshape(16).contiguous()", lambda a, b, c, d: a.reshape(16).contiguous(), lambda a, b, c, d: a.reshape(16), 0),  # 0
+  ("a.reshape(16).contiguous()", lambda a, b, c, d: a.reshape(16).contiguous(),
+   lambda a, b, c, d: a.reshape(16), 0),  # 0
   ("a.T.contiguous()", lambda a, b, c, d: a.T.contiguous(), lambda a, b, c, d: a.T, 1),  # a real copy: 1
   ("(a+b).contiguous().contiguous()", lambda a, b, c, d: (a + b).contiguous().contiguous(),
    lambda a, b, c, d: a + b, 1),  # 1
@@ -308,16 +309,19 @@ def test_debug_1_prints_bytes_and_planned_peak():
   stream = io.StringIO()
   plugin = DebugPlugin(Config(debug=1), stream)
   plugin.plugrad_schedule_ran(kernels=2, copies=0, seconds=0.001, bytes_read=64, bytes_written=32, peak_bytes=32)
-  assert stream.getvalue().startswith("realized: 2 kernels, 0 copies in 1.00 ms; read 64 B, wrote 32 B, planned peak 32 B")
+  line = stream.getvalue()
+  assert line.startswith("realized: 2 kernels, 0 copies in 1.00 ms; read 64 B, wrote 32 B, planned peak 32 B")
 
 
 def _grad_graphs():
   rng = np.random.default_rng(0)
   x = Tensor(rng.standard_normal((8, 16)).astype(np.float32), device="PYTHON").realize()
   y = Tensor(rng.integers(0, 4, 8).astype(np.int32), device="PYTHON").realize()
-  def param(*shape): return Tensor(rng.standard_normal(shape).astype(np.float32), device="PYTHON").requires_grad_(True).realize()
+  def param(*shape):
+    return Tensor(rng.standard_normal(shape).astype(np.float32), device="PYTHON").requires_grad_(True).realize()
   w1, w2 = param(16, 32), param(32, 4)
-  yield "mlp + cross entropy", (x @ w1).relu() @ w2, lambda out: out.sparse_categorical_crossentropy(y), [w1, w2], 9  # 10
+  xent = lambda out: out.sparse_categorical_crossentropy(y)  # noqa: E731
+  yield "mlp + cross entropy", (x @ w1).relu() @ w2, xent, [w1, w2], 9  # 10
   w1, w2 = param(16, 32), param(32, 4)
   yield "log_softmax().mean()", (x @ w1).relu() @ w2, lambda out: out.log_softmax(-1).mean(), [w1, w2], 8  # 8
   a = param(16, 16)

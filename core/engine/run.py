@@ -78,8 +78,8 @@ def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registr
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
   copies = sum(1 for ln in launches if ln.kernel is None)
   # a replay allocates nothing: every buffer it writes was kept from the capture
-  registry.notify("plugrad_schedule_ran", kernels=len(launches) - copies, copies=copies, seconds=time.perf_counter() - st,
-                  bytes_read=sum(b.nbytes for ln in launches for b in ln.bufs[1:]),
+  registry.notify("plugrad_schedule_ran", kernels=len(launches) - copies, copies=copies,
+                  seconds=time.perf_counter() - st, bytes_read=sum(b.nbytes for ln in launches for b in ln.bufs[1:]),
                   bytes_written=sum(ln.bufs[0].nbytes for ln in launches), peak_bytes=0)
 
 
