@@ -65,6 +65,8 @@ class Config:
     (slow; the test suite turns it on).
   :param alloc_cache: PLUGRAD_ALLOC_CACHE, the most memory freed buffers stay cached for reuse per
     device: a share of the device's memory ("2%", the default, or "0.02") or bytes ("512M", "0": none).
+  :param beam: PLUGRAD_BEAM=N: lower each kernel with the fastest plan a beam search of width N finds
+    on the device (plugrad.codegen.opt.search), cached on disk; 0 (the default): the heuristic's plan.
   :param env: the raw environment snapshot, for options plugins declare; read with `option()`.
   """
   device: str | None = None
@@ -74,6 +76,7 @@ class Config:
   plugins: tuple[str, ...] = ()
   check_spec: bool = False
   alloc_cache: MemoryBound = DEFAULT_ALLOC_CACHE
+  beam: int = 0
   env: Mapping[str, str] = field(default_factory=dict)
 
   @staticmethod
@@ -88,6 +91,7 @@ class Config:
       plugins=tuple(p.strip() for p in env.get("PLUGRAD_PLUGINS", "").split(",") if p.strip()),
       check_spec=env.get("PLUGRAD_CHECK_SPEC", "") not in ("", "0"),
       alloc_cache=MemoryBound.parse("PLUGRAD_ALLOC_CACHE", env.get("PLUGRAD_ALLOC_CACHE", ""), DEFAULT_ALLOC_CACHE),
+      beam=_int(env, "PLUGRAD_BEAM", 0),
       env=env,
     )
 

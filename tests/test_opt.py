@@ -11,8 +11,11 @@ from plugrad import Tensor
 from plugrad.codegen.lowerer import kernel_features, lower
 from plugrad.codegen.opt import Opt, OptError, OptOps
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
+from plugrad.codegen.opt.search import PlanCache, beam_search, neighbours, plan_key
+from plugrad.config import Config
 from plugrad.device import Capabilities
-from plugrad.registry import get_registry
+from plugrad.engine.compile import _plan_caches, searched_plan
+from plugrad.registry import Registry, get_registry, set_registry
 from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
 from plugrad.testing import available_devices
@@ -132,3 +135,52 @@ def test_lowering_with_the_heuristic_records_its_plan():
           if not it.is_copy][-1]
   prog = lower(item.ast, AVX512)
   assert prog.opts == (Opt(V, 0, 16), Opt(U, 1, 8)) and "opts=[Opt(VECTORIZE, 0, 16)" in str(prog)
+
+
+# ------------------------------------------------------------------ search
+
+def _features(out: Tensor, caps: Capabilities):
+  item = [it for it in out.schedule() if not it.is_copy][-1]
+  return item.ast, kernel_features(item.ast, caps)
+
+
+def test_beam_search_is_deterministic_given_the_timings():
+  ast, k = _features(Tensor.empty(64, 64, device="PYTHON") @ Tensor.empty(64, 64, device="PYTHON"), AVX512)
+  start = hand_coded_optimizations(k, AVX512)
+  fast = (Opt(V, 0, 16), Opt(U, 1, 4))  # one change away from the heuristic's first plan
+
+  def fake(plan):  # the fake timer: every plan 1 s, one neighbour 0.5 s, plans with an UNROLL refused
+    if any(o.op is R for o in plan): raise OptError("refused")
+    return 0.5 if plan == fast else 1.0
+  assert beam_search(start, k, fake, width=2) == fast
+  assert beam_search(start, k, fake, width=2) == fast  # again: same answer
+  assert beam_search(start, k, lambda p: 1.0, width=3) == start[0]  # ties keep the heuristic's plan
+  calls = []
+  beam_search(start, k, lambda p: calls.append(p) or 1.0, width=1, rounds=1)
+  assert len(calls) == len(set(calls))  # no plan timed twice
+  assert all(p in neighbours(start[0], k) or p in start for p in calls)
+
+
+def test_searched_plans_come_back_from_disk(tmp_path):
+  ast, _ = _features(Tensor.empty(8, 8, device="PYTHON").sum(axis=1), AVX512)
+  key = plan_key(ast, "CPU", AVX512)
+  assert key == plan_key(ast, "CPU", AVX512) != plan_key(ast, "CPU", AVX2)
+  plan = (Opt(U, 0, 2), Opt(R, 0, 4))
+  PlanCache(tmp_path).put(key, plan)
+  assert PlanCache(tmp_path).get(key) == plan and PlanCache(tmp_path).get(plan_key(ast, "X", AVX512)) is None
+
+
+def test_plugrad_beam_searches_once_and_the_next_process_reads_the_plan(tmp_path):
+  reg = Registry(Config.from_env({"PLUGRAD_BEAM": "1", "PLUGRAD_CACHE_DIR": str(tmp_path)}))
+  prev = set_registry(reg)
+  try:
+    a, b = _x(8, 12), _x(12, 8, seed=1)
+    out = Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON")
+    item = [it for it in out.schedule() if not it.is_copy][-1]
+    plan = searched_plan(reg.device("PYTHON"), item.ast)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    _plan_caches.clear()  # as a new process: only the disk is left
+    assert searched_plan(reg.device("PYTHON"), item.ast) == plan and any((tmp_path / "plans").rglob("*"))
+  finally:
+    set_registry(prev)
+    _plan_caches.clear()

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from plugrad.codegen.lowerer import lower
+from plugrad.codegen.lowerer import kernel_features, lower
+from plugrad.codegen.opt import Opt
+from plugrad.codegen.opt.heuristic import hand_coded_optimizations
+from plugrad.codegen.opt.search import INFEASIBLE, PlanCache, beam_search, plan_key
 from plugrad.codegen.program import LoopProgram
 from plugrad.device import CompileError, Program, UnsupportedError, check_supported
 from plugrad.registry import Device
@@ -21,10 +25,10 @@ class CompiledKernel:
   runner: Program
 
 
-def lower_for(device: Device, ast: UOp) -> LoopProgram:
-  """The loop program of `ast` for `device` (its capabilities and rewrite rules); with
-  `config.check_spec`, the AST and every stage of the lowering are checked against their spec.
-  Raises UnsupportedError when the kernel needs a dtype or op the device declares it lacks."""
+def lower_for(device: Device, ast: UOp, opts: tuple[Opt, ...] | None = None) -> LoopProgram:
+  """The loop program of `ast` for `device` (its capabilities and rewrite rules) with the plan `opts`
+  (None: the heuristic's); with `config.check_spec`, the AST and every stage of the lowering are checked
+  against their spec. Raises UnsupportedError when the kernel needs a dtype or op the device declares it lacks."""
   nodes = ast.toposort
   check_supported(device.name, device.caps, {n.dtype for n in nodes if n.dtype is not None},
                   {n.op.name for n in nodes} | {n.arg[0].name for n in nodes if n.op is Ops.REDUCE_AXIS})
@@ -33,16 +37,18 @@ def lower_for(device: Device, ast: UOp) -> LoopProgram:
     # only a kernel scheduled for another device gets here (the scheduler splits for this one)
     raise UnsupportedError(f"kernel binds {nbufs} buffers and device {device.name} allows {limit}; it was scheduled "
                            "for another device's limit")
-  if not device.registry.config.check_spec: return lower(ast, device.caps, device.rewrite_rules)
+  if not device.registry.config.check_spec: return lower(ast, device.caps, device.rewrite_rules, opts=opts)
   check_spec(ast, kernel_spec, "kernel AST")
-  prog = lower(ast, device.caps, device.rewrite_rules, lambda g, stage: check_spec(g, program_spec, f"{device.name} {stage}"))
+  prog = lower(ast, device.caps, device.rewrite_rules,
+               lambda g, stage: check_spec(g, program_spec, f"{device.name} {stage}"), opts=opts)
   check_program(prog)
   return prog
 
 
-def render_for(device: Device, ast: UOp) -> tuple[LoopProgram, str]:
-  """Lower and render `ast` for `device`; needs only the device's plugin, not its hardware."""
-  prog = lower_for(device, ast)
+def render_for(device: Device, ast: UOp, opts: tuple[Opt, ...] | None = None) -> tuple[LoopProgram, str]:
+  """Lower (with the plan `opts`, None: the heuristic's) and render `ast` for `device`; needs only the
+  device's plugin, not its hardware."""
+  prog = lower_for(device, ast, opts)
   return prog, device.renderer.render(prog)
 
 
@@ -55,7 +61,7 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
   and capabilities are fixed, so another registry's same-named device compiles its own."""
   key = (device, ast)
   if (ck := _compiled.get(key)) is not None: return ck
-  prog, src = render_for(device, ast)
+  prog, src = render_for(device, ast, searched_plan(device, ast) if device.registry.config.beam else None)
   st = time.perf_counter()
   try:
     binary, cached = device.compiler.compile(src)
@@ -67,6 +73,37 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
                          seconds=0.0 if cached else time.perf_counter() - st, cached=cached, ast=ast)
   ck = _compiled[key] = CompiledKernel(prog, src, binary, _load(device, prog.name, src, binary, cached))
   return ck
+
+
+_plan_caches: dict[Path, PlanCache] = {}
+
+
+def searched_plan(device: Device, ast: UOp) -> tuple[Opt, ...]:
+  """The fastest plan for `ast` that a beam search of width `config.beam` finds on `device`, from the
+  disk cache when an earlier process searched it already (plugrad.codegen.opt.search)."""
+  config = device.registry.config
+  if (cache := _plan_caches.get(config.cache_dir)) is None:
+    cache = _plan_caches[config.cache_dir] = PlanCache(Path(config.cache_dir) / "plans")
+  key = plan_key(ast, device.name, device.caps)
+  if (plan := cache.get(key)) is not None: return plan
+  features = kernel_features(ast, device.caps)
+  plan = beam_search(hand_coded_optimizations(features, device.caps), features, lambda p: _time_plan(device, ast, p),
+                     config.beam)
+  cache.put(key, plan)
+  return plan
+
+
+def _time_plan(device: Device, ast: UOp, plan: tuple[Opt, ...]) -> float:
+  """The best of 3 launches of `ast` lowered with `plan`, on scratch buffers (OptError: the plan does not apply)."""
+  prog, src = render_for(device, ast, plan)
+  runner = device.runtime.load(prog.name, device.compiler.compile(src)[0])
+  sizes = [max(p.size * p.dtype.itemsize, 1) for p in prog.params]
+  raws = [device.allocator.alloc(n) for n in sizes]
+  try:
+    times = [runner(*raws, global_size=prog.global_size, local_size=prog.local_size, wait=True) for _ in range(3)]
+  finally:
+    for raw, n in zip(raws, sizes): device.allocator.free(raw, n)
+  return min((t for t in times if t is not None), default=INFEASIBLE)
 
 
 def _load(device: Device, name: str, src: str, binary: bytes, cached: bool) -> Program:
