@@ -249,3 +249,22 @@ def test_cli_run_prints_outputs_kernels_and_time(tmp_path: Path, capsys: pytest.
   np.savez(tmp_path / "bad.npz", z=np.ones(1))
   assert main(["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "bad.npz")]) == 2
   assert "unknown ['z']" in capsys.readouterr().err
+
+
+def test_dtypes_the_device_lacks_fall_back_to_ones_it_has(monkeypatch: pytest.MonkeyPatch) -> None:
+  from types import SimpleNamespace
+
+  from plugrad import dtypes
+  from plugrad.nn.onnx import ops
+  real = ops.get_registry()
+  caps = SimpleNamespace(dtypes=frozenset(real.render_device("PYTHON").caps.dtypes) - {dtypes.float64})
+  fake = SimpleNamespace(render_device=lambda name: SimpleNamespace(caps=caps))  # a device without float64
+  monkeypatch.setattr(ops, "get_registry", lambda: fake)
+  w = numpy_helper.from_array(np.array([0.5, 2.0], np.float64), "w")
+  nodes = [helper.make_node("Cast", ["x"], ["xd"], to=onnx.TensorProto.DOUBLE),
+           helper.make_node("Mul", ["xd", "w"], ["y"])]
+  graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+                            [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, [2])], [w])
+  out = OnnxRunner(helper.make_model(graph), device="PYTHON")({"x": np.array([4, 5], np.float32)})["y"]
+  assert out.dtype == dtypes.float32  # float64 became float32 for the weight and the Cast alike
+  np.testing.assert_allclose(out.numpy(), [2, 10])

@@ -24,7 +24,7 @@ import numpy as np
 
 from plugrad.dtype import DType, dtypes
 from plugrad.engine.jit import TinyJit
-from plugrad.nn.onnx.ops import OPS, OnnxOp, onnx_dtype
+from plugrad.nn.onnx.ops import OPS, OnnxOp, device_dtype, onnx_dtype
 from plugrad.registry import get_registry
 from plugrad.tensor import Tensor
 
@@ -38,9 +38,6 @@ __all__ = ["OnnxRunner", "OPS", "supported_ops", "random_inputs", "time_model", 
 
 # the defaults of the ai.onnx domain; another domain (com.microsoft, ...) means operators this module does not know
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-# fewer bits than the device can hold: the nearest wider-or-equal type it has, as tinygrad does for missing dtypes
-_FALLBACK = {dtypes.float64: dtypes.float32, dtypes.bfloat16: dtypes.float32, dtypes.float16: dtypes.float32,
-             dtypes.int64: dtypes.int32, dtypes.uint64: dtypes.uint32}
 
 
 def supported_ops() -> list[str]:
@@ -105,7 +102,6 @@ class OnnxRunner:
     self.device: str = device or get_registry().default_device()
     self.opset: int = next((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS), 1)
     graph = proto.graph
-    self._supported = set(get_registry().render_device(self.device.split(":")[0]).caps.dtypes)
     weights = {init.name for init in graph.initializer}
     # every node is checked before any weight is loaded: an unsupported model fails at once
     known = set(weights)
@@ -128,9 +124,7 @@ class OnnxRunner:
     self._folded: dict[tuple, dict[str, Tensor]] = {}
     self._host: dict[tuple, dict[str, Any]] = {}
 
-  def _dtype(self, dt: DType) -> DType:
-    while dt not in self._supported and dt in _FALLBACK: dt = _FALLBACK[dt]
-    return dt
+  def _dtype(self, dt: DType) -> DType: return device_dtype(dt, self.device)
 
   def _tensor(self, arr: np.ndarray) -> Tensor:
     dt = self._dtype(dtypes.from_any(arr.dtype))

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from plugrad.dtype import DType, dtypes
+from plugrad.registry import get_registry
 from plugrad.shape import prod
 from plugrad.tensor import Tensor
 
@@ -53,6 +54,18 @@ def onnx_dtype(elem_type: int) -> DType:
   """The plugrad dtype of an ONNX TensorProto element type (raises for strings and the 4/8-bit floats)."""
   if elem_type not in _ONNX_DTYPES: raise NotImplementedError(f"ONNX element type {elem_type} has no plugrad dtype")
   return _ONNX_DTYPES[elem_type]
+
+
+# a dtype the device lacks becomes the nearest one it has (as tinygrad's runner does): float64 -> float32, ...
+_FALLBACK = {dtypes.float64: dtypes.float32, dtypes.bfloat16: dtypes.float32, dtypes.float16: dtypes.float32,
+             dtypes.int64: dtypes.int32, dtypes.uint64: dtypes.uint32}
+
+
+def device_dtype(dt: DType, device: str) -> DType:
+  """`dt`, or the dtype that stands in for it on `device` when the device lacks it."""
+  supported = get_registry().render_device(device.split(":")[0]).caps.dtypes
+  while dt not in supported and dt in _FALLBACK: dt = _FALLBACK[dt]
+  return dt
 
 
 # TensorProto.DataType numbers (onnx.proto): FLOAT=1 UINT8=2 INT8=3 UINT16=4 INT16=5 INT32=6 INT64=7 BOOL=9
@@ -238,7 +251,7 @@ def where(cond: Tensor, x: Tensor, y: Tensor) -> Tensor: return cond.where(x, y)
 
 
 @op("Cast")
-def cast(x: Tensor, *, to: int = 0, saturate: int = 1) -> Tensor: return x.cast(onnx_dtype(to))
+def cast(x: Tensor, *, to: int = 0, saturate: int = 1) -> Tensor: return x.cast(device_dtype(onnx_dtype(to), x.device))
 
 
 @op("BitCast")
@@ -254,7 +267,8 @@ def cast_like(x: Tensor, like: Tensor, *, saturate: int = 1) -> Tensor: return x
 @op("Constant")
 def constant(*, value: Any = None, value_float: float | None = None, value_floats: list | None = None,
              value_int: int | None = None, value_ints: list | None = None, device: str) -> Tensor:
-  if value is not None: return Tensor(value, device=device)  # the runner hands tensor attributes over as numpy
+  if value is not None:  # the runner hands tensor attributes over as numpy arrays
+    return Tensor(value.astype(device_dtype(dtypes.from_any(value.dtype), device).np), device=device)
   if value_float is not None: return Tensor(np.array(value_float, np.float32), device=device)
   if value_floats is not None: return Tensor(np.array(value_floats, np.float32), device=device)
   if value_int is not None: return _i64(value_int, device)
@@ -265,7 +279,8 @@ def constant(*, value: Any = None, value_float: float | None = None, value_float
 @op("ConstantOfShape", static=(0,))
 def constant_of_shape(shape: list[int], *, value: Any = None, device: str) -> Tensor:
   fill = np.zeros(1, np.float32) if value is None else value
-  return Tensor.full(tuple(shape), fill.reshape(-1)[0].item(), dtype=dtypes.from_any(fill.dtype), device=device)
+  dtype = device_dtype(dtypes.from_any(fill.dtype), device)
+  return Tensor.full(tuple(shape), fill.reshape(-1)[0].item(), dtype=dtype, device=device)
 
 
 @op("Shape")
@@ -483,7 +498,7 @@ def eye_like(x: Tensor, *, dtype: int | None = None, k: int = 0) -> Tensor:
   n, m = x.shape
   rows = Tensor.arange(n, device=x.device).reshape(n, 1)
   cols = Tensor.arange(m, device=x.device).reshape(1, m)
-  return (cols - rows == k).cast(onnx_dtype(dtype) if dtype is not None else x.dtype)
+  return (cols - rows == k).cast(device_dtype(onnx_dtype(dtype), x.device) if dtype is not None else x.dtype)
 
 
 @op("Dropout", static=(1, 2))
@@ -784,7 +799,8 @@ def batch_norm(x: Tensor, scale: Tensor, b: Tensor, mean: Tensor, var: Tensor, *
   return (y, mean * momentum + bm * (1 - momentum), var * momentum + bv * (1 - momentum))[:n_outputs]
 
 
-def _stash(x: Tensor, stash_type: int) -> Tensor: return x.cast(onnx_dtype(stash_type)) if x.dtype.is_float else x
+def _stash(x: Tensor, stash_type: int) -> Tensor:
+  return x.cast(device_dtype(onnx_dtype(stash_type), x.device)) if x.dtype.is_float else x
 
 
 @op("LayerNormalization")
