@@ -26,14 +26,28 @@ except ImportError:
   torch = None
 
 
+COPY_GBS: float | None = None  # the machine's copy bandwidth, measured once by bench_copy
+
+
 def report(name: str, t_plugrad: float, t_numpy: float | None, t_torch: float | None, work: float, unit: str) -> None:
   """unit: 'GB/s' (work in bytes) or 'GFLOP/s' (work in flops)."""
   cols = [f"{name:<34}", f"plugrad {t_plugrad*1e3:9.3f} ms"]
   cols.append(f"vs numpy {t_numpy / t_plugrad:6.2f}x" if t_numpy else f"{'vs numpy':>8} {'-':>7}")
   cols.append(f"vs torch {t_torch / t_plugrad:6.2f}x" if t_torch else f"{'vs torch':>8} {'-':>7}")
   cols.append(f"{work / t_plugrad / 1e9:8.2f} {unit}")
+  if unit == "GB/s" and COPY_GBS: cols.append(f"({work / t_plugrad / 1e9 / COPY_GBS:4.0%} of copy)")
   if t_numpy: cols.append(f"(numpy {work / t_numpy / 1e9:.2f} {unit})")
   print("  ".join(cols), flush=True)
+
+
+def bench_copy(repeat: int) -> None:
+  """The memory system's copy bandwidth (bytes read + written per second, numpy's copyto of 256 MiB)."""
+  global COPY_GBS
+  src = np.ones(64 << 20, np.float32)
+  dst = np.empty_like(src)
+  t = median_time(lambda: np.copyto(dst, src), repeat)
+  COPY_GBS = 2 * src.nbytes / t / 1e9
+  print(f"{'copy bandwidth (numpy, 256 MiB)':<34}  {COPY_GBS:8.2f} GB/s (read + write)", flush=True)
 
 
 def realized(x: np.ndarray) -> Tensor:
@@ -54,6 +68,52 @@ def bench_e2e(n: int, repeat: int) -> None:
     at, bt, ct = map(torch.from_numpy, (an, bn, cn))
     tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum().item(), repeat)
   report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tn, tt, 3 * n * n * 4, "GB/s")
+
+
+def bench_e2e_contended(n: int, repeat: int) -> None:
+  """The chain while another process keeps one core busy: a launch's chunks go to whichever thread is free."""
+  rng = np.random.default_rng(0)
+  an, bn, cn = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(3))
+  a, b, c = realized(an), realized(bn), realized(cn)
+  ((a * b + c).relu() * 2).sum().item()
+  busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+  try:
+    time.sleep(0.2)
+    tp = median_time(lambda: ((a * b + c).relu() * 2).sum().item(), repeat)
+    tn = median_time(lambda: (np.maximum(an * bn + cn, 0) * 2).sum().item(), repeat)
+  finally:
+    busy.kill()
+    busy.wait()
+  report(f"chain {n}x{n}, one core busy", tp, tn, None, 3 * n * n * 4, "GB/s")
+
+
+def bench_softmax(n: int, repeat: int) -> None:
+  an = np.random.default_rng(3).standard_normal((n, n), dtype=np.float32)
+  a = realized(an)
+  e = np.exp(an - an.max(axis=1, keepdims=True))
+  np.testing.assert_allclose(a.softmax(axis=1).numpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-6)
+  tp = median_time(lambda: a.softmax(axis=1).realize(), repeat)
+  def np_softmax():
+    x = np.exp(an - an.max(axis=1, keepdims=True))
+    return x / x.sum(axis=1, keepdims=True)
+  tn = median_time(np_softmax, repeat)
+  tt = median_time(lambda: torch.softmax(torch.from_numpy(an), dim=1), repeat) if torch is not None else None
+  report(f"a.softmax(axis=1) {n}x{n}", tp, tn, tt, 2 * n * n * 4, "GB/s")
+
+
+def bench_conv(repeat: int) -> None:
+  rng = np.random.default_rng(4)
+  xn = rng.standard_normal((16, 32, 56, 56), dtype=np.float32)
+  wn = rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
+  x, w = realized(xn), realized(wn)
+  got = x.conv2d(w, padding=1).numpy()
+  tt = None
+  if torch is not None:
+    xt, wt = torch.from_numpy(xn), torch.from_numpy(wn)
+    np.testing.assert_allclose(got, torch.nn.functional.conv2d(xt, wt, padding=1).numpy(), rtol=1e-3, atol=1e-3)
+    tt = median_time(lambda: torch.nn.functional.conv2d(xt, wt, padding=1), repeat)
+  tp = median_time(lambda: x.conv2d(w, padding=1).realize(), repeat)
+  report("conv2d 16x32x56x56, 64x3x3, pad 1", tp, None, tt, 2 * 16 * 64 * 56 * 56 * 32 * 9, "GFLOP/s")
 
 
 def bench_reduce(n: int, repeat: int) -> None:
@@ -157,8 +217,12 @@ def main() -> None:
   from plugrad_cpu_llvm.runtime import cpu_count
   print(f"plugrad CPU bench: {cpu_count()} cores, numpy {np.__version__}, torch {torch.__version__ if torch else 'not installed'}")
   n = 512 if args.quick else 4096
+  bench_copy(args.repeat)
   bench_e2e(n, args.repeat)
+  bench_e2e_contended(n, args.repeat)
   bench_reduce(n, args.repeat)
+  bench_softmax(n, args.repeat)
+  bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
   if not (args.quick or args.no_4096): bench_matmul(4096, 1)
   bench_launch(args.repeat)
