@@ -38,8 +38,9 @@ from plugrad.symbolic import split_terms, symbolic
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
 
 # A float sum's accumulator takes at most this many values; a longer sum becomes a cascade of nested
-# accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32.
-ACC_BLOCK = 4096
+# accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32. 256 keeps
+# a sequential float32 sum within ~1e-5 (4096: 4e-5 for 10**6 times 0.1) and measured no slower on CPU (64 was 7x).
+ACC_BLOCK = 256
 
 
 def reduce_axes(value: UOp) -> list[tuple[UOp, int]]:

@@ -11,9 +11,11 @@ extern "C" __global__ void __launch_bounds__(512) E_32_32(half* __restrict__ dat
   half alu5 = __hadd_rn(alu4, ((half)1.0f));
   half alu6 = __float2half(sqrtf(__half2float(alu5)));
   half alu7 = __float2half(__half2float(alu6) / __half2float(alu3));
-  half alu8 = __hmul_rn(alu7, ((half)1.4423828125f));
-  half alu9 = __float2half(exp2f(__half2float(alu8)));
-  half alu10 = __hmax_nan(alu9, alu3);
-  data0[alu1] = alu10;
+  float alu8 = ((float)(__half2float(alu7)));
+  float alu9 = (alu8 * 1.4426950216293335f);
+  float alu10 = exp2f(alu9);
+  half alu11 = __float2half(alu10);
+  half alu12 = __hmax_nan(alu11, alu3);
+  data0[alu1] = alu12;
 }
 
