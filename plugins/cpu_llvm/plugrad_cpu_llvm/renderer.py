@@ -28,6 +28,7 @@ with the scalar code, so each op keeps exactly the scalar semantics.
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from typing import Any
@@ -39,6 +40,8 @@ from plugrad_cpu_llvm.compiler import META_MARKER
 _INT_TYPES = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 _FLOAT_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
 _FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+# 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
+_EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
 
 
 def reg_type(dt: DType) -> str:
@@ -468,6 +471,7 @@ class _Kernel:
     flags = "reassoc contract " if reduce else ("contract " if contract else "")
     binary = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
     if op in binary: return self.op(f"{binary[op]} {flags}{ty} {v[0]}, {v[1]}")
+    if op is Ops.EXP2 and ty == "float": return self.exp2_f32(v[0])
     unary = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
     if op in unary: return self.intrinsic(f"llvm.{unary[op]}.{sfx}", ty, [(ty, v[0])])
     if op is Ops.NEG: return self.op(f"fneg {ty} {v[0]}")
@@ -481,6 +485,30 @@ class _Kernel:
     if op is Ops.IDIV: return self.intrinsic(f"llvm.trunc.{sfx}", ty, [(ty, self.op(f"fdiv {ty} {v[0]}, {v[1]}"))])
     if op is Ops.MOD: return self.op(f"frem {ty} {v[0]}, {v[1]}")
     raise NotImplementedError(f"the CPU renderer has no {op} for floats")
+
+  def exp2_f32(self, x: str) -> str:
+    """2**x for a float, inline: LLVM's exp2 is a call into libm per element, which the loop vectoriser
+    cannot vectorise (softmax spent most of its time there). x = n + f with n = rint(x), |f| <= 1/2;
+    2**f is the degree-7 Taylor polynomial of e**(f ln 2) (truncation 5e-9, under half an ulp), and
+    2**n is applied as two exponent-field scalings 2**(n//2) * 2**(n - n//2) so that results in the
+    subnormal range round once; x is clamped to [-160, 160] first (beyond it the result is 0 or inf
+    anyway) and NaN gives NaN."""
+    c = self.intrinsic("llvm.maxnum.f32", "float", [("float", x), ("float", render_const(-160.0, dtypes.float32))])
+    c = self.intrinsic("llvm.minnum.f32", "float", [("float", c), ("float", render_const(160.0, dtypes.float32))])
+    n = self.intrinsic("llvm.rint.f32", "float", [("float", c)])
+    f = self.op(f"fsub float {c}, {n}")
+    p = render_const(_EXP2_POLY[-1], dtypes.float32)
+    for coef in reversed(_EXP2_POLY[:-1]):
+      p = self.op(f"fadd float {self.op(f'fmul float {p}, {f}')}, {render_const(coef, dtypes.float32)}")
+    ni = self.op(f"fptosi float {n} to i32")
+    n1 = self.op(f"ashr i32 {ni}, 1")
+    n2 = self.op(f"sub i32 {ni}, {n1}")
+    for k in (n1, n2):
+      biased = self.op(f"add i32 {k}, 127")
+      scale = self.op(f"bitcast i32 {self.op(f'shl i32 {biased}, 23')} to float")
+      p = self.op(f"fmul float {p}, {scale}")
+    nan = self.op(f"fcmp uno float {x}, 0.0")
+    return self.op(f"select i1 {nan}, float {x}, float {p}")
 
   def int_alu(self, op: Ops, dt: DType, v: list[str], nsw: bool, src_dtypes: list[DType]) -> str:
     ty, signed, bits = reg_type(dt), dt.kind == "i", dt.itemsize * 8

@@ -327,3 +327,20 @@ def test_repeated_realize_reuses_memory():
     ((a + 1) * 2).realize()
     gc.collect()
   assert alloc.stats.allocations == before
+
+
+def test_float_exp2_is_inline_and_within_two_ulp():
+  # exp2 of float32 is a polynomial in the IR (LLVM's exp2 was a libm call per element, never vectorised)
+  x = np.concatenate([np.linspace(-155, 130, 20001, dtype=np.float32),
+                      np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 127.99, 128, -126, -149, -160, 1e-8], np.float32)])
+  t = Tensor(x, device="CPU").exp2()
+  item = [it for it in t.schedule() if not it.is_copy][0]
+  assert "llvm.exp2" not in render_for(get_registry().device("CPU"), item.ast)[1]
+  got, want = t.numpy(), np.exp2(x.astype(np.float64))
+  assert np.array_equal(np.isnan(got), np.isnan(want))
+  with np.errstate(over="ignore"):
+    w32 = want.astype(np.float32)
+  finite = np.isfinite(w32) & (w32 != 0)
+  np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], w32[~finite & ~np.isnan(want)])  # inf and 0 exactly
+  ulp = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(w32[finite])).astype(np.float64)
+  assert ulp.max() <= 2, ulp.max()
