@@ -23,6 +23,9 @@ CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
 # the core tests whose kernels are the compiler's business (the rest repeat these kernels at length)
 SHADOWED = ("test_schedule.py", "test_lowering.py", "test_numerics.py")
 ARCHS = ("sm_80", "sm_90")
+# sm_80 compiles every kernel; sm_90 a slice that covers each kind of kernel (the source is the same, only
+# the target differs), which halves the suite's time on two cores
+SM90_SLICE = "matmul or sum or max or softmax or half or cast or where or pad or conv or random"
 SHADOW_LINE = re.compile(r"plugrad shadow device CUDA: (\d+) kernels rendered and compiled.*?(\d+) failed")
 
 
@@ -37,7 +40,8 @@ def shadow_runs() -> dict[str, subprocess.Popen]:
     env = {k: v for k, v in os.environ.items() if k != "DEVICE"} | {"PLUGRAD_CUDA_ARCH": arch}
     procs[arch] = subprocess.Popen(
       [sys.executable, "-m", "pytest", *paths, "--pyargs", "plugrad.testing", "-q", "-p", "no:cacheprovider",
-       "-p", "plugrad.testing.pytest_plugin", "--plugrad-device", "PYTHON", "--plugrad-shadow-device", "CUDA"],
+       "-p", "plugrad.testing.pytest_plugin", "--plugrad-device", "PYTHON", "--plugrad-shadow-device", "CUDA",
+       *(["-k", SM90_SLICE] if arch == "sm_90" else [])],
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
       cwd=CORE_TESTS.parent if CORE_TESTS.is_dir() else None)
   yield procs
@@ -54,5 +58,5 @@ def test_every_core_kernel_compiles(arch: str, shadow_runs: dict[str, subprocess
   compiled, failed = int(m.group(1)), int(m.group(2))
   assert failed == 0, f"{failed} CUDA kernel(s) failed for {arch}:\n{out[-20000:]}"
   # (a core test failing for reasons of its own is the core's business: only the CUDA kernels count here)
-  assert compiled >= 100, f"only {compiled} kernels were compiled for {arch}: is the shadow device wired up?\n{tail}"
+  assert compiled >= (100 if arch == "sm_90" else 500), f"only {compiled} kernels compiled for {arch}: is the shadow device wired up?\n{tail}"
   print(f"{arch}: {m.group(0)}")
