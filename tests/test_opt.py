@@ -20,7 +20,7 @@ from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
 from plugrad.testing import available_devices
 
-U, V, R, G = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP
+U, V, R, G, L = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP, OptOps.LANES
 AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)  # the vector registers are left at the default 16
 AVX2 = Capabilities(max_vector_bytes=32, vector_ops=True)
 SCALAR = Capabilities(max_vector_bytes=32)
@@ -56,7 +56,10 @@ CASES = [
   ("elementwise", [(37, 19), (37, 19)], lambda a, b: (a * b + 1).relu(), lambda a, b: np.maximum(a * b + 1, 0),
    [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),)]),
   ("row_sum", [(12, 40)], lambda a: a.sum(axis=1), lambda a: a.sum(axis=1, keepdims=False),
-   [(), (Opt(U, 0, 4),), (Opt(U, 0, 4), Opt(R, 0, 8)), (Opt(R, 0, 40),), (Opt(R, 0, 5),)]),
+   [(), (Opt(U, 0, 4),), (Opt(U, 0, 4), Opt(R, 0, 8)), (Opt(R, 0, 40),), (Opt(R, 0, 5),), (Opt(L, 0, 4),),
+    (Opt(L, 0, 8), Opt(U, 0, 3))]),
+  ("exp_sum", [(6, 64)], lambda a: (a - 1).exp().sum(axis=1), lambda a: np.exp(a.astype(np.float64) - 1).sum(axis=1),
+   [(), (Opt(L, 0, 4),), (Opt(L, 0, 16),), (Opt(L, 0, 2), Opt(U, 0, 2))]),
   ("col_max", [(40, 12)], lambda a: a.max(axis=0), lambda a: a.max(axis=0),
    [(), (Opt(V, 0, 4),), (Opt(U, 0, 3),), (Opt(V, 0, 4), Opt(R, 0, 2)), (Opt(R, 0, 40),)]),
   ("matmul", [(24, 36), (36, 20)], lambda a, b: a @ b, lambda a, b: a @ b,
@@ -92,7 +95,7 @@ def test_every_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
 
 @pytest.mark.parametrize("plan,why", [
   ((Opt(U, 0, 5),), "divide"), ((Opt(V, 0, 4), Opt(U, 0, 5)), "divide"), ((Opt(U, 2, 2),), "launch dimension"),
-  ((Opt(R, 0, 7),), "divide"),
+  ((Opt(R, 0, 7),), "divide"), ((Opt(L, 0, 7),), "divide"), ((Opt(L, 0, 4), Opt(R, 0, 4)), "unrolled"),
   ((Opt(R, 3, 2),), "reduce axes"), ((Opt(U, 0, 2), Opt(U, 0, 4)), "repeats"), ((Opt(G, 0, 16),), "work-groups"),
 ])
 def test_plans_that_do_not_fit_are_opt_errors(plan, why):
@@ -120,9 +123,12 @@ def test_heuristic_choices_are_pinned():
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, GPU) == [(Opt(G, 0, 64),), ()]
-  # contiguous along the reduce loop, not along the outputs: left to the compiler's vector accumulators
-  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [()]
-  assert _plans(Tensor.empty(64, 256, device="PYTHON").softmax(axis=1), AVX512) == [()]
+  # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [(Opt(L, 0, 16),), ()]
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX2) == [(Opt(L, 0, 8),), ()]
+  assert _plans(Tensor.empty(64, 24, device="PYTHON").sum(axis=1), AVX512) == [()]  # 16 does not divide 24
+  softmax_sum = (Tensor.empty(64, 256, device="PYTHON") - 1).exp().sum(axis=1)
+  assert _plans(softmax_sum, AVX512) == [(Opt(L, 0, 16),), ()]
   assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), SCALAR) == [(Opt(U, 0, 8),)]
   assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16),)
   assert _plans(Tensor.empty(64, 64, device="PYTHON") + 1, AVX512) == [()]  # elementwise: left to the compiler

@@ -54,6 +54,7 @@ class _Lowering:
   idx_dtype: DType
   ranges: int = 0
   unroll: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> iterations written out
+  lanes: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> vector lanes
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
 
@@ -77,9 +78,16 @@ class _Lowering:
       op, axes = n.arg
       src_shape = n.src[0].shape
       inner_idx, ranges, unrolled = list(idx), [], []  # unrolled: (axis, the index of each written-out iteration)
+      lane: tuple[UOp, int] | None = None  # the lane placeholder of a LANES axis, and the width
       for ax in axes:
         size = src_shape[ax]
         if size == 1: continue
+        if (width := self.lanes.get((n, ax), 1)) > 1:
+          r = self.new_range(size // width)
+          ranges.append(r)
+          lane = (UOp(Ops.SPECIAL, self.idx_dtype, (), ("lane", r.arg, width)), width)
+          inner_idx[ax] = r * width + lane[0]
+          continue
         amount = self.unroll.get((n, ax), 1)
         if amount >= size:  # written out in full
           unrolled.append((ax, [UOp.const(self.idx_dtype, v) for v in range(size)]))
@@ -95,13 +103,25 @@ class _Lowering:
           for (ax, _), v in zip(unrolled, values): inner_idx[ax] = v
           term = self.lower(n.src[0], tuple(inner_idx), valid, memo)
           body = term if body is None else UOp(op, n.dtype, (body, term))
-        ret = UOp(Ops.REDUCE, n.dtype, (body, *ranges), op) if ranges else body
+        ret = self._lanes_reduce(op, n.dtype, body, ranges, *lane) if lane else \
+          UOp(Ops.REDUCE, n.dtype, (body, *ranges), op) if ranges else body
     elif n.op in GroupOp.ALU:
       ret = UOp(n.op, n.dtype, tuple(self.lower(s, idx, valid, memo) for s in n.src), n.arg)
     else:
       raise ValueError(f"cannot lower {n.op} inside a kernel")
     memo[key] = ret
     return ret
+
+  def _lanes_reduce(self, op: Ops, dtype: DType, body: UOp, ranges: list[UOp], ph: UOp, width: int) -> UOp:
+    """REDUCE of `body` with the lane placeholder `ph` as a vector of `width` lanes: one vector accumulator,
+    its lanes combined with `op` after the loop."""
+    pairs = vectorize(body, ph, ph, [UOp.const(self.idx_dtype, k) for k in range(width)], lambda u: graph_rewrite(u, symbolic))
+    if pairs is None: raise OptError("LANES: no load of the reduction reads neighbouring elements per lane")
+    vec = pairs[0][1] if len(pairs) == 1 else UOp(Ops.VECTORIZE, dtype.vec(width), tuple(v for _, v in pairs))
+    red = UOp(Ops.REDUCE, dtype.vec(width), (vec, *ranges), op)
+    out = UOp(Ops.GEP, dtype, (red,), 0)
+    for k in range(1, width): out = UOp(op, dtype, (out, UOp(Ops.GEP, dtype, (red,), k)))
+    return out
 
 
 def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[int], int]]:
@@ -186,11 +206,14 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
         v = gid // st if st != 1 else gid
         idx[a] = v % shape[a] if st * shape[a] < size else v
     lane_ok, red_ok = _innermost_coefficients(lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {}), lane)
+  axes = reduce_axes(value)
+  last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
-                        reduce_axes=tuple(r.src[0].shape[ax] for r, ax in reduce_axes(value)), reduces=len(reduces),
+                        reduce_axes=tuple(r.src[0].shape[ax] for r, ax in axes), reduces=len(reduces),
                         nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
-                        lane_contiguous=lane_ok, reduce_contiguous=red_ok)
+                        lane_contiguous=lane_ok, reduce_contiguous=red_ok,
+                        innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax))
 
 
 def _index_dtype(ast: UOp) -> DType:
@@ -332,6 +355,13 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
     seen.add((o.op, o.axis))
     if o.amount < 1 and not (o.op is OptOps.UNROLL and 0 <= o.axis < len(axes) and o.amount == 0):
       raise OptError(f"{o}: the amount must be positive")
+    if o.op is OptOps.LANES:
+      if not caps.vector_ops: raise OptError(f"{o}: the device has no vector ops")
+      if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
+      if (OptOps.UNROLL, o.axis) in seen or any(p.op is OptOps.UNROLL and p.axis == o.axis for p in opts):
+        raise OptError(f"{o}: the axis is unrolled")
+      size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
+      if o.amount < 2 or size % o.amount or size == o.amount: raise OptError(f"{o}: {o.amount} does not divide {size}")
     if o.op is OptOps.UNROLL:
       if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
       size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
@@ -355,7 +385,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   idx_dtype = _index_dtype(ast)
   axes_list = reduce_axes(value)
   _check_opts(opts, axes_list, caps)
-  lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL})
+  lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL},
+                 lanes={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.LANES})
   shape = value.shape
   threads = next((o.amount for o in opts if o.op is OptOps.GROUP), 0)
   if threads:

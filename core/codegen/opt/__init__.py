@@ -23,6 +23,8 @@ class OptOps(Enum):
   VECTORIZE = auto()  # launch dim `axis` (0) computes `amount` neighbouring outputs per thread as vector lanes
   UNROLL = auto()     # reduce axis `axis`: `amount` consecutive iterations written out in the loop body
   GROUP = auto()      # the reduction is split across `amount` threads of a work-group (local memory)
+  LANES = auto()      # reduce axis `axis`: `amount` consecutive iterations as vector lanes, each lane its own
+                      # accumulator (a vector accumulator), the lanes combined after the loop
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -50,6 +52,7 @@ class KernelFeatures:
     innermost first.
   :param group_dims_ok: whether the output still fits the launch dimensions when one is taken by a GROUP.
   :param reduce_axes: sizes of the kernel's reduce axes (size > 1), in UNROLL's axis order.
+  :param innermost: the reduce axes (UNROLL's numbering) that are the last axis of their reduction.
   :param reduces: how many REDUCE_AXIS nodes the kernel has; `nested`: whether one is inside another.
   :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
     element of the (one) reduction's accumulator.
@@ -68,6 +71,7 @@ class KernelFeatures:
   reduce_itemsize: int = 4
   lane_contiguous: bool = False
   reduce_contiguous: bool = False
+  innermost: tuple[int, ...] = ()
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

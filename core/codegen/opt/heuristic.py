@@ -65,7 +65,15 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   base = _unrolls(k)
   if group := _group(k, caps): return [tuple(base + group), tuple(base)]
   if caps.launch_dims != 0 or k.reduces == 0: return [tuple(base)]
-  if caps.vector_ops and k.reduce_contiguous and not k.lane_contiguous: return [tuple(base)]
+  if caps.vector_ops and k.reduce_contiguous and not k.lane_contiguous:
+    # vector accumulators along the reduce loop: each lane adds 1/width of the values, so the accumulator
+    # cascade's block counts per lane and stays out of the inner loop. Not for one output: the CPU splits
+    # that loop across threads itself, with scalar partials.
+    width = min(16, caps.max_vector_bytes // max(k.reduce_itemsize, 1)) if k.out_size > 1 else 1
+    unrolled = {o.axis for o in base}
+    lanes = [Opt(OptOps.LANES, i, width) for i in k.innermost
+             if i not in unrolled and width > 1 and k.reduce_axes[i] % width == 0 and k.reduce_axes[i] >= 2 * width]
+    return [tuple(base + lanes), tuple(base)] if lanes else [tuple(base)]
   if not caps.vector_ops: return [tuple(base + _tiles(k, caps, vector=False))]
   vec = _tiles(k, caps, vector=True)
   if not any(o.op is OptOps.VECTORIZE for o in vec): return [tuple(base + vec)]

@@ -451,6 +451,7 @@ class _Kernel:
     """Whether a vector op is one LLVM vector instruction with the scalar op's exact semantics."""
     if op is Ops.WHERE: return dt.scalar() not in (dtypes.bool, dtypes.bfloat16)
     if sdt.scalar() in (dtypes.bool, dtypes.bfloat16): return False
+    if op is Ops.EXP2: return sdt.scalar() == dtypes.float32  # exp2_f32 is written for vectors too
     if sdt.is_float: return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MIN, Ops.SQRT,
                                    Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
     return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
@@ -471,7 +472,7 @@ class _Kernel:
     flags = "reassoc contract " if reduce else ("contract " if contract else "")
     binary = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
     if op in binary: return self.op(f"{binary[op]} {flags}{ty} {v[0]}, {v[1]}")
-    if op is Ops.EXP2 and ty == "float": return self.exp2_f32(v[0])
+    if op is Ops.EXP2 and (ty == "float" or ty.endswith(" x float>")): return self.exp2_f32(v[0], ty, sfx)
     unary = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
     if op in unary: return self.intrinsic(f"llvm.{unary[op]}.{sfx}", ty, [(ty, v[0])])
     if op is Ops.NEG: return self.op(f"fneg {ty} {v[0]}")
@@ -486,29 +487,32 @@ class _Kernel:
     if op is Ops.MOD: return self.op(f"frem {ty} {v[0]}, {v[1]}")
     raise NotImplementedError(f"the CPU renderer has no {op} for floats")
 
-  def exp2_f32(self, x: str) -> str:
+  def exp2_f32(self, x: str, ty: str = "float", sfx: str = "f32") -> str:
     """2**x for a float, inline: LLVM's exp2 is a call into libm per element, which the loop vectoriser
     cannot vectorise (softmax spent most of its time there). x = n + f with n = rint(x), |f| <= 1/2;
     2**f is the degree-7 Taylor polynomial of e**(f ln 2) (truncation 5e-9, under half an ulp), and
     2**n is applied as two exponent-field scalings 2**(n//2) * 2**(n - n//2) so that results in the
     subnormal range round once; x is clamped to [-160, 160] first (beyond it the result is 0 or inf
-    anyway) and NaN gives NaN."""
-    c = self.intrinsic("llvm.maxnum.f32", "float", [("float", x), ("float", render_const(-160.0, dtypes.float32))])
-    c = self.intrinsic("llvm.minnum.f32", "float", [("float", c), ("float", render_const(160.0, dtypes.float32))])
-    n = self.intrinsic("llvm.rint.f32", "float", [("float", c)])
-    f = self.op(f"fsub float {c}, {n}")
-    p = render_const(_EXP2_POLY[-1], dtypes.float32)
+    anyway) and NaN gives NaN. `ty` is float or a vector of floats (`sfx` its intrinsic suffix)."""
+    lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
+    fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
+    ity, bty = reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>"
+    c = self.intrinsic(f"llvm.maxnum.{sfx}", ty, [(ty, x), (ty, render_const(-160.0, fdt))])
+    c = self.intrinsic(f"llvm.minnum.{sfx}", ty, [(ty, c), (ty, render_const(160.0, fdt))])
+    n = self.intrinsic(f"llvm.rint.{sfx}", ty, [(ty, c)])
+    f = self.op(f"fsub {ty} {c}, {n}")
+    p = render_const(_EXP2_POLY[-1], fdt)
     for coef in reversed(_EXP2_POLY[:-1]):
-      p = self.op(f"fadd float {self.op(f'fmul float {p}, {f}')}, {render_const(coef, dtypes.float32)}")
-    ni = self.op(f"fptosi float {n} to i32")
-    n1 = self.op(f"ashr i32 {ni}, 1")
-    n2 = self.op(f"sub i32 {ni}, {n1}")
+      p = self.op(f"fadd {ty} {self.op(f'fmul {ty} {p}, {f}')}, {render_const(coef, fdt)}")
+    ni = self.op(f"fptosi {ty} {n} to {ity}")
+    n1 = self.op(f"ashr {ity} {ni}, {render_const(1, idt)}")
+    n2 = self.op(f"sub {ity} {ni}, {n1}")
     for k in (n1, n2):
-      biased = self.op(f"add i32 {k}, 127")
-      scale = self.op(f"bitcast i32 {self.op(f'shl i32 {biased}, 23')} to float")
-      p = self.op(f"fmul float {p}, {scale}")
-    nan = self.op(f"fcmp uno float {x}, 0.0")
-    return self.op(f"select i1 {nan}, float {x}, float {p}")
+      biased = self.op(f"add {ity} {k}, {render_const(127, idt)}")
+      scale = self.op(f"bitcast {ity} {self.op(f'shl {ity} {biased}, {render_const(23, idt)}')} to {ty}")
+      p = self.op(f"fmul {ty} {p}, {scale}")
+    nan = self.op(f"fcmp uno {ty} {x}, {'0.0' if lanes == 1 else 'zeroinitializer'}")
+    return self.op(f"select {bty} {nan}, {ty} {x}, {ty} {p}")
 
   def int_alu(self, op: Ops, dt: DType, v: list[str], nsw: bool, src_dtypes: list[DType]) -> str:
     ty, signed, bits = reg_type(dt), dt.kind == "i", dt.itemsize * 8
