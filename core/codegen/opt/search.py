@@ -1,7 +1,7 @@
 """Search: time candidate plans on the device and keep the fastest (PLUGRAD_BEAM=N).
 
 A beam of N plans starts from the heuristic's plans. Each round every plan in the beam grows by one
-change (an UPCAST or VECTORIZE amount doubled or halved, an UPCAST added to launch dim 0 or 1, a
+change (an UPCAST, VECTORIZE, UNROLL or LANES amount doubled or halved, an UPCAST added to launch dim 0 or 1, a
 partial UNROLL of a reduce axis, one Opt dropped); every new plan that applies is timed, and the N
 fastest plans seen so far form the next beam. The search stops when a round finds nothing faster
 (or after `rounds`). Timing is a callback, so the search itself is deterministic given the timings
@@ -33,7 +33,7 @@ def neighbours(plan: tuple[Opt, ...], k: KernelFeatures) -> list[tuple[Opt, ...]
   for i, o in enumerate(plan):
     rest = plan[:i] + plan[i + 1:]
     out.append(rest)  # drop it
-    if o.op in (OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL):
+    if o.op in (OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.LANES):
       out.append(rest[:i] + (Opt(o.op, o.axis, o.amount * 2),) + rest[i:])
       if o.amount >= 4 and o.amount % 2 == 0: out.append(rest[:i] + (Opt(o.op, o.axis, o.amount // 2),) + rest[i:])
   for axis in range(min(2, len(k.dims))):
