@@ -241,6 +241,12 @@ CASES: dict[str, Case] = {
   "Gemm_no_bias": Case("Gemm", {"a": f32(2, 3), "b": f32(3, 4)}),
   "Einsum": Case("Einsum", {"a": f32(2, 3, 4), "b": f32(2, 4, 5)}, {"equation": "bij, bjk -> bik"}),
   "Einsum_trace_like": Case("Einsum", {"a": f32(3, 4)}, {"equation": "ij->ji"}),
+  "Attention": Case("Attention", {"q": f32(2, 3, 4, 8), "k": f32(2, 3, 6, 8), "v": f32(2, 3, 6, 5)},
+                    {"is_causal": 1, "softcap": 2.0}, opset=23),
+  "Attention_3d_gqa_mask_past": Case(
+    "Attention", {"q": f32(2, 4, 16), "k": f32(2, 3, 8), "v": f32(2, 3, 8), "m": rng.random((4, 5)) > 0.3,
+                  "pk": f32(2, 2, 2, 4), "pv": f32(2, 2, 2, 4)}, {"q_num_heads": 4, "kv_num_heads": 2, "scale": 0.3},
+    n_out=3, opset=23),
   # convolution and pooling
   "Conv": Case("Conv", {"x": IMG}, {"pads": [1, 1, 1, 1]}, init={"w": f32(5, 4, 3, 3), "b": f32(5)}),
   "Conv_groups_dilations_strides": Case("Conv", {"x": IMG}, {"group": 2, "dilations": [2, 1], "strides": [1, 2],

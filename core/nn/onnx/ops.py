@@ -656,6 +656,74 @@ def gemm(a: Tensor, b: Tensor, c: Tensor | None = None, *, alpha: float = 1.0, b
   return out
 
 
+def _window_bias(q: int, kv: int, offset: np.ndarray, causal: bool, left: int, right: int) -> np.ndarray:
+  """0 where query i (at absolute position i + offset, per batch row of `offset`) may attend key j, -inf elsewhere:
+  causal (j <= i + offset) and within the sliding window (left/right; -1 leaves a side open)."""
+  diff = np.arange(q).reshape(1, q, 1) + offset.reshape(-1, 1, 1) - np.arange(kv).reshape(1, 1, kv)
+  allowed = np.ones(diff.shape, bool)
+  if causal: allowed &= diff >= 0
+  if left >= 0: allowed &= diff <= left
+  if right >= 0: allowed &= -diff <= right
+  return np.where(allowed, 0.0, -np.inf).astype(np.float32)
+
+
+@op("Attention", static=(6,))
+def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, past_key: Tensor | None = None,
+              past_value: Tensor | None = None, nonpad_kv_seqlen: list[int] | None = None, *,
+              is_causal: int = 0, kv_num_heads: int | None = None, q_num_heads: int | None = None,
+              qk_matmul_output_mode: int = 0, scale: float | None = None, softcap: float = 0.0,
+              softmax_precision: int | None = None, left_window_size: int = -1, right_window_size: int = -1,
+              n_outputs: int = 1) -> Tensor | tuple[Tensor, ...]:
+  """Scaled dot-product attention (opsets 23+), following the reference: 3-D inputs are split into heads,
+  grouped-query heads repeat, masks and the causal/window frontier add -inf, fully masked rows give zeros."""
+  rank3 = q.ndim == 3
+  if rank3:
+    if q_num_heads is None or kv_num_heads is None: raise ValueError("Attention on 3-D inputs needs the head counts")
+    def heads(t: Tensor, n: int) -> Tensor: return t.reshape(t.shape[0], t.shape[1], n, -1).permute(0, 2, 1, 3)
+    q, k, v = heads(q, q_num_heads), heads(k, kv_num_heads), heads(v, kv_num_heads)
+  root = math.sqrt(scale if scale is not None else 1 / math.sqrt(q.shape[3]))  # applied to Q and K alike
+  present_k = past_key.cat(k, dim=2) if past_key is not None else k
+  present_v = past_value.cat(v, dim=2) if past_value is not None else v
+  n_q, n_kv = q.shape[2], present_k.shape[2]
+  bias: Tensor | None = None
+  if attn_mask is not None:
+    if attn_mask.shape[-1] < n_kv:  # a mask shorter than the keys leaves the rest out
+      attn_mask = attn_mask.pad(((0, 0),) * (attn_mask.ndim - 1) + ((0, n_kv - attn_mask.shape[-1]),),
+                                value=False if attn_mask.dtype == dtypes.bool else -math.inf)
+    bias = attn_mask.where(0.0, -math.inf).cast(q.dtype) if attn_mask.dtype == dtypes.bool else attn_mask
+  windowed = left_window_size >= 0 or right_window_size >= 0
+  if is_causal or windowed:
+    if past_key is None and nonpad_kv_seqlen is not None:  # an external cache: each batch row has its own frontier
+      offset = np.array(nonpad_kv_seqlen).reshape(-1) - n_q
+    else: offset = np.array([past_key.shape[2] if past_key is not None else 0])
+    frontier = _window_bias(n_q, n_kv, offset, bool(is_causal), left_window_size, right_window_size)
+    frontier_t = Tensor(frontier if len(offset) == 1 else frontier[:, None], device=q.device).cast(q.dtype)
+    bias = frontier_t.reshape(frontier_t.shape[-2:]) + (bias if bias is not None else 0) if len(offset) == 1 \
+        else frontier_t + (bias if bias is not None else 0)
+  if nonpad_kv_seqlen is not None:  # keys past each row's length are padding
+    pad = np.where(np.arange(n_kv)[None] < np.array(nonpad_kv_seqlen)[:, None], 0.0, -np.inf).astype(np.float32)
+    pad_t = Tensor(pad.reshape(len(nonpad_kv_seqlen), 1, 1, n_kv), device=q.device).cast(q.dtype)
+    bias = pad_t if bias is None else bias + pad_t
+  if present_k.shape[1] != q.shape[1]:  # grouped-query attention: each key/value head serves several query heads
+    reps = q.shape[1] // present_k.shape[1]
+    kk, vv = present_k.repeat_interleave(reps, dim=1), present_v.repeat_interleave(reps, dim=1)
+  else: kk, vv = present_k, present_v
+  qk = (q * root) @ (kk * root).transpose(-1, -2)
+  if softcap > 0: qk = (qk / softcap).tanh() * softcap
+  scores = qk + bias if bias is not None else qk
+  qk_out = scores if qk_matmul_output_mode == 2 else qk
+  if softmax_precision is not None: scores = scores.cast(device_dtype(onnx_dtype(softmax_precision), q.device))
+  top = scores.max(-1, keepdim=True)
+  e = (scores - (top == -math.inf).where(0, top)).exp()  # a row of -inf only must not make nan
+  total = e.sum(-1, keepdim=True)
+  probs = e / (total == 0).where(1, total)
+  if bias is not None: probs = (bias.max(-1, keepdim=True) == -math.inf).where(0, probs)
+  if qk_matmul_output_mode == 3: qk_out = probs
+  out = probs.cast(q.dtype) @ vv
+  if rank3: out = out.permute(0, 2, 1, 3).reshape(out.shape[0], out.shape[2], -1)
+  return (out, present_k, present_v, qk_out.cast(q.dtype))[:n_outputs] if n_outputs > 1 else out
+
+
 @op("Einsum")
 def einsum(*xs: Tensor, equation: str = "") -> Tensor: return Tensor.einsum(equation.replace(" ", ""), *xs)
 
