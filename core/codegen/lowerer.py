@@ -158,7 +158,7 @@ def kernel_name(ast: UOp) -> str:
   return f"{kind}_{shape}"
 
 
-def _innermost_coefficients(out_value: UOp, lane: UOp | None) -> tuple[bool, bool]:
+def _innermost_coefficients(out_value: UOp, lane: UOp | None) -> tuple[list[UOp], bool]:
   """(some load in a reduce loop reads neighbouring elements for neighbouring values of `lane`, every
   load that moves with the innermost loop of its reduction reads neighbouring elements in it):
   coefficient 1 of the variable as a plain term of the load's simplified index, appearing nowhere else."""
@@ -167,7 +167,7 @@ def _innermost_coefficients(out_value: UOp, lane: UOp | None) -> tuple[bool, boo
     terms, _ = split_terms(graph_rewrite(idx, symbolic))
     coef = sum(c for t, c in terms if t is v)
     return coef == 1 and not any(t is not v and v in t.toposort for t, _ in terms)
-  lane_ok, red_ok, red_seen = False, True, False
+  lane_loads, red_ok, red_seen = [], True, False
   for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
     inner = red.src[-1]
     # only loads inside the loop matter: a loop-invariant one (softmax's row max) is read once per output
@@ -175,8 +175,8 @@ def _innermost_coefficients(out_value: UOp, lane: UOp | None) -> tuple[bool, boo
       if (u := unit(ld.src[1], inner)) is not None:
         red_seen = True
         red_ok = red_ok and u
-      if lane is not None and unit(ld.src[1], lane): lane_ok = True
-  return lane_ok, red_ok and red_seen
+      if lane is not None and unit(ld.src[1], lane): lane_loads.append(ld)
+  return lane_loads, red_ok and red_seen
 
 
 def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
@@ -195,17 +195,24 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   except ValueError:
     group_ok = False
   lane_ok = red_ok = False
+  reuse: tuple[int, ...] = ()
   if reduces and caps.launch_dims == 0 and caps.vector_ops:
     lw = _Lowering(_index_dtype(ast))
     idx: list[UOp] = [lw.zero()] * len(shape)
     lane = None
+    gids: list[UOp] = []
     for d, (axes, size) in enumerate(dims):
       gid = UOp(Ops.SPECIAL, lw.idx_dtype, (), (f"gidx{d}", d, size))
+      gids.append(gid)
       if d == 0 and len(axes) == 1: lane = gid
       for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
         v = gid // st if st != 1 else gid
         idx[a] = v % shape[a] if st * shape[a] < size else v
-    lane_ok, red_ok = _innermost_coefficients(lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {}), lane)
+    lane_loads, red_ok = _innermost_coefficients(lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {}), lane)
+    lane_ok = bool(lane_loads)
+    # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs
+    reuse = tuple(d for d, g in enumerate(gids)
+                  if d and lane_loads and all(g not in ld.src[1].toposort for ld in lane_loads))
   axes = reduce_axes(value)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
@@ -213,7 +220,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
-                        innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax))
+                        innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse)
 
 
 def _index_dtype(ast: UOp) -> DType:

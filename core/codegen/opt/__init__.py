@@ -53,6 +53,8 @@ class KernelFeatures:
   :param group_dims_ok: whether the output still fits the launch dimensions when one is taken by a GROUP.
   :param reduce_axes: sizes of the kernel's reduce axes (size > 1), in UNROLL's axis order.
   :param innermost: the reduce axes (UNROLL's numbering) that are the last axis of their reduction.
+  :param reuse_dims: launch dims (> 0) that no lane-contiguous load moves with: a tile along one reuses
+    each vector load (a matmul's rows, a convolution's output channels).
   :param reduces: how many REDUCE_AXIS nodes the kernel has; `nested`: whether one is inside another.
   :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
     element of the (one) reduction's accumulator.
@@ -72,6 +74,7 @@ class KernelFeatures:
   lane_contiguous: bool = False
   reduce_contiguous: bool = False
   innermost: tuple[int, ...] = ()
+  reuse_dims: tuple[int, ...] = ()
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

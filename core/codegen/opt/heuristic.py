@@ -42,14 +42,18 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
   the target that divides a single-axis dimension."""
   lanes = caps.max_vector_bytes // max(k.itemsize, 1)
   width, rows = (min(16, lanes), 8) if vector else (min(8, lanes), 4)
-  factors = []
-  for d, (naxes, size) in enumerate(k.dims[:2]):
+  # the rows of a vector tile: the first dimension each vector load is reused along (a convolution's output
+  # channels, not its image rows, whose loads move with them), else dim 1
+  row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1 and k.dims[d][1] % 2 == 0), 1) if vector else 1
+  tiled, factors = [d for d in (0, row_dim) if d < len(k.dims)], []
+  for d in tiled:
+    naxes, size = k.dims[d]
     target = width if d == 0 else rows
     f = target
     while f > 1 and (naxes != 1 or size % f): f //= 2
     if not vector and f != target: f = 1  # scalar copies: all or nothing
     factors.append(f)
-  out = [Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f) for d, f in enumerate(factors) if f > 1]
+  out = [Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f) for d, f in zip(tiled, factors) if f > 1]
   if vector and len(factors) > 1 and factors[0] > 1 and factors[1] > 1:
     # a 2-D tile gets more vectors along dim 0 while the accumulators fill at most 3/4 of the vector
     # registers (the rest hold loaded operands): 2 x 8 with AVX-512's 32, each broadcast feeding 2 FMAs
