@@ -8,11 +8,12 @@ What it decides:
   work-group (GROUP);
 - on a device that loops over its launch indices, a reduction tiles its outputs into registers:
   with vector ops, launch dim 0 becomes vectors as wide as the device's vector register (up to 16
-  lanes; two of them where the registers hold 16 accumulators, as AVX-512's 32 do) and dim 1 makes 8
-  rows of vector accumulators (a matmul: each load of B's row feeds 8 FMAs);
-  without, 8 x 4 scalar copies. A reduction that reads contiguously along its own innermost loop
-  and not along the outputs (a row sum, softmax's max and sum) is not tiled: the device compiler's
-  loop vectoriser keeps several vector accumulators along the reduce axis, which tiling would stop.
+  lanes; two of them where the registers hold 16 accumulators, as AVX-512's 32 do) and the first
+  dimension the vector loads do not move with makes 8 rows of vector accumulators (a matmul's rows:
+  each load of B's row feeds 8 FMAs; a convolution's output channels); without vector ops, 8 x 4
+  scalar copies. A reduction that reads contiguously along its own innermost loop and not along the
+  outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
+  (LANES), one vector accumulator whose lanes each add 1/width of the values.
 """
 from __future__ import annotations
 
