@@ -3,7 +3,9 @@
 
 For a kernel with a reduction on a device that loops over its launch indices, the lowering tiles
 the output into registers: launch dimension 0 (the innermost, contiguous output axis) computes V
-neighbouring outputs per thread, V being the device's vector width (see `lowerer._upcasts`). On
+neighbouring outputs per thread, V being the device's vector width (Opt VECTORIZE, chosen by
+`opt.heuristic`). The same function vectorises a reduce axis (Opt LANES): its lanes are V consecutive
+iterations of the reduce loop, and the REDUCE of the vector body is one vector accumulator. On
 a device without vector ops every one of those outputs is a separate scalar copy of the kernel's
 value graph. `vectorize` instead builds ONE copy in which the values that depend on the lane are
 vectors of V lanes (dtype `scalar.vec(V)`):
@@ -20,9 +22,9 @@ vectors of V lanes (dtype `scalar.vec(V)`):
 - the output STORE at consecutive indices stores the vector; otherwise each lane is stored on its
   own (GEP picks a lane out of a vector).
 
-It gives up, and the lowering makes scalar copies as before, when no LOAD becomes a vector load:
-a kernel of gathers gains nothing from vectors, and the device's compiler does better with the
-scalar copies (e.g. a row sum vectorised along its contiguous reduce axis).
+It gives up (returns None; the lowering raises OptError and the heuristic's next plan is used) when no
+LOAD becomes a vector load: a kernel of gathers gains nothing from vectors, and the device's compiler
+does better with scalar copies.
 """
 from __future__ import annotations
 
