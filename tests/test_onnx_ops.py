@@ -247,6 +247,29 @@ CASES: dict[str, Case] = {
     "Attention", {"q": f32(2, 4, 16), "k": f32(2, 3, 8), "v": f32(2, 3, 8), "m": rng.random((4, 5)) > 0.3,
                   "pk": f32(2, 2, 2, 4), "pv": f32(2, 2, 2, 4)}, {"q_num_heads": 4, "kv_num_heads": 2, "scale": 0.3},
     n_out=3, opset=23),
+  # quantization
+  "DequantizeLinear": Case("DequantizeLinear", {"x": ints(0, 255, 2, 3, 4, dtype=np.uint8)}, {"axis": 1},
+                           init={"s": pos(3), "z": ints(0, 255, 3, dtype=np.uint8)}),
+  "QuantizeLinear": Case("QuantizeLinear", {"x": f32(2, 3) * 100}, init={"s": np.array(0.7, np.float32),
+                                                                        "z": np.array(-3, np.int8)}),
+  "QuantizeLinear_blocked": Case("QuantizeLinear", {"x": f32(3, 5) * 50}, {"axis": 1, "block_size": 2},
+                                 init={"s": pos(3, 3), "z": ints(0, 9, 3, 3, dtype=np.uint8)}, opset=21),
+  "DynamicQuantizeLinear": Case("DynamicQuantizeLinear", {"x": f32(3, 4)}, n_out=3),
+  "MatMulInteger": Case("MatMulInteger", {"a": ints(0, 255, 3, 4, dtype=np.uint8),
+                                          "b": ints(-128, 127, 4, 2, dtype=np.int8)},
+                        init={"az": np.array(9, np.uint8), "bz": ints(-5, 5, 2, dtype=np.int8)}),
+  "ConvInteger": Case("ConvInteger", {"x": ints(0, 255, 1, 2, 5, 5, dtype=np.uint8)}, {"pads": [1, 1, 1, 1]},
+                      init={"w": ints(0, 255, 3, 2, 3, 3, dtype=np.uint8), "xz": np.array(7, np.uint8)}),
+  "QLinearMatMul": Case("QLinearMatMul", {"a": ints(0, 255, 2, 4, dtype=np.uint8)},
+                        init={"as": np.array(0.05, np.float32), "az": np.array(100, np.uint8),
+                              "b": ints(0, 255, 4, 3, dtype=np.uint8), "bs": np.array(0.02, np.float32),
+                              "bz": np.array(120, np.uint8), "ys": np.array(0.3, np.float32),
+                              "yz": np.array(128, np.uint8)}),
+  "QLinearConv": Case("QLinearConv", {"x": ints(0, 255, 1, 2, 5, 5, dtype=np.uint8)}, {"pads": [1, 1, 1, 1]},
+                      init={"xs": np.array(0.05, np.float32), "xz": np.array(100, np.uint8),
+                            "w": ints(0, 255, 3, 2, 3, 3, dtype=np.uint8), "ws": pos(3) / 50,
+                            "wz": np.array(120, np.uint8), "ys": np.array(0.5, np.float32),
+                            "yz": np.array(128, np.uint8), "b": ints(-50, 50, 3, dtype=np.int32)}),
   # convolution and pooling
   "Conv": Case("Conv", {"x": IMG}, {"pads": [1, 1, 1, 1]}, init={"w": f32(5, 4, 3, 3), "b": f32(5)}),
   "Conv_groups_dilations_strides": Case("Conv", {"x": IMG}, {"group": 2, "dilations": [2, 1], "strides": [1, 2],
@@ -370,3 +393,12 @@ def test_opset6_broadcast_aligns_from_axis(dev: str) -> None:
   a, b = f32(2, 3, 4), f32(3)
   got = OnnxRunner(Case("Add", {"a": a, "b": b}, {"broadcast": 1, "axis": 1}, opset=6).model(), device=dev)
   np.testing.assert_allclose(got({"a": a, "b": b})["y0"].numpy(), a + b[None, :, None], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_matmul_integer_per_row_zero_points(dev: str) -> None:
+  # the spec allows one zero point per row of A; onnxruntime and the reference take only a scalar
+  a, b, az = ints(0, 255, 3, 4, dtype=np.uint8), ints(0, 255, 4, 2, dtype=np.uint8), ints(0, 255, 3, dtype=np.uint8)
+  runner = OnnxRunner(Case("MatMulInteger", {"a": a, "b": b}, init={"az": az}).model(), device=dev)
+  want = (a.astype(np.int32) - az.astype(np.int32)[:, None]) @ b.astype(np.int32)
+  np.testing.assert_array_equal(runner({"a": a, "b": b})["y0"].numpy(), want)

@@ -728,6 +728,97 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, 
 def einsum(*xs: Tensor, equation: str = "") -> Tensor: return Tensor.einsum(equation.replace(" ", ""), *xs)
 
 
+# ---- quantization (per tensor, per axis, or in blocks along an axis) ----------------------------------------
+
+def _along(param: Tensor, x: Tensor, axis: int, block_size: int) -> Tensor:
+  """A scale or zero point shaped to broadcast over x: a scalar as is, a vector along `axis`, blocks repeated."""
+  if param.ndim == 0 or param.numel() == 1 and block_size == 0: return param.reshape(())
+  axis = _axis(axis, x.ndim)
+  if block_size: return param.repeat_interleave(block_size, dim=axis).shrink(
+    tuple((0, s) for s in x.shape))  # the last block may be partial
+  return param.reshape(tuple(-1 if i == axis else 1 for i in range(x.ndim)))
+
+
+def _saturate(x: Tensor, dtype: DType) -> Tensor: return x.round().clip(dtype.min, dtype.max).cast(dtype)
+
+
+@op("DequantizeLinear")
+def dequantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None = None, *, axis: int = 1,
+                      block_size: int = 0, output_dtype: int = 0) -> Tensor:
+  out = device_dtype(onnx_dtype(output_dtype), x.device) if output_dtype else scale.dtype
+  xf = x.cast(dtypes.float32)
+  if zero_point is not None: xf = xf - _along(zero_point, x, axis, block_size).cast(dtypes.float32)
+  return (xf * _along(scale, x, axis, block_size).cast(dtypes.float32)).cast(out)
+
+
+@op("QuantizeLinear")
+def quantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None = None, *, axis: int = 1,
+                    block_size: int = 0, output_dtype: int = 0, saturate: int = 1, precision: int = 0) -> Tensor:
+  out = zero_point.dtype if zero_point is not None else onnx_dtype(output_dtype) if output_dtype else dtypes.uint8
+  y = (x.cast(dtypes.float32) / _along(scale, x, axis, block_size).cast(dtypes.float32)).round()  # half to even
+  if zero_point is not None: y = y + _along(zero_point, x, axis, block_size).cast(dtypes.float32)
+  return _saturate(y, out)
+
+
+@op("DynamicQuantizeLinear")
+def dynamic_quantize_linear(x: Tensor, *, n_outputs: int = 3) -> tuple[Tensor, ...]:
+  lo, hi = x.min().minimum(0), x.max().maximum(0)  # the range always holds 0, so that 0 is exact
+  scale = (hi - lo) / 255
+  zero_point = _saturate(-lo / scale, dtypes.uint8)
+  return (_saturate((x / scale).round() + zero_point.cast(x.dtype), dtypes.uint8), scale, zero_point)[:n_outputs]
+
+
+def _centered(x: Tensor, zero_point: Tensor | None, shape: tuple[int, ...] | None = None) -> Tensor:
+  xi = x.cast(dtypes.int32)
+  if zero_point is None: return xi
+  zp = zero_point.cast(dtypes.int32)
+  return xi - (zp.reshape(shape) if shape is not None and zp.numel() > 1 else zp.reshape(()) if zp.numel() == 1 else zp)
+
+
+@op("MatMulInteger")
+def matmul_integer(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None,
+                   b_zero_point: Tensor | None = None) -> Tensor:
+  return _centered(a, a_zero_point, (-1, 1)) @ _centered(b, b_zero_point)  # a's zero points are per row
+
+
+@op("ConvInteger")
+def conv_integer(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None, *,
+                 auto_pad: str = "NOTSET", dilations: list[int] | None = None, group: int = 1,
+                 kernel_shape: list[int] | None = None, pads: list[int] | None = None,
+                 strides: list[int] | None = None) -> Tensor:
+  wz = _centered(w, w_zero_point, (-1,) + (1,) * (w.ndim - 1))  # w's zero points are per output channel
+  y = conv(_centered(x, x_zero_point), wz, None, auto_pad=auto_pad, dilations=dilations, group=group, pads=pads,
+           strides=strides)
+  return y.cast(dtypes.int32)  # the sum is taken wider
+
+
+def _requantize(acc: Tensor, scale: Tensor, y_scale: Tensor, y_zero_point: Tensor | None, dtype: DType) -> Tensor:
+  y = (acc.cast(dtypes.float32) * (scale / y_scale.cast(dtypes.float32))).round()
+  if y_zero_point is not None: y = y + y_zero_point.cast(dtypes.float32)
+  return _saturate(y, dtype)
+
+
+@op("QLinearMatMul")
+def qlinear_matmul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor, b: Tensor, b_scale: Tensor,
+                   b_zero_point: Tensor, y_scale: Tensor, y_zero_point: Tensor) -> Tensor:
+  acc = _centered(a, a_zero_point, (-1, 1)) @ _centered(b, b_zero_point)
+  return _requantize(acc, a_scale.cast(dtypes.float32).reshape(-1, 1) * b_scale.cast(dtypes.float32), y_scale,
+                     y_zero_point, y_zero_point.dtype)
+
+
+@op("QLinearConv")
+def qlinear_conv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor, w: Tensor, w_scale: Tensor, w_zero_point: Tensor,
+                 y_scale: Tensor, y_zero_point: Tensor, b: Tensor | None = None, *, auto_pad: str = "NOTSET",
+                 dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
+                 pads: list[int] | None = None, strides: list[int] | None = None) -> Tensor:
+  n = w.ndim - 2
+  acc = conv_integer(x, w, x_zero_point, w_zero_point, auto_pad=auto_pad, dilations=dilations, group=group,
+                     pads=pads, strides=strides)
+  if b is not None: acc = acc + b.cast(dtypes.int32).reshape((1, -1) + (1,) * n)
+  scale = (x_scale.cast(dtypes.float32) * w_scale.cast(dtypes.float32)).reshape((1, -1) + (1,) * n)
+  return _requantize(acc, scale, y_scale, y_zero_point, y_zero_point.dtype)
+
+
 # ---- convolution and pooling -------------------------------------------------------------------------------
 
 def _pads(x: Tensor, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], auto_pad: str,
