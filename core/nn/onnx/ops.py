@@ -382,7 +382,13 @@ def gather_elements(x: Tensor, indices: Tensor, *, axis: int = 0) -> Tensor:
 
 @op("GatherND")
 def gather_nd(x: Tensor, indices: Tensor, *, batch_dims: int = 0) -> Tensor:
-  if batch_dims: raise NotImplementedError("GatherND with batch_dims is not supported")
+  if batch_dims:  # the batch position becomes one more leading coordinate of every index tuple
+    lead = x.shape[:batch_dims]
+    xb = x.reshape((prod(lead),) + x.shape[batch_dims:])
+    ib = indices.reshape((prod(lead),) + indices.shape[batch_dims:])
+    pos = Tensor.arange(prod(lead), dtype=ib.dtype, device=x.device).reshape((-1,) + (1,) * (ib.ndim - 1))
+    out = gather_nd(xb, pos.expand(ib.shape[:-1] + (1,)).cat(ib, dim=-1))
+    return out.reshape(lead + out.shape[1:])
   k = indices.shape[-1]
   flat = _flat_index(indices, x.shape[:k])
   return x.reshape((prod(x.shape[:k]),) + x.shape[k:])[flat]
@@ -418,6 +424,17 @@ def scatter_nd(x: Tensor, indices: Tensor, updates: Tensor, *, reduction: str = 
   flat = _flat_index(indices, x.shape[:k]).reshape((-1,) + (1,) * len(rest)).expand((-1,) + rest)
   flat_updates = updates.reshape((-1,) + rest)
   return _scatter(flat_x, 0, flat, flat_updates, reduction).reshape(x.shape)
+
+
+@op("ReverseSequence", static=(1,))
+def reverse_sequence(x: Tensor, sequence_lens: list[int], *, batch_axis: int = 1, time_axis: int = 0) -> Tensor:
+  # each batch entry's first len steps reversed, the rest kept: a gather along time with a host-built index
+  t = np.arange(x.shape[time_axis]).reshape(-1, 1)
+  lens = np.array(sequence_lens).reshape(1, -1)
+  idx = np.where(t < lens, lens - 1 - t, t)  # (time, batch)
+  if batch_axis < time_axis: idx = idx.T
+  idx = np.broadcast_to(idx.reshape(idx.shape + (1,) * (x.ndim - 2)), x.shape)
+  return x.gather(time_axis, Tensor(np.ascontiguousarray(idx), device=x.device))
 
 
 @op("Expand", static=(1,))
@@ -924,6 +941,23 @@ def lp_pool(x: Tensor, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilation
   # the window sum of |x|^p is the padded-average times the window size (zeros in the padding add nothing)
   sums = x.abs().pow(p).avg_pool2d(tuple(kernel_shape), tuple(st), tuple(dl), flat, count_include_pad=True)
   return (sums * prod(kernel_shape)).pow(1 / p)
+
+
+@op("MaxUnpool")
+def max_unpool(x: Tensor, indices: Tensor, output_shape: Tensor | None = None, *, kernel_shape: list[int] | None = None,
+               pads: list[int] | None = None, strides: list[int] | None = None) -> Tensor:
+  if kernel_shape is None: raise ValueError("MaxUnpool needs kernel_shape")
+  n = len(kernel_shape)
+  st, pd = strides or [1] * n, pads or [0] * (2 * n)
+  shape = x.shape[:2] + tuple((i - 1) * s + k - pd[j] - pd[j + n]
+                              for j, (i, s, k) in enumerate(zip(x.shape[2:], st, kernel_shape)))
+  # MaxPool's indices count over the whole tensor: scatter the values into a flat zero tensor
+  flat = Tensor.zeros(prod(shape), dtype=x.dtype, device=x.device)
+  y = flat.scatter(0, indices.flatten(), x.flatten()).reshape(shape)
+  if output_shape is None: return y
+  # a larger output_shape keeps the inferred block at the start and pads the rest with zeros (the reference)
+  target = output_shape.numpy().tolist()  # decides a shape: read on the host
+  return y.pad(tuple((0, t - s) for s, t in zip(shape, target)))
 
 
 @op("GlobalAveragePool")
