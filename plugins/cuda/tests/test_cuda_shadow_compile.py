@@ -58,5 +58,6 @@ def test_every_core_kernel_compiles(arch: str, shadow_runs: dict[str, subprocess
   compiled, failed = int(m.group(1)), int(m.group(2))
   assert failed == 0, f"{failed} CUDA kernel(s) failed for {arch}:\n{out[-20000:]}"
   # (a core test failing for reasons of its own is the core's business: only the CUDA kernels count here)
-  assert compiled >= (100 if arch == "sm_90" else 500), f"only {compiled} kernels compiled for {arch}: is the shadow device wired up?\n{tail}"
+  assert compiled >= (100 if arch == "sm_90" else 500), \
+    f"only {compiled} kernels compiled for {arch}: is the shadow device wired up?\n{tail}"
   print(f"{arch}: {m.group(0)}")
