@@ -15,16 +15,10 @@ import torch
 
 from plugrad import Tensor, dtypes
 
-DEVICES = ["PYTHON", "CPU"]
 
 # special values every unary float op meets: zeros of both signs, tiny and huge, infinities and NaN
 SPECIAL = np.array([0.0, -0.0, 1e-30, -1e-7, 0.5, -0.5, 1.5, 2.5, -2.5, 30.0, -30.0, 1e20, -1e20,
                     np.inf, -np.inf, np.nan], dtype=np.float32)
-
-
-@pytest.fixture(params=DEVICES)
-def dev(request):
-  return request.param
 
 
 def inputs(specs, dtype=np.float32, low=-2.0, high=2.0, seed=0):

@@ -6,25 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from plugrad import Tensor, dtypes
-
-DEVICES = ["PYTHON", "CPU"]
-
-
-@pytest.fixture(params=DEVICES)
-def dev(request):
-  return request.param
+from plugrad.testing import assert_close as same
 
 
 def rand(*shape, seed=0):
   return np.random.default_rng(seed).uniform(-2, 2, size=shape).astype(np.float32)
-
-
-def same(got, want, atol=1e-5, rtol=1e-5):
-  got = got.numpy() if isinstance(got, Tensor) else np.asarray(got)
-  want = want.numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
-  assert got.shape == want.shape, f"shape {got.shape} != reference {want.shape}"
-  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
-  else: np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
 
 
 # ------------------------------------------------------------------------------------------------ reading
