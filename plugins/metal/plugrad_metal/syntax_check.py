@@ -2,7 +2,7 @@
 
 This is a test utility, not the compiler: it proves a kernel is well-formed C++17 against a
 header that models Metal's address spaces, vector types, attributes and built-ins
-(`tests/metal_shim.h` in the plugin's source tree), plus a few MSL rules clang cannot see (the
+(`plugrad_metal/shim/metal_shim.h`, shipped with the plugin), plus a few MSL rules clang cannot see (the
 31-buffer argument table, kernel-scope `threadgroup` arrays). It does not prove Apple's compiler
 accepts the kernel, nor that it computes the right thing.
 
@@ -23,8 +23,8 @@ from plugrad.plugin import CompileError
 
 from plugrad_metal.renderer import MAX_BUFFERS
 
-#: Where the shim lives: the plugin's tests folder next to the package (a source checkout).
-SHIM_DIR = Path(__file__).resolve().parent.parent / "tests"
+#: Where the shim lives: package data, so an installed plugin checks kernels as a source checkout does.
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
 
 #: Warnings made errors beyond -Werror's default set: float silently promoted to double, and
 #: implicit float narrowing the renderer should have written as a cast.
@@ -48,7 +48,7 @@ class SyntaxChecker:
   """Runs clang on MSL source against the Metal shim.
 
   :param clang: clang++ executable (default: found on PATH).
-  :param shim_dir: folder holding metal_shim.h and include/metal_stdlib (default: the plugin's tests/).
+  :param shim_dir: folder holding metal_shim.h and include/metal_stdlib (default: the plugin's shim/).
   """
 
   def __init__(self, clang: str = "", shim_dir: Path | None = None) -> None:
