@@ -204,6 +204,8 @@ symbolic = PatternMatcher([
   (UPat(Ops.CMPLT, src=(x, x), name="u"), lambda u, x: UOp.const(dtypes.bool, False) if u.dtype.count == 1 else None),
   (UPat((Ops.CMPNE, Ops.CMPEQ), src=(x, x), name="u"),
    lambda u, x: UOp.const(dtypes.bool, u.op is Ops.CMPEQ) if not x.dtype.is_float and u.dtype.count == 1 else None),
+  # max(x, x) -> x ; min(x, x) -> x (a NaN stays NaN)
+  (UPat((Ops.MAX, Ops.MIN), src=(x, x)), lambda x: x),
   # -(-x) -> x
   (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(x,)),)), lambda x: x),
   # where(True, a, b) -> a ; where(False, a, b) -> b
