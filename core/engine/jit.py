@@ -16,7 +16,7 @@ import functools
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
 from plugrad.device import Buffer
-from plugrad.engine.run import Capture, Launch, replay
+from plugrad.engine.run import Capture, Launch, replay, traffic_of
 from plugrad.engine.schedule_cache import structure_key
 from plugrad.registry import get_registry
 from plugrad.scheduler import buffer_of, contiguous_base
@@ -50,6 +50,7 @@ class _Captured:
 
   def __init__(self, launches: list[Launch], inputs: list[tuple[int | str, Any]], ret: Any):
     self.launches, self.ret = launches, ret
+    self.traffic = traffic_of(launches)
     self.keys = [k for k, _ in inputs]
     self.structures = [_structure(t) for _, t in inputs]
     self.descriptions = [_describe(t) for _, t in inputs]
@@ -66,7 +67,7 @@ class _Captured:
 
   def run(self, inputs: list[tuple[int | str, Any]]) -> Any:
     subs = {old: _buffer(t) for old, (_, t) in zip(self.buffers, inputs)}
-    replay(self.launches, {o: n for o, n in subs.items() if o is not n}, get_registry())
+    replay(self.launches, {o: n for o, n in subs.items() if o is not n}, get_registry(), self.traffic)
     return self.ret
 
 
