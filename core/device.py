@@ -144,6 +144,15 @@ class Allocator:
 
   def _as_host(self, raw: Any, nbytes: int) -> memoryview | None: return None
 
+  def from_host(self, mem: np.ndarray) -> Any | None:
+    """A block that is the host memory `mem` (a flat uint8 array) itself, for devices whose kernels can
+    use host memory in place (`Tensor.from_numpy`), or None when this device cannot (memory it does not
+    see, or an address its kernels' alignment assumption rules out). The block is never freed into
+    this allocator: its memory belongs to the array."""
+    return self._from_host(mem)
+
+  def _from_host(self, mem: np.ndarray) -> Any | None: return None
+
   def _alloc(self, nbytes: int, options: Any) -> Any: raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
   def _free(self, raw: Any, nbytes: int, options: Any) -> None: pass
   def _copyin(self, raw: Any, src: memoryview) -> None:
@@ -288,6 +297,22 @@ class Buffer:
     self.allocator = allocator
     self._raw: Any = None
     self._freed = False
+    self._host_owner: np.ndarray | None = None  # the array whose memory this buffer is (from_host)
+
+  @classmethod
+  def from_host(cls, device: str, dtype: DType, allocator: Allocator, arr: np.ndarray) -> Buffer | None:
+    """A buffer whose memory is the C-contiguous array `arr` (shared, not copied), or None when the
+    device cannot use that memory in place (see `Allocator.from_host`)."""
+    for other in _host_shared:
+      if other._host_owner is not None and np.may_share_memory(arr, other._host_owner):
+        raise ValueError("from_numpy cannot share this array: it overlaps an array another live tensor already shares "
+                         "(two buffers over one memory would break the kernels' no-alias promise)")
+    raw = allocator.from_host(arr.reshape(-1).view(np.uint8)) if arr.size else None
+    if raw is None: return None
+    buf = cls(device, arr.size, dtype, allocator)
+    buf._raw, buf._host_owner = raw, arr
+    _host_shared.add(buf)
+    return buf
 
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
@@ -307,7 +332,8 @@ class Buffer:
     """Return the memory to the allocator; with `final`, any later use is an error rather than a
     silent read of fresh memory."""
     self._freed = self._freed or final
-    if self._raw is not None:
+    if self._host_owner is not None: self._raw = self._host_owner = None  # the array's memory: not ours to free
+    elif self._raw is not None:
       raw, self._raw = self._raw, None
       self.allocator.free(raw, self.nbytes, self.options)
 
@@ -324,6 +350,16 @@ class Buffer:
     if self.nbytes: self.allocator.copyin(self.raw, memoryview(arr.reshape(-1).view(np.uint8)))
     return self
 
+  def host_view(self) -> np.ndarray | None:
+    """The contents as a flat numpy array over the buffer's own memory (no copy), with this dtype's
+    storage layout, or None on a device whose memory the host cannot address. The array keeps this
+    Buffer alive, so its memory is not handed to another buffer while the array exists."""
+    if not self.nbytes: return np.empty(0, dtype=self.dtype.storage_np)
+    mem = self.allocator.as_host(self.raw, self.nbytes)
+    if mem is None: return None
+    flat = np.frombuffer(mem, dtype=np.uint8)
+    return np.asarray(_Pinned(self, flat.ctypes.data, flat.flags.writeable)).view(self.dtype.storage_np)
+
   def numpy(self) -> np.ndarray:
     """The contents as a flat numpy array with this dtype's storage layout (bfloat16 as uint16)."""
     out = np.empty(self.size, dtype=self.dtype.storage_np)
@@ -332,6 +368,26 @@ class Buffer:
 
   def __repr__(self) -> str:
     return f"<Buffer {self.device} {self.size}x{self.dtype.name}{' allocated' if self.is_allocated else ''}>"
+
+
+_host_shared: weakref.WeakSet[Buffer] = weakref.WeakSet()  # live buffers over arrays' memory (Buffer.from_host)
+
+
+class _Pinned:
+  """The base object of an array `Buffer.host_view` returns: numpy reads the memory's address from
+  `__array_interface__`, and the array holding this object holds the Buffer."""
+  __slots__ = ("buffer", "__array_interface__")
+
+  def __init__(self, buffer: Buffer, addr: int, writeable: bool):
+    self.buffer = buffer
+    self.__array_interface__ = {"shape": (buffer.nbytes,), "typestr": "|u1", "data": (addr, not writeable), "version": 3}
+
+
+def pinned_buffer(arr: np.ndarray) -> Buffer | None:
+  """The Buffer whose memory `arr` views through `Buffer.host_view` (following numpy's bases), or None."""
+  base: Any = arr
+  while isinstance(base, np.ndarray): base = base.base
+  return base.buffer if isinstance(base, _Pinned) else None
 
 
 # ---------------------------------------------------------------- transfer

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from plugrad.config import TRAINING, Context
-from plugrad.device import Buffer, check_supported, image_spec_for
+from plugrad.device import Buffer, check_supported, image_spec_for, pinned_buffer
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.gradient import compute_gradient
@@ -275,6 +275,36 @@ class Tensor(metaclass=_TensorMeta):
     if requires_grad is not None: self.requires_grad_(requires_grad)
 
   @staticmethod
+  def from_numpy(arr: np.ndarray, device: str | None = None) -> Tensor:
+    """A tensor whose buffer is `arr`'s own memory, like `torch.from_numpy`: nothing is copied, a write
+    through either is seen by the other, and the array stays alive while the tensor does. The tensor is
+    lazy like any other: graphs built on it read the array when they are realized, not when they are built.
+
+    Needs a device whose kernels can use host memory in place (PYTHON and CPU can; a GPU cannot) and a
+    writeable, C-contiguous, aligned array of a dtype the device supports, not overlapping an array
+    another live tensor already shares; anything else raises ValueError saying which. `Tensor(arr)` copies.
+    """
+    if not isinstance(arr, np.ndarray): raise TypeError(f"from_numpy takes a numpy array, not {type(arr).__name__}")
+    dev_name = canonical_device(device) if device else get_registry().default_device()
+    dt = dtypes.from_any(arr.dtype)
+    if arr.size == 0: return Tensor(arr, device=dev_name)  # no memory to share
+    why = ("it is not C-contiguous (np.ascontiguousarray makes a copy that is)" if not arr.flags.c_contiguous else
+           "it is not aligned to its element size" if not arr.flags.aligned else
+           "it is read-only (kernels may write into a tensor's buffer)" if not arr.flags.writeable else
+           "it views a plugrad tensor's memory (from np.asarray): use that tensor" if pinned_buffer(arr) else None)
+    if why: raise ValueError(f"from_numpy cannot share this array: {why}; Tensor(arr) copies it")
+    dev = get_registry().device(dev_name)
+    check_supported(dev_name, dev.caps, {dt})
+    if image_spec_for(tuple(arr.shape), dt, dev.caps) is not None:
+      raise ValueError(f"from_numpy cannot share this array: {dev_name} keeps {dt.name} tensors of this shape in an image "
+                       "layout; Tensor(arr) copies it")
+    buf = Buffer.from_host(dev_name, dt, dev.allocator, arr)
+    if buf is None:
+      raise ValueError(f"from_numpy cannot share this array: {dev_name}'s kernels cannot use host memory in place; "
+                       f"Tensor(arr, device={dev_name!r}) copies it")
+    return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape)), dev_name)
+
+  @staticmethod
   def _from(uop: UOp, device: str) -> Tensor:
     caps = get_registry().device(device).caps
     if uop.dtype.scalar() not in caps.dtypes: check_supported(device, caps, {uop.dtype.scalar()})  # fail at the call
@@ -457,6 +487,30 @@ class Tensor(metaclass=_TensorMeta):
     raw = buffer_of(base).numpy()
     arr = bf16_to_f32(raw) if self.dtype == dtypes.bfloat16 else raw
     return arr.reshape(self.shape)
+
+  def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    """numpy's conversion. `np.asarray(t)` (copy=None) returns an array over the realized buffer's own
+    memory where that is possible (a device whose memory the host sees, a tensor that is its whole
+    buffer in order, a dtype numpy has), so writes through it change the tensor, like `Tensor.numpy()`
+    in torch; otherwise, and for `np.array(t)` (copy=True), a copy. copy=False raises where a copy
+    would be needed. `.numpy()` always copies, as in tinygrad."""
+    view = None if copy else self._host_view()
+    if view is None:
+      if copy is False: raise ValueError(f"np.asarray(..., copy=False): {self!r} cannot be viewed without a copy")
+      view = self.numpy()
+    if dtype is None or np.dtype(dtype) == view.dtype: return view
+    if copy is False: raise ValueError(f"np.asarray(..., copy=False): a {view.dtype} tensor as {np.dtype(dtype)} needs a copy")
+    return view.astype(dtype)
+
+  def _host_view(self) -> np.ndarray | None:
+    """The realized values as an array over the buffer's memory, or None where that is not possible."""
+    if self.numel() == 0 or self.dtype == dtypes.bfloat16: return None  # bfloat16: numpy sees float32 copies
+    self.realize()
+    base = contiguous_base(self.uop)
+    if base is None: return None
+    buf = buffer_of(base)
+    view = buf.host_view() if buf.options is None else None  # an image layout is not the flat order
+    return None if view is None else view.reshape(self.shape)
 
   def item(self) -> Any:
     """The single value of a one-element tensor as a Python scalar."""

@@ -98,6 +98,7 @@ class PythonAllocator(Allocator):
   def _copyin(self, raw: np.ndarray, src: memoryview) -> None: raw[:len(src)] = np.frombuffer(src, dtype=np.uint8)
   def _copyout(self, dest: memoryview, raw: np.ndarray) -> None: np.frombuffer(dest, dtype=np.uint8)[:] = raw[:len(dest)]
   def _as_host(self, raw: np.ndarray, nbytes: int) -> memoryview: return memoryview(raw[:nbytes])
+  def _from_host(self, mem: np.ndarray) -> np.ndarray: return mem
 
 
 class PythonProgram(Program):

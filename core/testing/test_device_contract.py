@@ -54,6 +54,25 @@ def test_allocator_accounts_and_reuses(device):
   np.testing.assert_array_equal(again.numpy(), np.arange(1000, dtype=np.float32))
 
 
+def test_host_memory_roles_are_the_memory_itself(device):
+  # as_host and from_host are optional; where a device has them they must be the memory itself, not a copy
+  alloc = dev_of(device).allocator
+  buf = Buffer(device, 16, dtypes.float32, alloc).copyin(np.arange(16, dtype=np.float32))
+  view = buf.host_view()
+  if view is not None:
+    np.testing.assert_array_equal(view, np.arange(16, dtype=np.float32))
+    view[3] = -1
+    assert buf.numpy()[3] == -1, "as_host returned a copy: a write through it did not reach the buffer"
+  arr = np.arange(1, 33, dtype=np.float32)[1:]  # an offset of one element: only element alignment holds
+  try:
+    t = Tensor.from_numpy(arr, device=device)
+  except ValueError as e:
+    if "cannot use host memory in place" not in str(e): raise
+    return  # the device does not offer from_host
+  t.assign(t * 2 + 1).realize()
+  np.testing.assert_array_equal(arr, np.arange(2, 33, dtype=np.float32) * 2 + 1)
+
+
 def test_impossible_allocation_is_a_memory_error(device):
   # a MemoryError (not a driver's own exception) is what lets LRUAllocator empty its caches and retry
   alloc = dev_of(device).allocator

@@ -21,10 +21,12 @@ class CPUBuffer:
   """Aligned host memory: `mem` is the numpy byte view, `addr` its address (what kernels get)."""
   __slots__ = ("mem", "addr", "nbytes")
 
-  def __init__(self, nbytes: int):
-    base = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    off = -base.ctypes.data % ALIGNMENT
-    self.mem = base[off:off + nbytes]
+  def __init__(self, nbytes: int, mem: np.ndarray | None = None):
+    if mem is None:
+      base = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+      off = -base.ctypes.data % ALIGNMENT
+      mem = base[off:off + nbytes]
+    self.mem = mem
     self.addr: int = self.mem.ctypes.data
     self.nbytes = nbytes
 
@@ -46,6 +48,8 @@ class CPUAllocator(LRUAllocator):
     if n: ctypes.memmove(raw.addr, np.frombuffer(src, dtype=np.uint8).ctypes.data, n)
 
   def _as_host(self, raw: CPUBuffer, nbytes: int) -> memoryview: return memoryview(raw.mem[:nbytes])
+  # kernels assume only element alignment (see the renderer), so any host array can be a buffer in place
+  def _from_host(self, mem: np.ndarray) -> CPUBuffer: return CPUBuffer(mem.nbytes, mem)
 
   def _copyout(self, dest: memoryview, raw: CPUBuffer) -> None:
     n = min(len(dest), raw.nbytes)

@@ -286,7 +286,9 @@ class _Kernel:
         break
     if self.specials_open: self.close_specials()
     self.emit("ret void")
-    args = [f"ptr noalias align 64 %d{i}" for i in range(len(prog.params))]
+    # only element alignment is promised: Tensor.from_numpy hands kernels numpy's memory, aligned to the
+    # element only (for loads, the unaligned vector moves cost the same as the aligned ones)
+    args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params]
     args += {"full": ["i64 %start", "i64 %end"], "part": ["i64 %start", "i64 %end", "ptr noalias %partial"],
              "fin": ["ptr noalias %partials", "i64 %nparts"]}[self.mode]
     body = [f"define void @{self.fn}({', '.join(args)}) #0 {{", "entry:"]
