@@ -1,5 +1,8 @@
 """`python -m plugrad new-plugin` writes an installable plugin; the C example is that skeleton filled in."""
 import importlib
+import os
+import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -61,3 +64,72 @@ def test_c_example_is_the_skeleton_filled_in(skeleton):
                   and ".egg-info" not in str(p) and p.relative_to(example).parts[0] != "build")
   assert ours == theirs
   assert "TODO" not in "".join((example / "plugrad_c" / f).read_text() for f in ("compiler.py", "runtime.py", "__init__.py"))
+
+
+# what a third party writes into the skeleton's TODOs for a device that runs C on the host
+FILLED_COMPILER = '''
+import subprocess, tempfile
+from pathlib import Path
+
+from plugrad.plugin import CompileError, Compiler
+
+FLAGS = ["-O1", "-shared", "-fPIC", "-fwrapv", "-ffp-contract=off", "-std=gnu11", "-w"]
+
+
+class MycCompiler(Compiler):
+  def identity(self) -> str: return "gcc " + " ".join(FLAGS)
+
+  def _compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+      Path(d, "k.c").write_text(src)
+      res = subprocess.run(["gcc", *FLAGS, "k.c", "-o", "k.so"], cwd=d, capture_output=True, text=True)
+      if res.returncode: raise CompileError(res.stderr + src)
+      return Path(d, "k.so").read_bytes()
+'''
+FILLED_RUNTIME = '''
+import ctypes, os, tempfile, time
+
+from plugrad.plugin import Program, Runtime
+
+
+class MycProgram(Program):
+  def __init__(self, name: str, binary: bytes):
+    fd, path = tempfile.mkstemp(suffix=".so")
+    with os.fdopen(fd, "wb") as f: f.write(binary)
+    self.lib = ctypes.CDLL(path)
+    os.unlink(path)
+    self.fn = getattr(self.lib, name)
+
+  def __call__(self, *bufs, global_size, local_size, wait: bool = False):
+    st = time.perf_counter()
+    self.fn(*(b.ctypes.data_as(ctypes.c_void_p) for b in bufs))
+    return time.perf_counter() - st if wait else None
+
+
+class MycRuntime(Runtime):
+  def load(self, name: str, binary: bytes) -> Program: return MycProgram(name, binary)
+'''
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the filled-in skeleton's kernels")
+def test_filled_in_skeleton_installed_as_a_wheel_passes_conformance(tmp_path):
+  # the third-party path end to end: generate, fill in the TODOs, build a wheel, install it (not editable)
+  # outside this repository, and run the conformance suite against it in a fresh interpreter
+  src = tmp_path / "myc"
+  pyrun = lambda *a, **kw: subprocess.run([sys.executable, *a], capture_output=True, text=True, **kw)
+  assert pyrun("-m", "plugrad", "new-plugin", "MYC", "--dir", str(src)).returncode == 0
+  (src / "plugrad_myc" / "compiler.py").write_text(FILLED_COMPILER)
+  (src / "plugrad_myc" / "runtime.py").write_text(FILLED_RUNTIME)
+  init = src / "plugrad_myc" / "__init__.py"
+  init.write_text(re.sub(r'  return "the MYC compiler and runtime are still TODOs.*\n', '  return None\n', init.read_text()))
+  res = pyrun("-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"), str(src))
+  assert res.returncode == 0, res.stderr
+  (wheel,) = (tmp_path / "dist").glob("plugrad_myc-*.whl")
+  site = tmp_path / "site"
+  res = pyrun("-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel))
+  assert res.returncode == 0, res.stderr
+  shutil.rmtree(src)  # only the installed wheel is left
+  env = {**os.environ, "PYTHONPATH": str(site)}
+  res = pyrun("-m", "plugrad", "conformance", "MYC", "-q", "-x", cwd=tmp_path, env=env)
+  assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+  assert " passed" in res.stdout and "failed" not in res.stdout
