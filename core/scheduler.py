@@ -188,7 +188,7 @@ def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) 
       shared -= stale
       shared |= _group(nodes, realized)  # sharing below the freed nodes only grows: this adds, never undoes
     split = _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized) | \
-      _split_for_views(nodes, realized)
+      _split_for_views(nodes, realized) | _split_for_shared_reads(nodes, realized)
     if not split: return realized
     realized |= split
 
@@ -336,6 +336,43 @@ def _split_for_views(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
       if s in realized or _is_leaf(s, realized): continue
       if n.op in GroupOp.Movement and n.op is not Ops.RESHAPE: moved[s] = moved.get(s, 0) + views
       else: alike[s] = max(alike.get(s, 0), views)
+  return cuts
+
+
+SHARED_READS = 4          # buffers a big node fused into several kernels may read before it gets a buffer of its own
+SHARED_READS_SMALL = 8    # the same for a node of fewer than SMALL_NODE elements, where a launch costs more than
+SMALL_NODE = 4096         # reading a few small buffers again: only an unbounded chain (a recurrence) is cut
+
+
+def _split_for_shared_reads(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """Nodes to realize because each of the several kernels fusing them would read all their inputs again.
+
+  Fused into k kernels, a node reading r buffers costs k*r reads; with a buffer of its own, r reads, one
+  write and k reads, less once r >= 4 (PyTorch Inductor's threshold for the same choice). An elementwise
+  recurrence (an LSTM's cell state, unrolled) is the case that needs it: each step's state reads every
+  earlier step's gates, so without a cut the kernels and their work grow with the square of the steps.
+  Input sets are kept only up to the threshold (all the test needs), so the walk stays linear."""
+  readers: dict[UOp, set[UOp]] = {}
+  for n in reversed(nodes):
+    if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
+    mine = {n} if n in realized else readers.get(n, set())
+    for s in n.src: readers.setdefault(s, set()).update(mine)
+  inputs: dict[UOp, frozenset[UOp]] = {}
+  cuts: set[UOp] = set()
+  for n in nodes:
+    if _is_leaf(n, realized) or n.op is Ops.KERNEL:
+      inputs[n] = frozenset() if n.op is Ops.CONST else frozenset({n})
+      continue
+    limit = SHARED_READS if prod(n.shape) >= SMALL_NODE else SHARED_READS_SMALL
+    got: set[UOp] = set()
+    for s in n.src:
+      got |= inputs[s]
+      if len(got) >= limit: break
+    # movement ops pass the choice to what they view; a reduction read by several kernels is _group's choice
+    if len(got) >= limit and len(readers.get(n, ())) > 1 and n.op not in GroupOp.Movement and n.op is not Ops.REDUCE_AXIS:
+      cuts.add(n)
+      got = {n}
+    inputs[n] = frozenset(got)
   return cuts
 
 

@@ -1,0 +1,47 @@
+"""An elementwise recurrence (an LSTM unrolled over time) schedules in work linear in its steps."""
+import numpy as np
+
+from plugrad import Tensor
+from plugrad.engine import lower_for
+from plugrad.registry import get_registry
+from plugrad.testing import assert_close
+
+
+def _lstm(steps: int, device: str):
+  rng = np.random.default_rng(0)
+  xs = rng.standard_normal((steps, 1, 8)).astype(np.float32)
+  wx, wh = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((8, 64), (16, 64)))
+  x, Wx, Wh = (Tensor(a, device=device).realize() for a in (xs, wx, wh))
+  h, c = Tensor.zeros(1, 16, device=device).contiguous().realize(), Tensor.zeros(1, 16, device=device).contiguous().realize()
+  nh, nc, outs = np.zeros((1, 16), np.float32), np.zeros((1, 16), np.float32), []
+  sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+  for t in range(steps):
+    i, f, g, o = (x[t] @ Wx + h @ Wh).chunk(4, 1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    h = o.sigmoid() * c.tanh()
+    ni, nf, ng, no = np.split(xs[t] @ wx + nh @ wh, 4, axis=1)
+    nc = sig(nf) * nc + sig(ni) * np.tanh(ng)
+    nh = sig(no) * np.tanh(nc)
+    outs.append(nh)
+  return (h, c), np.stack(outs)[-1], nc
+
+
+def _work(steps: int) -> tuple[int, int]:
+  (h, c), _, _ = _lstm(steps, "PYTHON")
+  items = Tensor.schedule(h, c)
+  dev = get_registry().device("PYTHON")
+  return len(items), sum(lower_for(dev, it.ast).flops for it in items if it.ast is not None)
+
+
+def test_recurrence_work_grows_linearly():
+  # each step's cell state reads every earlier step's gates; fused into both the next step's matmul and the
+  # state, it would be recomputed from the start in every kernel (the kernels' work grows with steps squared)
+  (k8, w8), (k32, w32) = _work(8), _work(32)
+  assert k32 <= 4 * k8 + 4
+  assert w32 < 4.5 * w8, (w8, w32)
+
+
+def test_recurrence_results(dev):
+  (h, c), want_h, want_c = _lstm(12, dev)
+  assert_close(h, want_h, atol=1e-5)
+  assert_close(c, want_c, atol=1e-5)
