@@ -38,7 +38,7 @@ def test_recurrence_work_grows_linearly():
   # state, it would be recomputed from the start in every kernel (the kernels' work grows with steps squared)
   (k8, w8), (k32, w32) = _work(8), _work(32)
   assert k32 <= 4 * k8 + 4
-  assert w32 < 4.5 * w8, (w8, w32)
+  assert w32 < 6 * w8, (w8, w32)  # linear: about 4.5x for 4x the steps (fused throughout: 14x)
 
 
 def test_recurrence_results(dev):
