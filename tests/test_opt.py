@@ -68,6 +68,9 @@ CASES = [
     (Opt(U, 0, 2), Opt(R, 0, 9))]),
   ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
    lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),)]),
+  ("strided_conv", [(1, 3, 12, 12), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, stride=2, padding=1),
+   lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2],
+   [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
   ("cumsum", [(6, 33)], lambda a: a.cumsum(axis=1), lambda a: np.cumsum(a, axis=1),
    [(), (Opt(U, 0, 3),), (Opt(U, 0, 11), Opt(U, 1, 2))]),
 ]
@@ -135,6 +138,11 @@ def test_heuristic_choices_are_pinned():
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   # the input's vector loads do not move with the output channel (launch dim 2): the tile's rows go there
   assert _plans(conv, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
+  # stride 2: the input is read contiguously only along the unrolled kernel width, so there are no lanes;
+  # the outputs are tiled, their vectors gathering the input and broadcasting the weights
+  strided = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(32, 16, 3, 3, device="PYTHON"), stride=2,
+                                                                padding=1)
+  assert _plans(strided, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 8))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():

@@ -23,8 +23,9 @@ vectors of V lanes (dtype `scalar.vec(V)`):
   own (GEP picks a lane out of a vector).
 
 It gives up (returns None; the lowering raises OptError and the heuristic's next plan is used) when no
-LOAD becomes a vector load: a kernel of gathers gains nothing from vectors, and the device's compiler
-does better with scalar copies.
+LOAD becomes a vector load, unless the output is stored as a vector and some LOAD is shared by every
+lane (a strided convolution: gathered inputs, broadcast weights, vector FMAs): a kernel of gathers alone
+gains nothing from vectors, and the device's compiler does better with scalar copies.
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp],
   :param lanes: what the placeholder is in each lane (gidx*V + lane).
   :param simplify: the lowering's simplifier (symbolic rules), applied to each lane's load index.
   :return: one (base index, vector) pair when the output is stored as a vector, V scalar pairs
-    otherwise; None when vectors would not help (no LOAD becomes a vector load).
+    otherwise; None when vectors would not help (see above).
   """
   width = len(lanes)
   kind: dict[UOp, int] = {}
@@ -108,9 +109,13 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp],
         vec[n] = UOp(n.op, n.dtype.vec(width), tuple(as_vec(s) for s in n.src), n.arg)
     else:
       return None  # nothing else depends on an output index in a lowered kernel
-  if vector_loads == 0: return None
   idxs = [simplify(lane(index, k)) for k in range(width)]
-  if kind[value] == _VECTOR and consecutive(idxs): return [(idxs[0], vec[value])]
+  stores_vector = kind[value] == _VECTOR and consecutive(idxs)
+  # gathers pay when a vector store and a load shared by every lane (a strided convolution's weights,
+  # broadcast into the FMAs) come with them
+  shared_load = any(n.op is Ops.LOAD and kind[n] == _SCALAR for n in kind)
+  if vector_loads == 0 and not (stores_vector and shared_load): return None
+  if stores_vector: return [(idxs[0], vec[value])]
   return [(ix, lane(value, k)) for k, ix in enumerate(idxs)]
 
 

@@ -78,7 +78,10 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     unrolled = {o.axis for o in base}
     lanes = [Opt(OptOps.LANES, i, width) for i in k.innermost
              if i not in unrolled and width > 1 and k.reduce_axes[i] % width == 0 and k.reduce_axes[i] >= 2 * width]
-    return [tuple(base + lanes), tuple(base)] if lanes else [tuple(base)]
+    if lanes: return [tuple(base + lanes), tuple(base)]
+    # a contiguous reduce loop too short for lanes is left to the compiler's vectoriser, unless it is
+    # unrolled away (a strided convolution's kernel width): then the outputs are tiled as below
+    if not all(i in unrolled for i in k.innermost): return [tuple(base)]
   if not caps.vector_ops: return [tuple(base + _tiles(k, caps, vector=False))]
   vec = _tiles(k, caps, vector=True)
   if not any(o.op is OptOps.VECTORIZE for o in vec): return [tuple(base + vec)]
