@@ -31,7 +31,7 @@ def _unrolls(k: KernelFeatures) -> list[Opt]:
 def _group(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   """A work-group split of the one, non-nested reduction of a small output."""
   if caps.local_memory <= 0 or not caps.max_local_size or caps.launch_dims < 2: return []
-  if k.reduces != 1 or k.nested or not k.group_dims_ok: return []
+  if k.reduces != 1 or k.nested or not k.group_dims_ok or k.outputs != 1: return []  # the lowering groups one output
   size = prod(s for s in k.reduce_axes if s > UNROLL_REDUCE)  # unrolled axes leave no loop to split
   if size < 16 or k.out_size > 65536: return []
   limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], caps.local_memory // max(k.reduce_itemsize, 4))
