@@ -664,7 +664,10 @@ def _item(members: list[int], kernels: list[Kernel], ins: list[list[Buffer]]) ->
       mapping[p] = slot[b]
     ast = kernels[i].ast
     assert ast is not None
-    stores.append(_renumber_params(ast.src[0], mapping))
+    store = _renumber_params(ast.src[0], mapping)
+    if stores and (shape := stores[0].src[1].shape) != store.src[1].shape:  # (6, 1) beside (6,): one launch shape
+      store = store.replace(src=(store.src[0], UOp(Ops.RESHAPE, store.src[1].dtype, (store.src[1],), shape)))
+    stores.append(store)
   outs = tuple(kernels[i].buffer for i in members)
   return ScheduleItem(UOp(Ops.SINK, None, tuple(stores)), first.device, outs + tuple(inputs), first, outs=len(members),
                       siblings=tuple(kernels[i] for i in members[1:]))
@@ -690,10 +693,10 @@ def output_ast(ast: UOp, j: int) -> UOp:
 
 
 def iteration_space(ast: UOp) -> tuple:
-  """What a kernel loops over: its output shape and the (input shape, axes) of each reduction. Kernels with
-  equal iteration spaces can share their launch and their reduce loops."""
+  """What a kernel loops over: its output shape without axes of size 1 (they launch nothing) and the (input
+  shape, axes) of each reduction. Kernels with equal iteration spaces can share their launch and reduce loops."""
   value = ast.src[0].src[1]
-  return value.shape, tuple(sorted({(n.src[0].shape, n.arg[1]) for n in value.toposort if n.op is Ops.REDUCE_AXIS}))
+  return tuple(s for s in value.shape if s != 1), tuple(sorted({(n.src[0].shape, n.arg[1]) for n in value.toposort if n.op is Ops.REDUCE_AXIS}))
 
 
 def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: list[set[int]],
