@@ -16,7 +16,8 @@ from plugrad.registry import get_registry
 from plugrad.scheduler import buffer_of, contiguous_base, count_kernels, mark_done, plan_memory
 from plugrad.spec import check_program, kernel_spec
 from plugrad.testing import assert_close
-from plugrad.uops import check_spec
+from plugrad.dtype import dtypes
+from plugrad.uops import Ops, UOp, check_spec
 
 
 def realized(dev: str, *shape: int, seed: int = 0) -> Tensor:
@@ -235,6 +236,7 @@ PLANS = [
   ("rows UNROLL", lambda x: [x.sum(1), x.max(1)], Capabilities(), (Opt(R, 0, 4), Opt(R, 1, 4))),
   ("rows heuristic GPU", lambda x: [x.sum(1), x.max(1)], GPU, None),
   ("rows heuristic AVX2", lambda x: [x.sum(1), x.max(1), (x * x).sum(1)], AVX2, None),
+  ("elementwise heuristic GPU", lambda x: [x + 1, x * x], GPU, None),
 ]
 
 
@@ -247,6 +249,7 @@ def test_plans_on_multi_output_kernels(name, graph, caps, opts):
 
 
 def _np_graph(name: str) -> list:
+  if name.startswith("elementwise"): return [lambda a: a + 1, lambda a: a * a]
   if name.startswith("columns"):
     fs = [lambda a: a.sum(0), lambda a: a.max(0), lambda a: (a * a).sum(0)]
   else:
@@ -255,9 +258,30 @@ def _np_graph(name: str) -> list:
   return fs[:n]
 
 
-def test_group_is_refused_for_several_outputs():
-  x = realized("PYTHON", 4, 256)
-  (item,) = x.sum(1).schedule(x.max(1))
+@pytest.mark.parametrize("shape", [(4, 256), (3, 1001)], ids=str)
+def test_group_splits_every_output_across_a_work_group(shape):
+  x = realized("PYTHON", *shape)
+  outs = siblings(x)
+  (item,) = outs[0].schedule(*outs[1:])
+  plans = hand_coded_optimizations(kernel_features(item.ast, GPU), GPU)
+  assert any(o.op is G for o in plans[0])  # as a single row sum would be on this device
+  got = run_plan(outs, GPU, plans[0])
+  for o, e in zip(got, np_siblings(x.numpy())): np.testing.assert_allclose(o, e, rtol=1e-5, atol=1e-4)
+
+
+def test_group_needs_reductions_that_share_their_loops():
+  x = realized("PYTHON", 4, 64)
+  (item,) = x.sum(1).schedule((x * 2).sum(1, keepdim=True) * 2)  # one output, one reduction each: shared loops
+  lower(item.ast, GPU, opts=(Opt(G, 0, 16),))
+  # row sums of a 4x64 and a 4x32 input in one kernel (the scheduler never fuses these): their loops differ
+  f32 = dtypes.float32
+
+  def row_sum(out: int, src: int, cols: int) -> UOp:
+    rows = UOp(Ops.RESHAPE, f32, (UOp(Ops.PARAM, f32, (), (src, 4 * cols)),), (4, cols))
+    total = UOp(Ops.RESHAPE, f32, (UOp(Ops.REDUCE_AXIS, f32, (rows,), (Ops.ADD, (1,))),), (4,))
+    return UOp(Ops.STORE, None, (UOp(Ops.PARAM, f32, (), (out, 4)), total))
+  ast = UOp(Ops.SINK, None, (row_sum(0, 2, 64), row_sum(1, 3, 32)))
+  check_spec(ast, kernel_spec, "kernel AST")
+  lower(ast, GPU)  # the heuristic's GROUP plan does not apply: the scalar plan does
   with pytest.raises(OptError):
-    lower(item.ast, GPU, opts=(Opt(G, 0, 64),))
-  assert not any(o.op is G for plan in hand_coded_optimizations(kernel_features(item.ast, GPU), GPU) for o in plan)
+    lower(ast, GPU, opts=(Opt(G, 0, 16),))

@@ -16,7 +16,8 @@ by default the first plan of `opt.heuristic.hand_coded_optimizations` that appli
   vectorised (`plugrad.codegen.vectorize`): one copy whose lane-dependent values are vectors, with
   vector loads where neighbouring outputs read neighbouring elements (a matmul's B rows) and one
   vector accumulator per remaining copy.
-- GROUP splits the one reduction across the threads of a work-group (`_group_reduce`).
+- GROUP splits the one reduction across the threads of a work-group (`_group_reduce`); in a kernel with several
+  outputs, every reduction over the shared loops, each through its own local memory.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from plugrad.device import Capabilities
 from plugrad.dtype import DType, dtypes
 from plugrad.shape import prod, strides_for, view_index
 from plugrad.symbolic import split_terms, symbolic
-from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite, toposort
 
 # A float sum's accumulator takes at most this many values; a longer sum becomes a cascade of nested
 # accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32. 256 keeps
@@ -258,10 +259,12 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   return new[root]
 
 
-def _group_reduce(lw: _Lowering, value: UOp, lid: UOp, threads: int) -> UOp:
-  """Rewrite the one REDUCE in `value` into per-thread partials combined through local memory."""
-  red = next(n for n in value.toposort if n.op is Ops.REDUCE)
-  body, ranges = red.src[0], red.src[1:]
+def _group_reduce(lw: _Lowering, values: list[UOp], lid: UOp, threads: int) -> list[UOp]:
+  """Rewrite the REDUCEs in `values` (one, or several over the same loops: a multi-output kernel's) into
+  per-thread partials combined through local memory, one local buffer and barrier per reduction."""
+  reds = [n for n in toposort(values) if n.op is Ops.REDUCE]
+  if len({r.src[1:] for r in reds}) != 1: raise OptError("GROUP: the reductions do not share their loops")
+  ranges = reds[0].src[1:]
   total = prod(r.src[0].arg for r in ranges)
   loop = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, -(-total // threads)),), lw.ranges)
   lw.ranges += 1
@@ -273,17 +276,19 @@ def _group_reduce(lw: _Lowering, value: UOp, lid: UOp, threads: int) -> UOp:
   for r, st, sz in zip(ranges, strides_for(tuple(sizes)), sizes):
     v = i // st if st != 1 else i
     mapping[r] = v % sz if st * sz < total else v
-  body = substitute(body, mapping)
-  gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(in_range) if len(n.src) > 2 else in_range))
-           for n in body.toposort if n.op is Ops.LOAD}
-  part_body = in_range.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
-  partial = UOp(Ops.REDUCE, red.dtype, (part_body, loop), red.arg)
-  local = UOp(Ops.DEFINE_LOCAL, red.dtype, (), (0, threads))
-  barrier = UOp(Ops.BARRIER, red.dtype, (UOp(Ops.STORE, None, (local, lid, partial)),))
   j = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, threads),), lw.ranges)
   lw.ranges += 1
-  final = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (barrier, j)), j), red.arg)
-  return substitute(value, {red: final})
+  finals: dict[UOp, UOp] = {}
+  for k, red in enumerate(reds):
+    body = substitute(red.src[0], mapping)
+    gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(in_range) if len(n.src) > 2 else in_range))
+             for n in body.toposort if n.op is Ops.LOAD}
+    part_body = in_range.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
+    partial = UOp(Ops.REDUCE, red.dtype, (part_body, loop), red.arg)
+    local = UOp(Ops.DEFINE_LOCAL, red.dtype, (), (k, threads))
+    barrier = UOp(Ops.BARRIER, red.dtype, (UOp(Ops.STORE, None, (local, lid, partial)),))
+    finals[red] = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (barrier, j)), j), red.arg)
+  return [substitute(v, finals) for v in values]
 
 
 @functools.lru_cache(maxsize=None)
@@ -434,11 +439,10 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   shape = value.shape
   threads = next((o.amount for o in opts if o.op is OptOps.GROUP), 0)
   if threads:
-    # the work-group split rewrites one REDUCE into local-memory partials: one output's only
-    if len(outputs) > 1: raise OptError("GROUP splits the reduction of a kernel with one output")
-    reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
-    if len(reduces) != 1 or any(n.op is Ops.REDUCE_AXIS for n in reduces[0].src[0].toposort):
-      raise OptError("GROUP needs exactly one reduction, not nested")
+    reduces = [n for n in ast.toposort if n.op is Ops.REDUCE_AXIS]
+    # one reduction, or in a multi-output kernel several that share their loops (checked once lowered)
+    if (len(reduces) != 1 and len(outputs) == 1) or any(m.op is Ops.REDUCE_AXIS for n in reduces for m in n.src[0].toposort):
+      raise OptError("GROUP needs exactly one reduction (one per output), not nested")
     out_caps = replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:])
     try:
       dims = _launch_dims(shape, out_caps)
@@ -472,7 +476,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       idx[a] = v % shape[a] if st * shape[a] < size else v
   memo: dict = {}  # shared by the outputs: what they read alike is lowered (and loaded) once
   out_values = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for _, v in outputs]
-  group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in out_values[0].toposort)
+  group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in toposort(out_values))
   # split together: reductions that share their loops keep sharing them
   if not group_reduce: out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(out_values)), lw, acc_block).src)
   out_value = out_values[0]
@@ -507,8 +511,10 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     local_size = _local_size(global_size, caps)
   elif group_reduce:
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
-    out_value = split_accumulators(_group_reduce(lw, out_value, lid, threads), lw, acc_block)
-    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (outputs[0][0], out_index, out_value, lid.alu(Ops.CMPEQ, 0))),))
+    grouped = _group_reduce(lw, out_values, lid, threads)
+    out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(grouped)), lw, acc_block).src)
+    sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v, lid.alu(Ops.CMPEQ, 0)))
+                                     for (p, _), v in zip(outputs, out_values)))
     global_size = (threads,) + tuple(size for _, size in dims)
     local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
   else:
