@@ -654,7 +654,7 @@ def _item(members: list[int], kernels: list[Kernel], ins: list[list[Buffer]]) ->
   if len(members) == 1: return ScheduleItem(first.ast, first.device, (first.buffer, *ins[members[0]]), first)
   inputs: list[Buffer] = []
   slot: dict[Buffer, int] = {}
-  stores = []
+  stores: list[UOp] = []
   for m, i in enumerate(members):
     mapping = {0: m}
     for p, b in enumerate(ins[i], 1):
@@ -696,7 +696,8 @@ def iteration_space(ast: UOp) -> tuple:
   """What a kernel loops over: its output shape without axes of size 1 (they launch nothing) and the (input
   shape, axes) of each reduction. Kernels with equal iteration spaces can share their launch and reduce loops."""
   value = ast.src[0].src[1]
-  return tuple(s for s in value.shape if s != 1), tuple(sorted({(n.src[0].shape, n.arg[1]) for n in value.toposort if n.op is Ops.REDUCE_AXIS}))
+  reduces = {(n.src[0].shape, n.arg[1]) for n in value.toposort if n.op is Ops.REDUCE_AXIS}
+  return tuple(s for s in value.shape if s != 1), tuple(sorted(reduces))
 
 
 def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: list[set[int]],

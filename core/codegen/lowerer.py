@@ -84,8 +84,9 @@ class _Lowering:
       lane: tuple[UOp, int] | None = None  # the lane placeholder of a LANES axis, and the width
       # a reduction independent of another over the same loops at the same index shares its RANGEs, so the
       # linearizer runs both in one loop and their common loads are read once (x.sum(1) beside x.max(1))
-      key = (src_shape, axes, idx, valid, tuple((self.unroll.get((n, ax), 1), self.lanes.get((n, ax), 1)) for ax in axes))
-      share = next((sh for sh in self.siblings.get(key, ()) if all(m not in n.toposort and n not in m.toposort
+      plan = tuple((self.unroll.get((n, ax), 1), self.lanes.get((n, ax), 1)) for ax in axes)
+      loops = (src_shape, axes, idx, valid, plan)
+      share = next((sh for sh in self.siblings.get(loops, ()) if all(m not in n.toposort and n not in m.toposort
                                                                     for m in sh[0])), None)
       reuse = iter(share[1]) if share is not None else None
       for ax in axes:
@@ -106,7 +107,7 @@ class _Lowering:
         if amount == 1: inner_idx[ax] = r
         else: unrolled.append((ax, [r * amount + k if k else r * amount for k in range(amount)]))
       if share is not None: share[0].append(n)
-      else: self.siblings.setdefault(key, []).append(([n], ranges))
+      else: self.siblings.setdefault(loops, []).append(([n], ranges))
       if any(src_shape[ax] == 0 for ax in axes): ret = reduce_identity(op, n.dtype)  # reducing nothing
       else:
         body = None
@@ -164,7 +165,8 @@ def _local_size(global_size: tuple[int, ...], caps: Capabilities) -> tuple[int, 
 def outputs_of(ast: UOp) -> list[tuple[UOp, UOp]]:
   """(output PARAM, value) of each STORE of a kernel AST; every value has the same shape (the launch's)."""
   outs = [(st.src[0], st.src[1]) for st in ast.src]
-  if len({v.shape for _, v in outs}) != 1: raise ValueError(f"a kernel's outputs differ in shape: {[v.shape for _, v in outs]}")
+  if len({v.shape for _, v in outs}) != 1:
+    raise ValueError(f"a kernel's outputs differ in shape: {[v.shape for _, v in outs]}")
   return outs
 
 
@@ -235,7 +237,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                   if d and lane_loads and all(g not in ld.src[1].toposort for ld in lane_loads))
   axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
-  return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok, outputs=len(values),
+  return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
+                        outputs=len(values),
                         reduce_axes=tuple(r.src[0].shape[ax] for r, ax in axes), reduces=len(reduces),
                         nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
@@ -441,7 +444,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   if threads:
     reduces = [n for n in ast.toposort if n.op is Ops.REDUCE_AXIS]
     # one reduction, or in a multi-output kernel several that share their loops (checked once lowered)
-    if (len(reduces) != 1 and len(outputs) == 1) or any(m.op is Ops.REDUCE_AXIS for n in reduces for m in n.src[0].toposort):
+    nested = any(m.op is Ops.REDUCE_AXIS for n in reduces for m in n.src[0].toposort)
+    if (len(reduces) != 1 and len(outputs) == 1) or nested:
       raise OptError("GROUP needs exactly one reduction (one per output), not nested")
     out_caps = replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:])
     try:
@@ -479,7 +483,6 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in toposort(out_values))
   # split together: reductions that share their loops keep sharing them
   if not group_reduce: out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(out_values)), lw, acc_block).src)
-  out_value = out_values[0]
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
   rules = symbolic + vector_rules if caps.vector_ops else symbolic
   for r in extra_rules or []: rules = rules + r

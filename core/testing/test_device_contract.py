@@ -132,7 +132,8 @@ def test_multi_output_kernels(device):
   outs = [t.sum(1), t.max(1), (t * t).sum(1)]
   assert count_kernels(outs[0].schedule(*outs[1:])) == (1 if limit is None or limit >= 4 else 3)
   Tensor.realize(*outs)
-  for o, e in zip(outs, [x.sum(1), x.max(1), (x * x).sum(1)]): np.testing.assert_allclose(o.numpy(), e, rtol=1e-4, atol=1e-4)
+  for o, e in zip(outs, [x.sum(1), x.max(1), (x * x).sum(1)]):
+    np.testing.assert_allclose(o.numpy(), e, rtol=1e-4, atol=1e-4)
   a, b = (Tensor(random_of(dtypes.float32, 1001, seed), device=device).realize() for seed in (1, 2))
   outs = [a + b, a * b, (a - b).maximum(0)]
   Tensor.realize(*outs)

@@ -129,7 +129,8 @@ def test_multi_output_kernel_on_cl(cl_registry):
   signature = src[src.index("__kernel"):src.index("{")]
   assert signature.count("const") == 1 and signature.count("__global") == 4, signature
   Tensor.realize(*outs)
-  for o, e in zip(outs, [a.sum(1), a.max(1), (a * a).sum(1)]): np.testing.assert_allclose(o.numpy(), e, rtol=1e-5, atol=1e-4)
+  for o, e in zip(outs, [a.sum(1), a.max(1), (a * a).sum(1)]):
+    np.testing.assert_allclose(o.numpy(), e, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.usefixtures("needs_cl")
