@@ -711,12 +711,18 @@ def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: lis
   n = len(kernels)
   singles = [[i] for i in range(n)]
   space = {i: (k.device, iteration_space(k.ast)) for i, k in enumerate(kernels) if k.ast is not None}
-  readers: dict[tuple[Any, Buffer], list[int]] = {}
+  # kernels reading one buffer through one view index it alike: fused, they load each element once. Through
+  # other views (x and x.T) the fused loop would read it in two orders and run slower than the two kernels.
+  readers: dict[tuple[Any, Buffer, tuple], list[int]] = {}
   for i, key in space.items():
-    for b in dict.fromkeys(ins[i]): readers.setdefault((key, b), []).append(i)
+    for p, views in _param_views(kernels[i].ast).items():
+      if p == 0: continue  # an assign's own target: no input
+      for view in views: readers.setdefault((key, ins[i][p - 1], view), []).append(i)
+  shared: set[tuple[int, int, Buffer]] = set()
+  for (_, b, _), rs in readers.items():
+    shared.update((a, c, b) for a, c in itertools.combinations(sorted(set(rs)), 2))
   score: dict[tuple[int, int], int] = {}
-  for (_, b), rs in readers.items():
-    for a, c in itertools.combinations(rs, 2): score[(a, c)] = score.get((a, c), 0) + b.nbytes
+  for a, c, b in shared: score[(a, c)] = score.get((a, c), 0) + b.nbytes
   if not score: return singles
   # what each kernel runs after (transitively), as a bit set; deps may point forward (snapshot copies)
   users: list[list[int]] = [[] for _ in range(n)]
@@ -751,6 +757,21 @@ def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: lis
     for g in members:
       if after[g] & mask[ga]: after[g] |= after[ga] | mask[ga]
   return sorted(members.values())
+
+
+def _param_views(ast: UOp) -> dict[int, set[tuple]]:
+  """PARAM index -> the views a kernel reads it through: each the movement ops (op, arg) from the PARAM up to
+  the first node that computes with it."""
+  views: dict[int, set[tuple]] = {}
+  for n in ast.toposort:
+    if n.op in GroupOp.Movement or n.op is Ops.PARAM: continue
+    for x in n.src:
+      chain = []
+      while x.op in GroupOp.Movement:
+        chain.append((x.op, x.arg))
+        x = x.src[0]
+      if x.op is Ops.PARAM: views.setdefault(x.arg[0], set()).add(tuple(reversed(chain)))
+  return views
 
 
 def _reuse_in_place(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> list[Buffer]:
