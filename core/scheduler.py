@@ -700,6 +700,9 @@ def iteration_space(ast: UOp) -> tuple:
   return tuple(s for s in value.shape if s != 1), tuple(sorted(reduces))
 
 
+PAIR_WINDOW = 8  # readers of one buffer scored as candidate pairs with each of their next 8 fellow readers
+
+
 def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: list[set[int]],
                        buffer_limit: Callable[[str], int | None]) -> list[list[int]]:
   """Partition the kernels into groups that each run as one kernel (most groups are one kernel).
@@ -720,7 +723,10 @@ def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: lis
       for view in views: readers.setdefault((key, ins[i][p - 1], view), []).append(i)
   shared: set[tuple[int, int, Buffer]] = set()
   for (_, b, _), rs in readers.items():
-    shared.update((a, c, b) for a, c in itertools.combinations(sorted(set(rs)), 2))
+    rs = sorted(set(rs))
+    # each reader pairs with its next few: merges chain along the list, and a buffer that hundreds of
+    # kernels read costs linear time, not a pair for every two of them
+    shared.update((a, c, b) for k, a in enumerate(rs) for c in rs[k + 1:k + 1 + PAIR_WINDOW])
   score: dict[tuple[int, int], int] = {}
   for a, c, b in shared: score[(a, c)] = score.get((a, c), 0) + b.nbytes
   if not score: return singles
@@ -741,17 +747,17 @@ def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: lis
   members = {i: [i] for i in range(n)}
   mask = {i: 1 << i for i in range(n)}
   after = dict(enumerate(anc))
+  bound = {i: set(ins[i]) for i in range(n)}  # the inputs each group binds
   for (a, c), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
     ga, gc = rep[a], rep[c]
     if ga == gc or after[ga] & mask[gc] or after[gc] & mask[ga]: continue
-    merged = members[ga] + members[gc]
     limit = buffer_limit(kernels[a].device)
-    if limit is not None and len(merged) + len({b for i in merged for b in ins[i]}) > limit: continue
+    if limit is not None and len(members[ga]) + len(members[gc]) + len(bound[ga] | bound[gc]) > limit: continue
     ga, gc = min(ga, gc), max(ga, gc)
-    members[ga] = sorted(merged)
+    members[ga] = sorted(members[ga] + members.pop(gc))
     mask[ga] |= mask.pop(gc)
     after[ga] |= after.pop(gc)
-    del members[gc]
+    bound[ga] |= bound.pop(gc)
     for i in members[ga]: rep[i] = ga
     # whatever ran after a kernel of the merged group now runs after all of it (the sets stay transitive)
     for g in members:
