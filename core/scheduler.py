@@ -5,7 +5,9 @@ and order the kernels.
 `ASSIGN(BUFFER, KERNEL(inputs...))`: the KERNEL holds the kernel's AST (a SINK of a STORE into
 PARAM 0 of a value computed from PARAM loads, movement ops, ALU ops and reductions) and its
 sources are the buffers it reads. `create_schedule` then lists the pending KERNELs as
-ScheduleItems in an order that respects data dependencies and assign hazards.
+ScheduleItems in an order that respects data dependencies and assign hazards, fusing sibling kernels
+horizontally: independent kernels over one iteration space that read a common input through the same
+view become one kernel storing each of their outputs (a SINK of several STOREs), reading that input once.
 
 A node is realized (gets its own buffer) when it is
 - an output, a CONTIGUOUS, a COPY (and the copy's source), or an ASSIGN;
