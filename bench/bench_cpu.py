@@ -1,7 +1,8 @@
 """Benchmarks of the CPU device (plugrad-cpu-llvm) against numpy and torch (CPU, when importable).
 
 Prints, per case: plugrad's median time, its speed relative to numpy (and torch), and the achieved
-GB/s or GFLOP/s. Run: `python bench/bench_cpu.py` (options: --quick, --no-4096, --repeat N).
+GB/s or GFLOP/s (for sibling reductions: of the input read once). Run: `python bench/bench_cpu.py`
+(options: --quick, --no-4096, --siblings, --repeat N).
 Ratios >1 mean plugrad is faster than the reference.
 """
 from __future__ import annotations
@@ -15,9 +16,9 @@ import time
 
 import numpy as np
 
-from plugrad import Tensor
+from plugrad import Context, Tensor
 
-from _timing import median_time  # bench/ is the script's folder, so on sys.path
+from _timing import median_time, median_times  # bench/ is the script's folder, so on sys.path
 
 try:
   import torch
@@ -132,6 +133,28 @@ def bench_reduce(n: int, repeat: int) -> None:
     report(f"{name} {n}x{n}", tp, tn, tt, n * n * 4, "GB/s")
 
 
+def bench_sibling_reductions(n: int, repeat: int) -> None:
+  """`Tensor.realize(x.sum(1), x.max(1), (x*x).sum(1))`: one multi-output kernel reading x once (horizontal fusion)
+  against three kernels reading it three times (Context(HFUSE=0)), timed in alternation."""
+  xn = np.random.default_rng(2).standard_normal((n, n), dtype=np.float32)
+  x = realized(xn)
+
+  def run() -> list[Tensor]:
+    outs = [x.sum(1), x.max(1), (x * x).sum(1)]
+    Tensor.realize(*outs)
+    return outs
+
+  def unfused() -> list[Tensor]:
+    with Context(HFUSE=0): return run()
+  for o, e in zip(run() + unfused(), [xn.sum(1), xn.max(1), (xn * xn).sum(1)] * 2):
+    np.testing.assert_allclose(o.numpy(), e, rtol=1e-3, atol=1e-2)
+  t_fused, t_unfused = median_times([run, unfused], repeat)
+  t_numpy = median_time(lambda: (xn.sum(1), xn.max(1), np.einsum("ij,ij->i", xn, xn)), repeat)
+  report(f"sum,max,sumsq(axis=1) {n}x{n} fused", t_fused, t_numpy, None, n * n * 4, "GB/s")
+  report(f"sum,max,sumsq(axis=1) {n}x{n} unfused", t_unfused, t_numpy, None, n * n * 4, "GB/s")
+  print(f"{'  horizontal fusion speedup':<34}  {t_unfused / t_fused:6.2f}x (fused vs unfused, same run)", flush=True)
+
+
 def bench_matmul(n: int, repeat: int) -> None:
   rng = np.random.default_rng(2)
   an, bn = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
@@ -213,14 +236,17 @@ def main() -> None:
   ap.add_argument("--repeat", type=int, default=7)
   ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
   ap.add_argument("--no-4096", action="store_true", help="skip the 4096x4096 matmul")
+  ap.add_argument("--siblings", action="store_true", help="only the horizontal fusion case (sibling reductions)")
   args = ap.parse_args()
   from plugrad_cpu_llvm.runtime import cpu_count
   print(f"plugrad CPU bench: {cpu_count()} cores, numpy {np.__version__}, torch {torch.__version__ if torch else 'not installed'}")
   n = 512 if args.quick else 4096
+  if args.siblings: return bench_sibling_reductions(n, args.repeat)
   bench_copy(args.repeat)
   bench_e2e(n, args.repeat)
   bench_e2e_contended(n, args.repeat)
   bench_reduce(n, args.repeat)
+  bench_sibling_reductions(n, args.repeat)
   bench_softmax(n, args.repeat)
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)

@@ -154,3 +154,6 @@ class Context(contextlib.ContextDecorator):
 
 # 1 inside `with Tensor.train():` or `with Context(TRAINING=1):`: dropout is active, BatchNorm uses batch statistics
 TRAINING = ContextVar("TRAINING", 0)
+# 0 inside `with Context(HFUSE=0):`: no horizontal fusion, each sibling kernel of a realize runs on its own (for
+# comparing, as bench_cpu does; the schedule cache keys on it)
+HFUSE = ContextVar("HFUSE", 1)

@@ -168,7 +168,7 @@ def plugrad_schedule_ran(kernels: int, copies: int, seconds: float, bytes_read: 
   :param copies: copies between devices.
   :param seconds: wall time of the whole run.
   :param bytes_read: bytes of the input buffers each step binds, summed over the steps.
-  :param bytes_written: bytes of the buffer each step writes, summed over the steps.
+  :param bytes_written: bytes of the buffers each step writes (a multi-output kernel writes several), summed.
   :param peak_bytes: the memory planner's peak: the most bytes the buffers this run allocated held at once.
   """
 

@@ -5,7 +5,9 @@ and order the kernels.
 `ASSIGN(BUFFER, KERNEL(inputs...))`: the KERNEL holds the kernel's AST (a SINK of a STORE into
 PARAM 0 of a value computed from PARAM loads, movement ops, ALU ops and reductions) and its
 sources are the buffers it reads. `create_schedule` then lists the pending KERNELs as
-ScheduleItems in an order that respects data dependencies and assign hazards.
+ScheduleItems in an order that respects data dependencies and assign hazards, fusing sibling kernels
+horizontally: independent kernels over one iteration space that read a common input through the same
+view become one kernel storing each of their outputs (a SINK of several STOREs), reading that input once.
 
 A node is realized (gets its own buffer) when it is
 - an output, a CONTIGUOUS, a COPY (and the copy's source), or an ASSIGN;
@@ -16,6 +18,7 @@ Everything else is fused into the kernel of the realized node that reads it.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 from collections import deque
@@ -52,7 +55,11 @@ class Kernel:
 class ScheduleItem:
   """One step of a schedule: a compute kernel (ast is a SINK) or a copy (ast is None).
 
-  :param bufs: the buffers the step touches, the written one first, then the kernel's PARAMs in order.
+  A compute kernel may write several buffers (horizontal fusion: sibling kernels over one iteration
+  space read their shared inputs once): its AST is a SINK of `outs` STOREs, into PARAMs 0..outs-1.
+
+  :param bufs: the buffers the step touches in PARAM order: the `outs` written ones first, then the inputs.
+  :param kernel: the graph's Kernel for the first output; `siblings` those of the others, in order.
   :param frees: buffers whose last use is this step and that nothing outside the schedule holds.
   """
   ast: UOp | None
@@ -60,9 +67,16 @@ class ScheduleItem:
   bufs: tuple[Buffer, ...]
   kernel: Kernel
   frees: list[Buffer] = field(default_factory=list)
+  outs: int = 1
+  siblings: tuple[Kernel, ...] = ()
 
   @property
   def is_copy(self) -> bool: return self.ast is None
+
+  @property
+  def kernels(self) -> tuple[Kernel, ...]:
+    """Every graph Kernel this step runs (one per output); the engine marks each done after it."""
+    return (self.kernel,) + self.siblings
 
   def __repr__(self) -> str:
     kind = "copy" if self.is_copy else "kernel"
@@ -586,10 +600,12 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp, previous: UOp | N
 
 # ---------------------------------------------------------------- ordering
 
-def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (),
-                    fresh: Collection[Buffer] = ()) -> list[ScheduleItem]:
+def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: Collection[Buffer] = (),
+                    buffer_limit: Callable[[str], int | None] | None = None, fuse: bool = True) -> list[ScheduleItem]:
   """The pending kernels under kernelized `roots` in an order that respects their data dependencies
-  and the order of writes into one buffer (BFS order among the ready).
+  and the order of writes into one buffer (BFS order among the ready). With `fuse`, independent kernels
+  over one iteration space that read a common buffer become one kernel with several outputs
+  (`_horizontal_groups`).
 
   A buffer written by several kernels has versions: its contents before the schedule, then after each
   write in program order (`Kernel.seq`). A kernel reading a version runs after the write that made it
@@ -599,6 +615,7 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (),
   :param fresh: buffers the kernelize that made these kernels created; those not `live` are freed after
     their last use. Any other buffer (an assign target, an output of an earlier `kernelize`) may still be
     read by a live graph, so it is left to the garbage collector.
+  :param buffer_limit: the buffer limit of a device (None: unlimited); a fused kernel stays within it.
   """
   kern_nodes = [n for n in toposort(list(roots)) if pending_kernel(n) is not None]
   if not kern_nodes: return []
@@ -643,25 +660,163 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (),
         fresh = {*fresh, copy}
       ins[i][p] = kernels[c].buffer
       deps[i].add(c)
-  users: list[list[int]] = [[] for _ in kernels]
-  for i, d in enumerate(deps):
-    for j in d: users[j].append(i)
-  pending = [len(d) for d in deps]
-  queue = deque(i for i, p in enumerate(pending) if p == 0)
+  groups = _horizontal_groups(kernels, ins, deps, buffer_limit or (lambda d: None)) if fuse else \
+    [[i] for i in range(len(kernels))]
+  group_of = {i: g for g, members in enumerate(groups) for i in members}
+  users: list[set[int]] = [set() for _ in groups]
+  pending = [0] * len(groups)
+  for g, members in enumerate(groups):
+    for j in {group_of[j] for i in members for j in deps[i]} - {g}:
+      users[j].add(g)
+      pending[g] += 1
+  queue = deque(g for g, p in enumerate(pending) if p == 0)
   order: list[int] = []
   while queue:
-    i = queue.popleft()
-    order.append(i)
-    for u in users[i]:
+    g = queue.popleft()
+    order.append(g)
+    for u in sorted(users[g]):
       pending[u] -= 1
       if pending[u] == 0: queue.append(u)
-  if len(order) != len(kernels):
+  if len(order) != len(groups):
     raise RuntimeError("cycle in the schedule: an assign reads a value that depends on itself")
-  items = [ScheduleItem(kernels[i].ast, kernels[i].device, (kernels[i].buffer, *ins[i]), kernels[i]) for i in order]
+  items = [_item(groups[g], kernels, ins) for g in order]
   unused = _reuse_in_place(items, live, fresh)
   _plan_frees(items, live, fresh)
   if unused: items[0].frees.extend(unused)  # never written: any later use is an error, not a read of garbage
   return items
+
+
+def _item(members: list[int], kernels: list[Kernel], ins: list[list[Buffer]]) -> ScheduleItem:
+  """The schedule step running `kernels[members]`: the kernel itself, or one kernel storing every member's
+  output (PARAMs 0..n-1), its inputs bound once each (PARAMs n...) in first-seen order."""
+  first = kernels[members[0]]
+  if len(members) == 1: return ScheduleItem(first.ast, first.device, (first.buffer, *ins[members[0]]), first)
+  inputs: list[Buffer] = []
+  slot: dict[Buffer, int] = {}
+  stores: list[UOp] = []
+  for m, i in enumerate(members):
+    mapping = {0: m}
+    for p, b in enumerate(ins[i], 1):
+      if b not in slot:
+        slot[b] = len(members) + len(inputs)
+        inputs.append(b)
+      mapping[p] = slot[b]
+    ast = kernels[i].ast
+    assert ast is not None
+    store = _renumber_params(ast.src[0], mapping)
+    if stores and (shape := stores[0].src[1].shape) != store.src[1].shape:  # (6, 1) beside (6,): one launch shape
+      store = store.replace(src=(store.src[0], UOp(Ops.RESHAPE, store.src[1].dtype, (store.src[1],), shape)))
+    stores.append(store)
+  outs = tuple(kernels[i].buffer for i in members)
+  return ScheduleItem(UOp(Ops.SINK, None, tuple(stores)), first.device, outs + tuple(inputs), first, outs=len(members),
+                      siblings=tuple(kernels[i] for i in members[1:]))
+
+
+def _renumber_params(root: UOp, mapping: dict[int, int]) -> UOp:
+  """`root` with each PARAM k read as PARAM mapping[k] (size and image kept)."""
+  memo: dict[UOp, UOp] = {}
+  for n in root.toposort:
+    if n.op is Ops.PARAM: memo[n] = n.replace(arg=(mapping[n.arg[0]],) + n.arg[1:])
+    else: memo[n] = n.replace(src=tuple(memo[x] for x in n.src))
+  return memo[root]
+
+
+def output_ast(ast: UOp, j: int) -> UOp:
+  """The single-output kernel AST of output `j` of a multi-output AST (SINK of STOREs into PARAMs 0..n-1,
+  inputs after them): its own output becomes PARAM 0 and the inputs PARAMs 1..., numbered as in the
+  fused kernel, so it binds (output j, every input of the fused kernel)."""
+  n = len(ast.src)
+  store = ast.src[j]
+  params = {p.arg[0] for p in store.toposort if p.op is Ops.PARAM}
+  return UOp(Ops.SINK, None, (_renumber_params(store, {k: 0 if k == j else k - n + 1 for k in params}),))
+
+
+def iteration_space(ast: UOp) -> tuple:
+  """What a kernel loops over: its output shape without axes of size 1 (they launch nothing) and the (input
+  shape, axes) of each reduction. Kernels with equal iteration spaces can share their launch and reduce loops."""
+  value = ast.src[0].src[1]
+  reduces = {(n.src[0].shape, n.arg[1]) for n in value.toposort if n.op is Ops.REDUCE_AXIS}
+  return tuple(s for s in value.shape if s != 1), tuple(sorted(reduces))
+
+
+PAIR_WINDOW = 8  # readers of one buffer scored as candidate pairs with each of their next 8 fellow readers
+
+
+def _horizontal_groups(kernels: list[Kernel], ins: list[list[Buffer]], deps: list[set[int]],
+                       buffer_limit: Callable[[str], int | None]) -> list[list[int]]:
+  """Partition the kernels into groups that each run as one kernel (most groups are one kernel).
+
+  Two groups merge when their kernels have the same device and iteration space, neither depends on the other
+  (directly or through other kernels: a merge must not make a cycle), and the merged kernel binds no more
+  buffers than the device allows. Candidate pairs are scored by the bytes of the input buffers they share (read
+  once instead of twice) and merged greedily, best first, as Inductor scores horizontal fusions."""
+  n = len(kernels)
+  singles = [[i] for i in range(n)]
+  space = {i: (k.device, iteration_space(k.ast)) for i, k in enumerate(kernels) if k.ast is not None}
+  # kernels reading one buffer through one view index it alike: fused, they load each element once. Through
+  # other views (x and x.T) the fused loop would read it in two orders and run slower than the two kernels.
+  readers: dict[tuple[Any, Buffer, tuple], list[int]] = {}
+  for i, key in space.items():
+    for p, views in _param_views(kernels[i].ast).items():
+      if p == 0: continue  # an assign's own target: no input
+      for view in views: readers.setdefault((key, ins[i][p - 1], view), []).append(i)
+  shared: set[tuple[int, int, Buffer]] = set()
+  for (_, b, _), rs in readers.items():
+    rs = sorted(set(rs))
+    # each reader pairs with its next few: merges chain along the list, and a buffer that hundreds of
+    # kernels read costs linear time, not a pair for every two of them
+    shared.update((a, c, b) for k, a in enumerate(rs) for c in rs[k + 1:k + 1 + PAIR_WINDOW])
+  score: dict[tuple[int, int], int] = {}
+  for a, c, b in shared: score[(a, c)] = score.get((a, c), 0) + b.nbytes
+  if not score: return singles
+  # what each kernel runs after (transitively), as a bit set; deps may point forward (snapshot copies)
+  users: list[list[int]] = [[] for _ in range(n)]
+  for i, d in enumerate(deps):
+    for j in d: users[j].append(i)
+  pending = [len(d) for d in deps]
+  ready = [i for i in range(n) if not pending[i]]
+  anc = [0] * n
+  for i in ready:  # grows while it is walked: Kahn's order
+    anc[i] = functools.reduce(lambda acc, j: acc | anc[j] | (1 << j), deps[i], 0)
+    for u in users[i]:
+      pending[u] -= 1
+      if not pending[u]: ready.append(u)
+  if len(ready) != n: return singles  # a cycle: the ordering reports it
+  rep = list(range(n))  # each kernel's group, named by its first kernel
+  members = {i: [i] for i in range(n)}
+  mask = {i: 1 << i for i in range(n)}
+  after = dict(enumerate(anc))
+  bound = {i: set(ins[i]) for i in range(n)}  # the inputs each group binds
+  for (a, c), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
+    ga, gc = rep[a], rep[c]
+    if ga == gc or after[ga] & mask[gc] or after[gc] & mask[ga]: continue
+    limit = buffer_limit(kernels[a].device)
+    if limit is not None and len(members[ga]) + len(members[gc]) + len(bound[ga] | bound[gc]) > limit: continue
+    ga, gc = min(ga, gc), max(ga, gc)
+    members[ga] = sorted(members[ga] + members.pop(gc))
+    mask[ga] |= mask.pop(gc)
+    after[ga] |= after.pop(gc)
+    bound[ga] |= bound.pop(gc)
+    for i in members[ga]: rep[i] = ga
+    # whatever ran after a kernel of the merged group now runs after all of it (the sets stay transitive)
+    for g in members:
+      if after[g] & mask[ga]: after[g] |= after[ga] | mask[ga]
+  return sorted(members.values())
+
+
+def _param_views(ast: UOp) -> dict[int, set[tuple]]:
+  """PARAM index -> the views a kernel reads it through: each the movement ops (op, arg) from the PARAM up to
+  the first node that computes with it."""
+  views: dict[int, set[tuple]] = {}
+  for n in ast.toposort:
+    if n.op in GroupOp.Movement or n.op is Ops.PARAM: continue
+    for x in n.src:
+      chain = []
+      while x.op in GroupOp.Movement:
+        chain.append((x.op, x.arg))
+        x = x.src[0]
+      if x.op is Ops.PARAM: views.setdefault(x.arg[0], set()).add(tuple(reversed(chain)))
+  return views
 
 
 def _reuse_in_place(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> list[Buffer]:
@@ -676,7 +831,7 @@ def _reuse_in_place(items: list[ScheduleItem], live: Collection[Buffer], fresh: 
   for i, it in enumerate(items):
     if rename: it.bufs = tuple(rename.get(b, b) for b in it.bufs)
     out = it.bufs[0]
-    if it.ast is None or out not in fresh or out in live or out.options is not None: continue
+    if it.ast is None or it.outs > 1 or out not in fresh or out in live or out.options is not None: continue
     for k, b in enumerate(it.bufs[1:], 1):
       if b in fresh and b not in live and last_use[b] == i and b is not out and b.options is None and \
           (b.size, b.dtype, b.device) == (out.size, out.dtype, out.device) and _reads_in_place(it.ast, k):
@@ -729,7 +884,7 @@ class MemoryPlan:
   """What running a schedule moves and holds.
 
   :param bytes_read: bytes of the input buffers each step binds, summed over the steps.
-  :param bytes_written: bytes of the buffer each step writes, summed over the steps.
+  :param bytes_written: bytes of the buffers each step writes, summed over the steps.
   :param peak_bytes: the most bytes that buffers the schedule allocates hold at once: each is allocated at
     its first use and returned after the step that lists it in `frees` (buffers allocated before are not
     counted). It is what the allocator's peak rises by when the schedule runs."""
@@ -744,8 +899,8 @@ def plan_memory(items: list[ScheduleItem], frees: bool = True) -> MemoryPlan:
   read = written = held = peak = 0
   counted: set[Buffer] = set()
   for it in items:
-    written += it.bufs[0].nbytes
-    read += sum(b.nbytes for b in it.bufs[1:])
+    written += sum(b.nbytes for b in it.bufs[:it.outs])
+    read += sum(b.nbytes for b in it.bufs[it.outs:])
     for b in it.bufs:
       if b not in counted and not b.is_allocated:
         counted.add(b)
@@ -760,4 +915,5 @@ def count_kernels(items: list[ScheduleItem]) -> int:
   return sum(1 for it in items if not it.is_copy)
 
 
-__all__ = ["Kernel", "ScheduleItem", "MemoryPlan", "kernelize", "create_schedule", "plan_memory", "count_kernels"]
+__all__ = ["Kernel", "ScheduleItem", "MemoryPlan", "kernelize", "create_schedule", "plan_memory", "count_kernels",
+           "iteration_space", "output_ast"]

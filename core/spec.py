@@ -79,11 +79,18 @@ tensor_spec = PatternMatcher([
   (UPat(Ops.SINK), lambda: True),
 ])
 
-# a kernel AST: SINK(STORE(PARAM 0, value)) over PARAMs, constants, movement, ALU and reductions
+def _sink_ok(u: UOp) -> bool:
+  """The STOREs of a kernel write PARAMs 0..n-1 in order (n > 1: a multi-output kernel), values of one shape."""
+  return len(u.src) >= 1 and all(s.op is Ops.STORE and s.src[0].op is Ops.PARAM and s.src[0].arg[0] == k
+                                 for k, s in enumerate(u.src)) and len({s.src[1].shape for s in u.src}) == 1
+
+
+# a kernel AST: SINK(STORE(PARAM 0, value), ..., STORE(PARAM n-1, value)) over PARAMs, constants, movement, ALU
+# and reductions; every value has the same shape (the launch)
 kernel_spec = PatternMatcher([
-  (UPat(Ops.SINK, src=(UPat(Ops.STORE),)), lambda: True),
+  (UPat(Ops.SINK, name="u"), _sink_ok),
   (UPat(Ops.STORE, name="u", src=(UPat(Ops.PARAM), UPat.var("v"))),
-   lambda u, v: u.src[0].arg[0] == 0 and u.src[0].dtype == v.dtype and _numel(v.shape) == u.src[0].arg[1]),
+   lambda u, v: u.src[0].dtype == v.dtype and _numel(v.shape) == u.src[0].arg[1]),
   (UPat(Ops.PARAM, name="u"), lambda u: u.src == () and isinstance(u.arg, tuple) and len(u.arg) in (2, 3)),
   (UPat(Ops.CONST, name="u"), lambda u: u.src == ()),
   (UPat(GroupOp.Movement, name="u"), _movement_ok),

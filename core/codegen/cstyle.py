@@ -4,7 +4,8 @@ A dialect is a subclass that overrides a few class attributes and methods: the k
 qualifiers, how launch indices are read, type names, and the odd function whose name differs.
 The defaults render plain C (GCC/Clang, C11) whose kernels loop over their launch indices.
 
-The rendered kernel takes its buffers in PARAM order, named data0, data1, ...; data0 is written.
+The rendered kernel takes its buffers in PARAM order, named data0, data1, ...; the written ones (Param.written:
+data0, or data0..data(n-1) in a kernel with n outputs) are not const.
 """
 from __future__ import annotations
 

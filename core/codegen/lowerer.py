@@ -16,7 +16,8 @@ by default the first plan of `opt.heuristic.hand_coded_optimizations` that appli
   vectorised (`plugrad.codegen.vectorize`): one copy whose lane-dependent values are vectors, with
   vector loads where neighbouring outputs read neighbouring elements (a matmul's B rows) and one
   vector accumulator per remaining copy.
-- GROUP splits the one reduction across the threads of a work-group (`_group_reduce`).
+- GROUP splits the one reduction across the threads of a work-group (`_group_reduce`); in a kernel with several
+  outputs, every reduction over the shared loops, each through its own local memory.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from plugrad.device import Capabilities
 from plugrad.dtype import DType, dtypes
 from plugrad.shape import prod, strides_for, view_index
 from plugrad.symbolic import split_terms, symbolic
-from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite, toposort
 
 # A float sum's accumulator takes at most this many values; a longer sum becomes a cascade of nested
 # accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32. 256 keeps
@@ -55,6 +56,8 @@ class _Lowering:
   ranges: int = 0
   unroll: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> iterations written out
   lanes: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> vector lanes
+  # reductions over the same loops at the same index -> [(the reductions sharing them, their RANGEs)]
+  siblings: dict[tuple, list[tuple[list[UOp], list[UOp]]]] = field(default_factory=dict)
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
 
@@ -79,11 +82,18 @@ class _Lowering:
       src_shape = n.src[0].shape
       inner_idx, ranges, unrolled = list(idx), [], []  # unrolled: (axis, the index of each written-out iteration)
       lane: tuple[UOp, int] | None = None  # the lane placeholder of a LANES axis, and the width
+      # a reduction independent of another over the same loops at the same index shares its RANGEs, so the
+      # linearizer runs both in one loop and their common loads are read once (x.sum(1) beside x.max(1))
+      plan = tuple((self.unroll.get((n, ax), 1), self.lanes.get((n, ax), 1)) for ax in axes)
+      loops = (src_shape, axes, idx, valid, plan)
+      share = next((sh for sh in self.siblings.get(loops, ()) if all(m not in n.toposort and n not in m.toposort
+                                                                    for m in sh[0])), None)
+      reuse = iter(share[1]) if share is not None else None
       for ax in axes:
         size = src_shape[ax]
         if size == 1: continue
         if (width := self.lanes.get((n, ax), 1)) > 1:
-          r = self.new_range(size // width)
+          r = self.new_range(size // width) if reuse is None else next(reuse)
           ranges.append(r)
           lane = (UOp(Ops.SPECIAL, self.idx_dtype, (), ("lane", r.arg, width)), width)
           inner_idx[ax] = r * width + lane[0]
@@ -92,10 +102,12 @@ class _Lowering:
         if amount >= size:  # written out in full
           unrolled.append((ax, [UOp.const(self.idx_dtype, v) for v in range(size)]))
           continue
-        r = self.new_range(size // amount)
+        r = self.new_range(size // amount) if reuse is None else next(reuse)
         ranges.append(r)
         if amount == 1: inner_idx[ax] = r
         else: unrolled.append((ax, [r * amount + k if k else r * amount for k in range(amount)]))
+      if share is not None: share[0].append(n)
+      else: self.siblings.setdefault(loops, []).append(([n], ranges))
       if any(src_shape[ax] == 0 for ax in axes): ret = reduce_identity(op, n.dtype)  # reducing nothing
       else:
         body = None
@@ -150,10 +162,18 @@ def _local_size(global_size: tuple[int, ...], caps: Capabilities) -> tuple[int, 
   return tuple(local)
 
 
+def outputs_of(ast: UOp) -> list[tuple[UOp, UOp]]:
+  """(output PARAM, value) of each STORE of a kernel AST; every value has the same shape (the launch's)."""
+  outs = [(st.src[0], st.src[1]) for st in ast.src]
+  if len({v.shape for _, v in outs}) != 1:
+    raise ValueError(f"a kernel's outputs differ in shape: {[v.shape for _, v in outs]}")
+  return outs
+
+
 def kernel_name(ast: UOp) -> str:
   """A readable kernel name: r_ for kernels with reductions, E_ for elementwise, then the output shape."""
   value = ast.src[0].src[1]
-  kind = "r" if any(n.op is Ops.REDUCE_AXIS for n in value.toposort) else "E"
+  kind = "r" if any(n.op is Ops.REDUCE_AXIS for n in ast.toposort) else "E"
   shape = "_".join(str(s) for s in value.shape) or "1"
   return f"{kind}_{shape}"
 
@@ -183,10 +203,10 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   """What the heuristic reads from `ast` for a device with `caps`. The load pattern (contiguous along
   the output or along the reduce loop) is read from a plain lowering only where it matters: a
   reduction on a device that loops over its launch indices and has vector ops."""
-  value = ast.src[0].src[1]
-  shape = value.shape
+  values = [v for _, v in outputs_of(ast)]
+  value, shape = values[0], values[0].shape
   dims = _launch_dims(shape, caps)
-  reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
+  reduces = [n for n in ast.toposort if n.op is Ops.REDUCE_AXIS]
   nested = any(m.op is Ops.REDUCE_AXIS for r in reduces for m in r.src[0].toposort)
   group_ok = caps.launch_dims >= 2
   try:
@@ -208,14 +228,17 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
       for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
         v = gid // st if st != 1 else gid
         idx[a] = v % shape[a] if st * shape[a] < size else v
-    lane_loads, red_ok = _innermost_coefficients(lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {}), lane)
+    memo: dict = {}
+    lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for v in values]
+    lane_loads, red_ok = _innermost_coefficients(UOp(Ops.SINK, None, tuple(lowered)), lane)
     lane_ok = bool(lane_loads)
     # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and lane_loads and all(g not in ld.src[1].toposort for ld in lane_loads))
-  axes = reduce_axes(value)
+  axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
+                        outputs=len(values),
                         reduce_axes=tuple(r.src[0].shape[ax] for r, ax in axes), reduces=len(reduces),
                         nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
@@ -239,10 +262,12 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   return new[root]
 
 
-def _group_reduce(lw: _Lowering, value: UOp, lid: UOp, threads: int) -> UOp:
-  """Rewrite the one REDUCE in `value` into per-thread partials combined through local memory."""
-  red = next(n for n in value.toposort if n.op is Ops.REDUCE)
-  body, ranges = red.src[0], red.src[1:]
+def _group_reduce(lw: _Lowering, values: list[UOp], lid: UOp, threads: int) -> list[UOp]:
+  """Rewrite the REDUCEs in `values` (one, or several over the same loops: a multi-output kernel's) into
+  per-thread partials combined through local memory, one local buffer and barrier per reduction."""
+  reds = [n for n in toposort(values) if n.op is Ops.REDUCE]
+  if len({r.src[1:] for r in reds}) != 1: raise OptError("GROUP: the reductions do not share their loops")
+  ranges = reds[0].src[1:]
   total = prod(r.src[0].arg for r in ranges)
   loop = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, -(-total // threads)),), lw.ranges)
   lw.ranges += 1
@@ -254,17 +279,19 @@ def _group_reduce(lw: _Lowering, value: UOp, lid: UOp, threads: int) -> UOp:
   for r, st, sz in zip(ranges, strides_for(tuple(sizes)), sizes):
     v = i // st if st != 1 else i
     mapping[r] = v % sz if st * sz < total else v
-  body = substitute(body, mapping)
-  gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(in_range) if len(n.src) > 2 else in_range))
-           for n in body.toposort if n.op is Ops.LOAD}
-  part_body = in_range.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
-  partial = UOp(Ops.REDUCE, red.dtype, (part_body, loop), red.arg)
-  local = UOp(Ops.DEFINE_LOCAL, red.dtype, (), (0, threads))
-  barrier = UOp(Ops.BARRIER, red.dtype, (UOp(Ops.STORE, None, (local, lid, partial)),))
   j = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, threads),), lw.ranges)
   lw.ranges += 1
-  final = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (barrier, j)), j), red.arg)
-  return substitute(value, {red: final})
+  finals: dict[UOp, UOp] = {}
+  for k, red in enumerate(reds):
+    body = substitute(red.src[0], mapping)
+    gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(in_range) if len(n.src) > 2 else in_range))
+             for n in body.toposort if n.op is Ops.LOAD}
+    part_body = in_range.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
+    partial = UOp(Ops.REDUCE, red.dtype, (part_body, loop), red.arg)
+    local = UOp(Ops.DEFINE_LOCAL, red.dtype, (), (k, threads))
+    barrier = UOp(Ops.BARRIER, red.dtype, (UOp(Ops.STORE, None, (local, lid, partial)),))
+    finals[red] = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, red.dtype, (barrier, j)), j), red.arg)
+  return [substitute(v, finals) for v in values]
 
 
 @functools.lru_cache(maxsize=None)
@@ -275,9 +302,12 @@ def _block_split(size: int, block: int) -> tuple[int, int]:
   return -(-size // inner), inner
 
 
-def _cascade(red: UOp, lw: _Lowering, block: int) -> UOp:
-  """One float sum as nested sums of at most `block` values each (its loops split where longer)."""
-  body, ranges = red.src[0], list(red.src[1:])
+_Split = tuple[dict[UOp, UOp], list[UOp], list[UOp], "UOp | None"]
+
+
+def _split_loops(ranges: tuple[UOp, ...], lw: _Lowering, block: int) -> _Split:
+  """(each split loop variable -> its expression in the new loops, the loops after splitting outermost first,
+  the new loops, the validity of a padded last block) for reduce loops `ranges`."""
   mapping: dict[UOp, UOp] = {}
   valid: UOp | None = None
   loops: list[UOp] = []  # the loops after splitting, outermost first
@@ -299,18 +329,28 @@ def _cascade(red: UOp, lw: _Lowering, block: int) -> UOp:
       if padded: valid = expr.lt(total) if valid is None else valid.logical_and(expr.lt(total))
     mapping[r] = expr
     loops += new
+  return mapping, loops, split, valid
+
+
+def _cascade(red: UOp, lw: _Lowering, block: int, splits: dict[tuple[UOp, ...], _Split]) -> UOp:
+  """One reduction (a float sum, or one sharing its loops with a float sum) as nested reductions of at most
+  `block` values each (its loops split where longer). Reductions over the same loops are split alike (`splits`),
+  so they keep sharing their loops."""
+  body, ranges = red.src[0], tuple(red.src[1:])
+  if ranges not in splits: splits[ranges] = _split_loops(ranges, lw, block)
+  mapping, loops, split, valid = splits[ranges]
   if not mapping: return red
   body = substitute(body, mapping)
-  if valid is not None:  # padded blocks: the tail reads nothing and adds 0
+  if valid is not None:  # padded blocks: the tail reads nothing and adds the identity
     gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2 else valid))
              for n in body.toposort if n.op is Ops.LOAD and any(m in n.toposort for m in split)}
-    body = valid.where(substitute(body, gated), reduce_identity(Ops.ADD, red.dtype))
+    body = valid.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
   # group the loops from the innermost, each group's trip count at most `block`: one accumulator per group
   groups: list[list[UOp]] = []
   for r in reversed(loops):
     if groups and prod(x.src[0].arg for x in groups[-1]) * r.src[0].arg <= block: groups[-1].insert(0, r)
     else: groups.append([r])
-  for g in groups: body = UOp(Ops.REDUCE, red.dtype, (body, *g), Ops.ADD)
+  for g in groups: body = UOp(Ops.REDUCE, red.dtype, (body, *g), red.arg)
   return body
 
 
@@ -322,21 +362,26 @@ def split_accumulators(value: UOp, lw: _Lowering, block: int = 0) -> UOp:
   sum to the next level: the error grows with block * levels instead of n, a sum of ones is exact
   (every level adds exact multiples), and it needs no wider type, so devices without float64 get
   it too. A loop longer than `block` is split into an outer loop and an inner one of a divisor of
-  its length, or of `block` with the last block gated when the length has no such divisor."""
+  its length, or of `block` with the last block gated when the length has no such divisor. A reduction that
+  shares its loops with such a sum (a max beside it in a multi-output kernel) is split alike, so both keep
+  running in one loop (nesting a max, a min or an integer reduction is exact)."""
   block = block or ACC_BLOCK
+  long_sums = {n.src[1:] for n in value.toposort if n.op is Ops.REDUCE and n.arg is Ops.ADD and
+               n.dtype.scalar().is_float and prod(r.src[0].arg for r in n.src[1:]) > block}
+  if not long_sums: return value
   new: dict[UOp, UOp] = {}
+  splits: dict[tuple[UOp, ...], _Split] = {}
   for n in value.toposort:
     m = n.replace(src=tuple(new[s] for s in n.src))
-    if m.op is Ops.REDUCE and m.arg is Ops.ADD and m.dtype.scalar().is_float and \
-       prod(r.src[0].arg for r in m.src[1:]) > block:
-      m = _cascade(m, lw, block)
+    if m.op is Ops.REDUCE and m.src[1:] in long_sums: m = _cascade(m, lw, block, splits)
     new[n] = m
   return new[value]
 
 
 def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None = None,
           checker=None, acc_block: int = ACC_BLOCK, opts: Sequence[Opt] | None = None) -> LoopProgram:
-  """Lower a kernel AST (SINK of STORE into PARAM 0) to a LoopProgram for a device with `caps`.
+  """Lower a kernel AST (SINK of STOREs into PARAMs 0..n-1, n outputs of one shape) to a LoopProgram for a
+  device with `caps`.
 
   :param extra_rules: device rewrite rules, applied with the symbolic rules.
   :param checker: called as checker(graph, stage) after each pass (tests pass the IR spec check).
@@ -386,20 +431,22 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
 def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
            checker, acc_block: int) -> LoopProgram:
   """`lower` with the plan `opts`."""
-  store = ast.src[0]
-  out_param, value = store.src
+  outputs = outputs_of(ast)
+  value = outputs[0][1]
   params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
   idx_dtype = _index_dtype(ast)
-  axes_list = reduce_axes(value)
+  axes_list = reduce_axes(ast)
   _check_opts(opts, axes_list, caps)
   lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL},
                  lanes={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.LANES})
   shape = value.shape
   threads = next((o.amount for o in opts if o.op is OptOps.GROUP), 0)
   if threads:
-    reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
-    if len(reduces) != 1 or any(n.op is Ops.REDUCE_AXIS for n in reduces[0].src[0].toposort):
-      raise OptError("GROUP needs exactly one reduction, not nested")
+    reduces = [n for n in ast.toposort if n.op is Ops.REDUCE_AXIS]
+    # one reduction, or in a multi-output kernel several that share their loops (checked once lowered)
+    nested = any(m.op is Ops.REDUCE_AXIS for n in reduces for m in n.src[0].toposort)
+    if (len(reduces) != 1 and len(outputs) == 1) or nested:
+      raise OptError("GROUP needs exactly one reduction (one per output), not nested")
     out_caps = replace(caps, launch_dims=caps.launch_dims - 1, max_global_size=caps.max_global_size[1:])
     try:
       dims = _launch_dims(shape, out_caps)
@@ -431,14 +478,16 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
       v = gid // st if st != 1 else gid
       idx[a] = v % shape[a] if st * shape[a] < size else v
-  out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
-  group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in out_value.toposort)
-  if not group_reduce: out_value = split_accumulators(out_value, lw, acc_block)
+  memo: dict = {}  # shared by the outputs: what they read alike is lowered (and loaded) once
+  out_values = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for _, v in outputs]
+  group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in toposort(out_values))
+  # split together: reductions that share their loops keep sharing them
+  if not group_reduce: out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(out_values)), lw, acc_block).src)
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
   rules = symbolic + vector_rules if caps.vector_ops else symbolic
   for r in extra_rules or []: rules = rules + r
   if placeholders:
-    pairs = [(out_index, out_value)]
+    triples = [(p, out_index, v) for (p, _), v in zip(outputs, out_values)]  # (output, index, value) to store
     copies = list(placeholders.values())
     ph0, gid0, f0 = placeholders.get(dims[0][0][0], (None, None, 1))
     if width:
@@ -447,38 +496,43 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       vcopy = UOp(Ops.SPECIAL, idx_dtype, (), ("upcast0v", 0, f0 // width)) if f0 > width else None
       base = gid0 * f0 + vcopy * width if vcopy is not None else gid0 * f0
       lanes = [base + k if k else base for k in range(width)]
-      vectorized = vectorize(out_value, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
-      if vectorized is None:
-        raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
-      pairs, copies = vectorized, [c for c in copies if c[0] is not ph0]
+      triples = []
+      for (p, _), v in zip(outputs, out_values):
+        vectorized = vectorize(v, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
+        if vectorized is None:
+          raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
+        triples += [(p, i, x) for i, x in vectorized]
+      copies = [c for c in copies if c[0] is not ph0]
       if vcopy is not None: copies.insert(0, (vcopy, None, f0 // width))
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
       sub = {ph: UOp.const(idx_dtype, off) if gid is None else gid * f + off if off else gid * f
              for (ph, gid, f), off in zip(copies, offsets)}
-      stores += [UOp(Ops.STORE, None, (out_param, substitute(i, sub), substitute(v, sub))) for i, v in pairs]
+      stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub))) for p, i, v in triples]
     sink = UOp(Ops.SINK, None, tuple(stores))
     global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))
     local_size = _local_size(global_size, caps)
   elif group_reduce:
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
-    out_value = split_accumulators(_group_reduce(lw, out_value, lid, threads), lw, acc_block)
-    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value, lid.alu(Ops.CMPEQ, 0))),))
+    grouped = _group_reduce(lw, out_values, lid, threads)
+    out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(grouped)), lw, acc_block).src)
+    sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v, lid.alu(Ops.CMPEQ, 0)))
+                                     for (p, _), v in zip(outputs, out_values)))
     global_size = (threads,) + tuple(size for _, size in dims)
     local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
   else:
-    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value)),))
+    sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v)) for (p, _), v in zip(outputs, out_values)))
     global_size = tuple(size for _, size in dims)
     local_size = _local_size(global_size, caps)
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")
   uops, flops = linearize(sink)
-  written = {out_param.arg[0]}
+  written = {p.arg[0] for p, _ in outputs}
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
   nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
 
 
-__all__ = ["lower", "kernel_name", "kernel_features", "reduce_axes", "split_accumulators", "ACC_BLOCK"]
+__all__ = ["lower", "kernel_name", "outputs_of", "kernel_features", "reduce_axes", "split_accumulators", "ACC_BLOCK"]

@@ -14,11 +14,12 @@ from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
 
 @dataclass(frozen=True)
 class Launch:
-  """One step that ran: a compiled kernel on its buffers (written one first), or a copy between
+  """One step that ran: a compiled kernel on its buffers (the `outs` written ones first), or a copy between
   devices (`kernel` None, `bufs` = (dest, src))."""
   kernel: CompiledKernel | None
   device: str
   bufs: tuple[Buffer, ...]
+  outs: int = 1
 
 
 class Capture:
@@ -56,8 +57,8 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
       ck = compile_for(device, it.ast)
       _launch(ck, device.name, it.bufs, registry, timing)
       kernels += 1
-      if capture is not None: capture.launches.append(Launch(ck, device.name, it.bufs))
-    mark_done(it.kernel)
+      if capture is not None: capture.launches.append(Launch(ck, device.name, it.bufs, it.outs))
+    for k in it.kernels: mark_done(k)
     if capture is None:
       for b in it.frees: b.deallocate(final=True)
   if timing:
@@ -77,8 +78,8 @@ class Traffic:
 
 def traffic_of(launches: list[Launch]) -> Traffic:
   copies = sum(1 for ln in launches if ln.kernel is None)
-  return Traffic(len(launches) - copies, copies, sum(b.nbytes for ln in launches for b in ln.bufs[1:]),
-                 sum(ln.bufs[0].nbytes for ln in launches))
+  return Traffic(len(launches) - copies, copies, sum(b.nbytes for ln in launches for b in ln.bufs[ln.outs:]),
+                 sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]))
 
 
 def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry, traffic: Traffic | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 from typing import Callable, Collection
 
+from plugrad.config import HFUSE
 from plugrad.device import Buffer
 from plugrad.dtype import DType
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
@@ -56,7 +57,7 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
   if registry.config.check_spec:
     for r in roots: check_spec(r, tensor_spec, "tensor graph")
   cache = _caches.setdefault(registry, ScheduleCache())
-  found = structure_key(roots, (tuple(devices), limit_device))
+  found = structure_key(roots, (tuple(devices), limit_device, HFUSE.value))
   if found is not None and (template := cache.get(found[0])) is not None:
     items, new_roots = template.instantiate(found[1], new_buffer_on(registry), live())
     becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
@@ -67,7 +68,8 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
   becomes = kernelize_roots(roots, devices, registry, limit_device, created)
   rebind(becomes)
   new_roots = [becomes.get(r, r) for r in roots]
-  items = create_schedule(new_roots, live(), set(created))
+  items = create_schedule(new_roots, live(), set(created),
+                          lambda dev: registry.render_device(limit_device or dev).buffer_limit, fuse=bool(HFUSE))
   if found is not None and (template := ScheduleTemplate.record(found[1], new_roots, items)) is not None:
     cache.put(found[0], template)
   return items

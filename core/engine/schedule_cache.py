@@ -15,7 +15,8 @@ from typing import Callable, Collection, Hashable
 
 from plugrad.device import Buffer
 from plugrad.dtype import DType
-from plugrad.scheduler import Kernel, ScheduleItem, _plan_frees, applied_as, buffer_of, contiguous_base, pending_kernel
+from plugrad.scheduler import (Kernel, ScheduleItem, _plan_frees, applied_as, buffer_of, contiguous_base, output_ast,
+                               pending_kernel)
 from plugrad.uops import Ops, UOp, _key_arg, toposort
 
 # a buffer of a template: ("leaf", i) is the i-th distinct input buffer, ("out", j) the j-th one it creates
@@ -53,7 +54,7 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buf
 class _Step:
   ast: UOp | None
   device: str
-  out: Ref
+  outs: tuple[Ref, ...]  # one per STORE of a multi-output kernel
   ins: tuple[Ref, ...]
 
 
@@ -70,12 +71,13 @@ class ScheduleTemplate:
     refs: dict[Buffer, Ref] = {b: ("leaf", i) for i, b in enumerate(leaves)}
     outputs, steps = [], []
     for it in items:
-      out = it.bufs[0]  # not it.kernel.buffer: a kernel may have been made to write in place
-      if out not in refs:
-        refs[out] = ("out", len(outputs))
-        outputs.append((out.device, out.size, out.dtype, out.options))
-      if any(b not in refs for b in it.bufs[1:]): return None
-      steps.append(_Step(it.ast, it.device, refs[out], tuple(refs[b] for b in it.bufs[1:])))
+      for out in it.bufs[:it.outs]:  # not it.kernel.buffer: a kernel may have been made to write in place
+        if out not in refs:
+          refs[out] = ("out", len(outputs))
+          outputs.append((out.device, out.size, out.dtype, out.options))
+      if any(b not in refs for b in it.bufs[it.outs:]): return None
+      steps.append(_Step(it.ast, it.device, tuple(refs[b] for b in it.bufs[:it.outs]),
+                         tuple(refs[b] for b in it.bufs[it.outs:])))
     roots = []
     for r in new_roots:
       base = contiguous_base(r)
@@ -95,13 +97,19 @@ class ScheduleTemplate:
     node: dict[Ref, UOp] = {ref: UOp(Ops.BUFFER, b.dtype, (), b) for ref, b in buffer.items()}
     items = []
     for st in self.steps:
-      out = buffer[st.out]
-      kernel = Kernel(st.ast, st.device, out)
-      k = UOp(Ops.KERNEL, None, tuple(node[r] for r in st.ins), kernel)
-      # a step writing a buffer an earlier step wrote (in place) runs after it, even when it binds no input
-      after = (node[st.out],) if node[st.out].op is Ops.ASSIGN else ()
-      node[st.out] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k) + after)
-      items.append(ScheduleItem(st.ast, st.device, (out,) + tuple(buffer[r] for r in st.ins), kernel))
+      srcs = tuple(node[r] for r in st.ins)
+      kernels = []
+      for j, ref in enumerate(st.outs):
+        out = buffer[ref]
+        # each output's graph node gets a kernel of its own, which alone would compute it from every input
+        ast = st.ast if len(st.outs) == 1 or st.ast is None else output_ast(st.ast, j)
+        kernels.append(kernel := Kernel(ast, st.device, out))
+        k = UOp(Ops.KERNEL, None, srcs, kernel)
+        # a step writing a buffer an earlier step wrote (in place) runs after it, even when it binds no input
+        after = (node[ref],) if node[ref].op is Ops.ASSIGN else ()
+        node[ref] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k) + after)
+      items.append(ScheduleItem(st.ast, st.device, tuple(buffer[r] for r in st.outs + st.ins), kernels[0],
+                                outs=len(st.outs), siblings=tuple(kernels[1:])))
     _plan_frees(items, live, set(created) - {buffer[r[0]] for r in self.roots if r is not None})
     roots = []
     for r in self.roots:

@@ -56,6 +56,7 @@ class KernelFeatures:
   :param reuse_dims: launch dims (> 0) that no lane-contiguous load moves with: a tile along one reuses
     each vector load (a matmul's rows, a convolution's output channels).
   :param reduces: how many REDUCE_AXIS nodes the kernel has; `nested`: whether one is inside another.
+  :param outputs: how many buffers the kernel writes (a horizontally fused kernel writes several).
   :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
     element of the (one) reduction's accumulator.
   :param lane_contiguous: some load reads neighbouring elements for neighbouring outputs of launch dim 0.
@@ -75,6 +76,7 @@ class KernelFeatures:
   reduce_contiguous: bool = False
   innermost: tuple[int, ...] = ()
   reuse_dims: tuple[int, ...] = ()
+  outputs: int = 1
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

@@ -31,10 +31,12 @@ def _unrolls(k: KernelFeatures) -> list[Opt]:
 def _group(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   """A work-group split of the one, non-nested reduction of a small output."""
   if caps.local_memory <= 0 or not caps.max_local_size or caps.launch_dims < 2: return []
-  if k.reduces != 1 or k.nested or not k.group_dims_ok: return []
-  size = prod(s for s in k.reduce_axes if s > UNROLL_REDUCE)  # unrolled axes leave no loop to split
+  # one reduction, or one per output of a multi-output kernel (they share their loops: the lowering checks)
+  if k.reduces == 0 or (k.reduces != 1 and k.outputs == 1) or k.nested or not k.group_dims_ok: return []
+  size = prod(s for s in k.reduce_axes[:len(k.reduce_axes) // k.reduces] if s > UNROLL_REDUCE)  # unrolled: no loop
   if size < 16 or k.out_size > 65536: return []
-  limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], caps.local_memory // max(k.reduce_itemsize, 4))
+  local = caps.local_memory // (max(k.reduce_itemsize, 4) * k.reduces)  # a local buffer per reduction
+  limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], local)
   return [Opt(OptOps.GROUP, 0, 1 << (min(limit, size).bit_length() - 1))] if limit >= 2 else []
 
 

@@ -33,6 +33,8 @@ CASES = {
   "bfloat16": "a = Tensor.rand(32, 32).cast(dtypes.bfloat16); out = (a*a+1).sum(1)",
   "casts": "a = Tensor.rand(256) * 300 - 150; out = [a.cast(dtypes.uint8), a.bitcast(dtypes.int32) >> 3, "
            "a.cast(dtypes.half).bitcast(dtypes.int16), (a.cast(dtypes.int64) // 7).cast(dtypes.float64)]",
+  # one kernel, three outputs: each row is read once, its three reductions split across a block (shared memory each)
+  "siblings": "x = Tensor.rand(64, 1024).realize(); out = [x.sum(1), x.max(1), (x*x).sum(1)]",
 }
 
 

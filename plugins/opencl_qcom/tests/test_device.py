@@ -118,6 +118,22 @@ def test_ops_on_cl_match_numpy(cl_registry):
 
 
 @pytest.mark.usefixtures("needs_cl")
+def test_multi_output_kernel_on_cl(cl_registry):
+  """Sibling reductions are one kernel writing three buffers: three non-const __global params, one const input."""
+  from plugrad.engine import render_for
+  a = np.random.default_rng(1).standard_normal((5, 333)).astype(np.float32)
+  x = Tensor(a, device=CL).realize()
+  outs = [x.sum(1), x.max(1), (x * x).sum(1)]
+  (item,) = outs[0].schedule(*outs[1:])
+  _, src = render_for(cl_registry.device(CL), item.ast)
+  signature = src[src.index("__kernel"):src.index("{")]
+  assert signature.count("const") == 1 and signature.count("__global") == 4, signature
+  Tensor.realize(*outs)
+  for o, e in zip(outs, [a.sum(1), a.max(1), (a * a).sum(1)]):
+    np.testing.assert_allclose(o.numpy(), e, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.usefixtures("needs_cl")
 def test_missing_device_index_says_how_many():
   with pytest.raises(RuntimeError, match="only"): open_device("CL:99", Config.from_env({}))
 
