@@ -54,12 +54,15 @@ class ScheduleItem:
 
   :param bufs: the buffers the step touches, the written one first, then the kernel's PARAMs in order.
   :param frees: buffers whose last use is this step and that nothing outside the schedule holds.
+  :param var_vals: the values of the Variables (DEFINE_VAR) of the realize that made it; its kernel takes them
+    at launch.
   """
   ast: UOp | None
   device: str
   bufs: tuple[Buffer, ...]
   kernel: Kernel
   frees: list[Buffer] = field(default_factory=list)
+  var_vals: dict[UOp, int] = field(default_factory=dict)
 
   @property
   def is_copy(self) -> bool: return self.ast is None
@@ -164,8 +167,13 @@ def _device_map(nodes: Iterable[UOp]) -> dict[UOp, str]:
   return devices
 
 
+def _smax(n: int | UOp) -> int:
+  # a size, or the largest a symbolic one takes: scheduling decisions hold for every value of the Variables
+  return n if isinstance(n, int) else int(n.vmax)
+
+
 def _expands(u: UOp) -> bool:
-  return u.op is Ops.EXPAND and prod(u.shape) > prod(u.src[0].shape)
+  return u.op is Ops.EXPAND and _smax(prod(u.shape)) > _smax(prod(u.src[0].shape))
 
 
 # ---------------------------------------------------------------- choosing what to realize
@@ -200,7 +208,7 @@ def _needs_no_kernel(u: UOp) -> bool:
   base = u
   while base.op in GroupOp.Movement: base = base.src[0]
   if base is not u and is_pending_assign(base): return True
-  if prod(u.shape) > 1: return u.op is Ops.CONST
+  if _smax(prod(u.shape)) > 1: return u.op is Ops.CONST
   while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
   return u.op is Ops.CONST
 
@@ -222,7 +230,7 @@ def _cheap_to_recompute(reduce: UOp, kernels: Collection[UOp]) -> bool:
   elementwise kernel may compute it per output (RECOMPUTE_BUDGET). Anything bigger is read from a buffer."""
   if prod(reduce.shape) != 1: return False
   size = prod(reduce.src[0].shape)
-  return all(prod(k.shape) == 1 or prod(k.shape) * size <= RECOMPUTE_BUDGET for k in kernels)
+  return all(prod(k.shape) == 1 or _smax(prod(k.shape) * size) <= RECOMPUTE_BUDGET for k in kernels)
 
 
 def _holds_reduce(nodes: tuple[UOp, ...], realized: set[UOp]) -> dict[UOp, bool]:
@@ -426,7 +434,7 @@ def _fold_uniform_reduce(u: UOp) -> UOp | None:
   if u.op is not Ops.REDUCE_AXIS or (v := _uniform_value(u.src[0])) is None: return None
   op, axes = u.arg
   n = prod(u.src[0].shape[a] for a in axes)
-  if n == 0: return None  # the identity of an empty reduction is the kernel's to give
+  if n == 0 or isinstance(n, UOp): return None  # the identity of an empty reduction is the kernel's to give
   try:
     value = fold_constant(Ops.MUL, u.dtype, [v, n], [u.dtype, u.dtype]) if op is Ops.ADD and u.dtype.is_float else \
       v * n if op is Ops.ADD else v ** n if op is Ops.MUL else v
@@ -473,7 +481,7 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
   if n.op is Ops.COPY:
     src = new[n.src[0]]
     base = contiguous_base(src) if contiguous_base(src) is not None else src
-    out = new_buffer(n.arg, prod(n.shape), n.dtype)
+    out = new_buffer(n.arg, _smax(prod(n.shape)), n.dtype)
     kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
     return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), out), kern)), n.shape)
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
@@ -493,7 +501,8 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
     out_node = UOp(Ops.BUFFER, n.dtype, (), target)
     value = n.src[1]
   else:
-    out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, prod(n.shape), n.dtype))
+    # a symbolic shape gets a buffer for the Variables' largest values, so one buffer serves them all
+    out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, _smax(prod(n.shape)), n.dtype))
     value, previous, after = n.src[0] if n.op is Ops.CONTIGUOUS else n, None, ()
   ast, inputs = _build_ast(value, new, out_node, previous)
   kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node.arg))

@@ -13,7 +13,7 @@ from plugrad.ops import GroupOp, Ops
 if TYPE_CHECKING:
   from plugrad.uops import UOp
 
-Shape = tuple[int, ...]
+Shape = tuple  # of ints, or symbolic ints (UOps that depend on a Variable)
 
 
 def prod(xs) -> int: return math.prod(xs)
@@ -80,6 +80,7 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
   Axes that the reshape leaves alone (a common prefix and suffix, and size-1 axes) are passed
   through untouched so that the index math stays small; the rest goes through the flat index."""
   if out_shape == in_shape: return idx
+  if any(not isinstance(s, int) for s in out_shape + in_shape): return _reshape_index_symbolic(idx, out_shape, in_shape, zero)
   if prod(in_shape) == 0: return (zero,) * len(in_shape)  # nothing to read: only ever reached behind a false pad gate
   # drop size-1 axes of the output: their index is always 0
   live = [(i, s) for i, s in zip(idx, out_shape) if s != 1]
@@ -114,4 +115,19 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
       else:
         v = flat // st if st != 1 else flat
         out.append(v % in_shape[a] if st * in_shape[a] < pi else v)
+  return tuple(out)
+
+
+def _reshape_index_symbolic(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero: UOp) -> tuple[UOp, ...]:
+  """reshape_index when a size is symbolic: through the flat index. The input may hold more elements than the
+  output (a buffer allocated for the variables' maximum viewed with their bound values): the view is its start."""
+  flat = zero
+  for i, st, s in zip(idx, strides_for(out_shape), out_shape):
+    if not (isinstance(s, int) and s == 1): flat = flat + i * st
+  out: list[UOp] = []
+  for a, (st, s) in enumerate(zip(strides_for(in_shape), in_shape)):
+    if isinstance(s, int) and s == 1: out.append(zero)
+    else:
+      v = flat // st
+      out.append(v if a == 0 else v % s)
   return tuple(out)

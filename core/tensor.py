@@ -25,6 +25,7 @@ from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
+from plugrad.symbolic import sym_infer
 from plugrad.uops import GroupOp, Ops, UOp
 
 ShapeArg = int | Sequence[int]
@@ -36,12 +37,41 @@ SORT_RANK_MAX = 256
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
-  """Accept f(2, 3) and f((2, 3)) alike."""
+  """Accept f(2, 3) and f((2, 3)) alike; an entry may be a bound Variable (a symbolic dimension)."""
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
   for s in shape:
+    if _is_sint(s): continue
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {shape!r}")
     if s < 0: raise ValueError(f"negative dimension in shape {shape!r}")
-  return tuple(int(s) for s in shape)
+  return tuple(s if isinstance(s, UOp) else int(s) for s in shape)
+
+
+def _is_sint(s: Any) -> bool:
+  """Whether `s` is a symbolic dimension: an int expression of bound Variables (`Variable("i", 1, 9).bind(3)`)."""
+  if not isinstance(s, UOp): return False
+  if s.op is Ops.DEFINE_VAR or any(n.op is Ops.DEFINE_VAR and all(m.op is not Ops.BIND for m in s.toposort)
+                                   for n in s.toposort):
+    raise ValueError(f"{s!r} is not bound: use it as a dimension through .bind(value)")
+  return s.symbolic and s.dtype == dtypes.int32
+
+
+def _index_int(x: Any) -> int | UOp:
+  """A shrink bound: an int, or a bound Variable expression."""
+  return x if _is_sint(x) else int(x)
+
+
+def _same_size(a: int | UOp, b: int | UOp) -> bool:
+  """a == b for every value of the Variables (sizes that are the same expression written differently too)."""
+  if isinstance(a, int) and isinstance(b, int): return a == b
+  try:
+    return bool(a <= b and a >= b)  # type: ignore[operator]
+  except TypeError:
+    return False
+
+
+def _concrete(shape: tuple) -> tuple[int, ...]:
+  """The shape with each symbolic dimension at its bound value."""
+  return tuple(sym_infer(s, {}) for s in shape)
 
 
 class ArgumentError(ValueError, RuntimeError):
@@ -311,7 +341,8 @@ class Tensor(metaclass=_TensorMeta):
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     dev = canonical_device(device) if device else get_registry().default_device()
     shape = _shape_args(shape)
-    buf = Buffer(dev, prod(shape), dt, get_registry().device(dev).allocator)
+    size = prod(shape)  # a symbolic shape gets a buffer for the Variables' largest values
+    buf = Buffer(dev, size if isinstance(size, int) else int(size.vmax), dt, get_registry().device(dev).allocator)
     return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod
@@ -434,6 +465,8 @@ class Tensor(metaclass=_TensorMeta):
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
     tensors = [self, *others]
+    if any(u.op is Ops.BIND for t in tensors for u in t.uop.toposort):
+      raise NotImplementedError("kernelize of a graph with bound Variables: realize() or schedule() it instead")
     _handles.rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
     return self
 
@@ -446,17 +479,19 @@ class Tensor(metaclass=_TensorMeta):
 
   def numpy(self) -> np.ndarray:
     """The values as a numpy array (bfloat16 comes back as float32)."""
-    if self.numel() == 0: return np.zeros(self.shape, dtype=self.dtype.np)  # no values: nothing to run or read
+    shape = _concrete(self.shape)  # a symbolic shape: at the values its Variables are bound to
+    if prod(shape) == 0: return np.zeros(shape, dtype=self.dtype.np)  # no values: nothing to run or read
     self.realize()
     u = self.uop
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
-    if u.op is Ops.CONST: return np.full(self.shape, u.arg, dtype=self.dtype.np)
+    if u.op is Ops.CONST: return np.full(shape, u.arg, dtype=self.dtype.np)
     if contiguous_base(self.uop) is None: self.realize()  # a view of a buffer an assign just wrote: copy it out
     base = contiguous_base(self.uop)
     if base is None: raise RuntimeError(f"internal error: {self!r} is not a buffer after realize")
     raw = buffer_of(base).numpy()
     arr = bf16_to_f32(raw) if self.dtype == dtypes.bfloat16 else raw
-    return arr.reshape(self.shape)
+    # a buffer made for the Variables' largest values holds this shape's elements at its start
+    return arr[:prod(shape)].reshape(shape) if arr.size != prod(shape) else arr.reshape(shape)
 
   def item(self) -> Any:
     """The single value of a one-element tensor as a Python scalar."""
@@ -621,6 +656,8 @@ class Tensor(metaclass=_TensorMeta):
     if None in shape:
       if len(shape) > self.ndim: raise ValueError(f"reshape {shape}: None needs an axis of {self.shape} at its position")
       shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
+    if any(_is_sint(s) for s in shape) or any(isinstance(s, UOp) for s in self.shape):
+      return self._reshape_symbolic(tuple(shape))
     if any(not isinstance(s, (int, np.integer)) or s < -1 for s in shape): raise ValueError(f"invalid shape {shape!r}")
     if list(shape).count(-1) > 1: raise ValueError(f"only one dimension can be -1 in {shape!r}")
     if -1 in shape:
@@ -632,6 +669,16 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
     # no folding into a reshape below: that node may be another tensor, which gradients must find in
     # the graph (the scheduler folds chains of reshapes when it builds kernels)
+    return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
+
+  def _reshape_symbolic(self, shape: tuple) -> Tensor:
+    """reshape where a size is a bound Variable: every size given (no -1), the element counts equal for every
+    value of the Variables."""
+    if any(not _is_sint(s) and (not isinstance(s, (int, np.integer)) or s < 0) for s in shape):
+      raise ValueError(f"invalid shape {shape!r}: a reshape with a symbolic size takes every size (no -1)")
+    shape = tuple(s if isinstance(s, UOp) else int(s) for s in shape)
+    if not _same_size(prod(shape), self.numel()):
+      raise ValueError(f"cannot reshape a tensor of shape {self.shape} to {shape}: the element counts differ")
     return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
 
   def view(self, *shape: ShapeArg) -> Tensor: return self.reshape(*shape)
@@ -720,9 +767,13 @@ class Tensor(metaclass=_TensorMeta):
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) of each axis (None keeps the whole axis)."""
     if len(arg) != self.ndim: raise ValueError(f"shrink {arg} needs one entry per axis of {self.shape}")
-    bounds = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    bounds = tuple((0, s) if a is None else (_index_int(a[0]), _index_int(a[1])) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):
-      if not 0 <= b <= e <= s: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape}")
+      try:
+        ok = 0 <= b <= e <= s
+      except TypeError:  # a Variable's range reaches outside the axis
+        ok = False
+      if not ok: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape} (for some value of its Variables)")
     if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)): return self
     return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
@@ -1064,7 +1115,7 @@ class Tensor(metaclass=_TensorMeta):
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
     n = prod(self.shape[a] for a in axes)
-    if axes and op is not Ops.MUL and (c := _broadcast_const(self.uop)) is not None:
+    if axes and op is not Ops.MUL and isinstance(n, int) and (c := _broadcast_const(self.uop)) is not None:
       # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
@@ -1077,6 +1128,7 @@ class Tensor(metaclass=_TensorMeta):
     """A large reduction to a few values, as two: `chunks` partial results (realized, so devices
     run the chunks in parallel), then their reduction. None when the reduction is not worth it."""
     size = prod(self.shape[a] for a in axes)
+    if isinstance(size, UOp) or isinstance(self.numel(), UOp): return None  # one kernel for every value of a Variable
     if size < SPLIT_REDUCE_MIN or self.numel() // max(size, 1) > SPLIT_REDUCE_MAX_OUTPUT: return None
     chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
     if chunks is None: return None
@@ -1603,7 +1655,25 @@ class Tensor(metaclass=_TensorMeta):
     arrays (advanced indexing: several broadcast together; their dims replace theirs when they are adjacent,
     else come first) and bool masks. An out-of-range position in an index tensor gives 0 (it cannot be checked
     without running it); in a list or array it raises IndexError."""
+    if (sym := self._symbolic_slice(index)) is not None: return sym
     return self._read_plan(*self._index_plan(index))
+
+  def _symbolic_slice(self, index: Any) -> Tensor | None:
+    """x[:, :v] with a bound Variable v: a shrink (slices of step 1 and Ellipsis only); None for other indices."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    if not any(isinstance(e, slice) and (_is_sint(e.start) or _is_sint(e.stop)) for e in entries): return None
+    if any(not (isinstance(e, slice) and e.step in (None, 1)) and e is not Ellipsis for e in entries):
+      raise NotImplementedError(f"indexing with a Variable takes slices of step 1 and Ellipsis only, got {index!r}")
+    if Ellipsis in entries:
+      at = entries.index(Ellipsis)
+      entries[at:at + 1] = [slice(None)] * (self.ndim - len(entries) + 1)
+    if len(entries) > self.ndim: raise IndexError(f"too many indices ({len(entries)}) for a tensor with {self.ndim} dimensions")
+    entries += [slice(None)] * (self.ndim - len(entries))
+    for e in entries:
+      if any(isinstance(p, (int, np.integer)) and p < 0 for p in (e.start, e.stop)):
+        raise NotImplementedError(f"negative slice bounds next to a Variable: {index!r}")
+    return self.shrink(tuple((0 if e.start is None else e.start, s if e.stop is None else e.stop)
+                             for e, s in zip(entries, self.shape)))
 
   def _read_plan(self, plan: list[tuple], layout: list) -> Tensor:
     """The values an index plan selects (see _index_plan)."""

@@ -58,9 +58,10 @@ class _Lowering:
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
 
-  def new_range(self, size: int) -> UOp:
-    """A fresh loop variable over 0..size-1."""
-    r = UOp(Ops.RANGE, self.idx_dtype, (UOp.const(self.idx_dtype, size),), self.ranges)
+  def new_range(self, size: int | UOp) -> UOp:
+    """A fresh loop variable over 0..size-1 (a symbolic size: a loop bound by the kernel's Variables)."""
+    end = size.cast(self.idx_dtype) if isinstance(size, UOp) else UOp.const(self.idx_dtype, size)
+    r = UOp(Ops.RANGE, self.idx_dtype, (end,), self.ranges)
     self.ranges += 1
     return r
 
@@ -89,10 +90,10 @@ class _Lowering:
           inner_idx[ax] = r * width + lane[0]
           continue
         amount = self.unroll.get((n, ax), 1)
-        if amount >= size:  # written out in full
+        if isinstance(size, int) and amount >= size:  # written out in full
           unrolled.append((ax, [UOp.const(self.idx_dtype, v) for v in range(size)]))
           continue
-        r = self.new_range(size // amount)
+        r = self.new_range(size // amount if amount > 1 else size)
         ranges.append(r)
         if amount == 1: inner_idx[ax] = r
         else: unrolled.append((ax, [r * amount + k if k else r * amount for k in range(amount)]))
@@ -124,16 +125,45 @@ class _Lowering:
     return out
 
 
+def _live(s: int | UOp) -> bool:
+  """Whether an axis of this size is a real one (a symbolic size counts even where it may be 1)."""
+  return not isinstance(s, int) or s > 1
+
+
+def _smax(s: int | UOp) -> int:
+  """A size, or the largest value a symbolic one takes."""
+  return s if isinstance(s, int) else int(s.vmax)
+
+
+def _maybe_lt(a: int | UOp, b: int | UOp) -> bool:
+  """a < b where that is known; True (keep the modulo, always correct) where it depends on the Variables."""
+  try:
+    return bool(a < b)
+  except TypeError:
+    return True
+
+
+def _special(name: str, dim: int, size: int | UOp, dtype: DType) -> UOp:
+  """A launch index; a symbolic size is its source (evaluated at launch) and its largest value the arg's."""
+  if isinstance(size, int): return UOp(Ops.SPECIAL, dtype, (), (name, dim, size))
+  return UOp(Ops.SPECIAL, dtype, (size.cast(dtype),), (name, dim, _smax(size)))
+
+
+def symbolic_ast(ast: UOp) -> bool:
+  """Whether a kernel AST has a shape that depends on a Variable."""
+  return any(isinstance(d, UOp) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE) for d in n.shape)
+
+
 def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[int], int]]:
   """Group the output's axes into launch dimensions: [(axes, size)], innermost axis first."""
-  axes = [i for i, s in enumerate(shape) if s > 1]
+  axes = [i for i, s in enumerate(shape) if _live(s)]
   if caps.launch_dims == 0: return [([a], shape[a]) for a in reversed(axes)]
   groups = [[a] for a in reversed(axes)]
   while len(groups) > caps.launch_dims: groups[-2:] = [groups[-1] + groups[-2]]  # merge the outermost
   dims = [(sorted(g), prod(shape[a] for a in g)) for g in groups]
-  if any(size > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
+  if any(_smax(size) > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
     dims = [(sorted(axes), prod(shape[a] for a in axes))]  # one flat dimension
-    if dims[0][1] > caps.max_global_size[0]: raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
+    if _smax(dims[0][1]) > caps.max_global_size[0]: raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
   return dims
 
 
@@ -143,6 +173,9 @@ def _local_size(global_size: tuple[int, ...], caps: Capabilities) -> tuple[int, 
   if not caps.max_local_size: return None
   budget, local = caps.max_workgroup_threads, []
   for d, g in enumerate(global_size):
+    if not isinstance(g, int):  # a size known only at launch: work-groups of one thread always divide it
+      local.append(1)
+      continue
     cap = min(caps.max_local_size[d] if d < len(caps.max_local_size) else 1, budget, 256 if d == 0 else 16)
     size = max(x for x in range(1, cap + 1) if g % x == 0) if cap > 0 else 1
     local.append(size)
@@ -154,7 +187,8 @@ def kernel_name(ast: UOp) -> str:
   """A readable kernel name: r_ for kernels with reductions, E_ for elementwise, then the output shape."""
   value = ast.src[0].src[1]
   kind = "r" if any(n.op is Ops.REDUCE_AXIS for n in value.toposort) else "E"
-  shape = "_".join(str(s) for s in value.shape) or "1"
+  shape = "_".join(str(s) if isinstance(s, int) else "".join(v.arg[0] for v in s.toposort if v.op is Ops.DEFINE_VAR)
+                   for s in value.shape) or "1"
   return f"{kind}_{shape}"
 
 
@@ -227,7 +261,7 @@ def _index_dtype(ast: UOp) -> DType:
   """int32 unless some buffer or intermediate of the kernel has 2**31 - 1 elements or more."""
   params = [n for n in ast.toposort if n.op is Ops.PARAM]
   big = max([p.arg[1] for p in params] +
-            [prod(n.shape) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
+            [_smax(prod(n.shape)) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
   return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
 
 
@@ -327,8 +361,9 @@ def split_accumulators(value: UOp, lw: _Lowering, block: int = 0) -> UOp:
   new: dict[UOp, UOp] = {}
   for n in value.toposort:
     m = n.replace(src=tuple(new[s] for s in n.src))
+    # a loop bound by a Variable keeps one accumulator (its length is only known at launch)
     if m.op is Ops.REDUCE and m.arg is Ops.ADD and m.dtype.scalar().is_float and \
-       prod(r.src[0].arg for r in m.src[1:]) > block:
+       all(r.src[0].op is Ops.CONST for r in m.src[1:]) and prod(r.src[0].arg for r in m.src[1:]) > block:
       m = _cascade(m, lw, block)
     new[n] = m
   return new[value]
@@ -345,6 +380,8 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   :raises OptError: when `opts` does not apply to the kernel.
   """
   if opts is not None: return _lower(ast, caps, tuple(opts), extra_rules, checker, acc_block)
+  # a symbolic kernel serves every value of its Variables: no plan whose amounts must divide a size
+  if symbolic_ast(ast): return _lower(ast, caps, (), extra_rules, checker, acc_block)
   *better, last = hand_coded_optimizations(kernel_features(ast, caps), caps)
   for plan in better:
     try:
@@ -423,18 +460,18 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   for d, (axes, size) in enumerate(dims):
     if d < len(upcasts) and upcasts[d] > 1:
       f = upcasts[d]
-      gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d}", d, size // f))
+      gid = _special(f"gidx{d}", d, size // f, idx_dtype)
       placeholders[axes[0]] = (UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{d}", d, size)), gid, f)
       idx[axes[0]] = placeholders[axes[0]][0]
       continue
-    gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d + first}", d + first, size))
+    gid = _special(f"gidx{d + first}", d + first, size, idx_dtype)
     for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
       v = gid // st if st != 1 else gid
-      idx[a] = v % shape[a] if st * shape[a] < size else v
+      idx[a] = v % shape[a] if _maybe_lt(st * shape[a], size) else v
   out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
   group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in out_value.toposort)
   if not group_reduce: out_value = split_accumulators(out_value, lw, acc_block)
-  out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
+  out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if _live(s)), start=lw.zero())
   rules = symbolic + vector_rules if caps.vector_ops else symbolic
   for r in extra_rules or []: rules = rules + r
   if placeholders:
@@ -474,6 +511,10 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")
   uops, flops = linearize(sink)
+  if any(isinstance(g, UOp) for g in global_size):
+    # the simplifier may have rewritten a symbolic launch size: launch what the program's SPECIALs read
+    sizes = {u.arg[1]: u.src[0] for u in uops if u.op is Ops.SPECIAL and u.src and u.arg[0].startswith("gidx")}
+    global_size = tuple(sizes.get(d, g) for d, g in enumerate(global_size))
   written = {out_param.arg[0]}
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
