@@ -73,7 +73,11 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
   # the integer parameters (Variables) follow the buffers, ordered by name: the launch passes their values so
   for n in sorted((n for n in nodes if n.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]): emit(n, frozenset(), launch)
   for n in sorted((n for n in nodes if n.op is Ops.DEFINE_LOCAL), key=lambda s: s.arg[0]): emit(n, frozenset(), launch)
-  for n in sorted((n for n in nodes if n.op is Ops.SPECIAL), key=lambda s: s.arg[1]): emit(n, frozenset(), launch)
+  specials = sorted((n for n in nodes if n.op is Ops.SPECIAL), key=lambda s: s.arg[1])
+  # symbolic launch sizes before any launch index: a device that loops over them opens every loop at once
+  for n in specials:
+    for s in n.src: emit(s, frozenset(), launch)
+  for n in specials: emit(n, frozenset(), launch)
   old_limit = sys.getrecursionlimit()
   sys.setrecursionlimit(max(old_limit, 20000))
   try:
