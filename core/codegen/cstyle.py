@@ -4,7 +4,9 @@ A dialect is a subclass that overrides a few class attributes and methods: the k
 qualifiers, how launch indices are read, type names, and the odd function whose name differs.
 The defaults render plain C (GCC/Clang, C11) whose kernels loop over their launch indices.
 
-The rendered kernel takes its buffers in PARAM order, named data0, data1, ...; data0 is written.
+The rendered kernel takes its buffers in PARAM order, named data0, data1, ...; data0 is written. A kernel
+with Variables (DEFINE_VAR) takes their values after the buffers, one `int` each named var_NAME, in the
+program's order (`LoopProgram.vars`): the runtime passes the `vals` of its launch there.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ class CStyleRenderer(Renderer):
   - `launch_as_loops`: True when the device has no launch dimensions (SPECIALs become loops);
   - `types`: the C name of each dtype; `bf16_storage`: bfloat16 kept as 16-bit storage and
     computed as float (dialects with a native bfloat16 type set it False);
-  - `render_special`, `render_param`, `render_signature`, `render_cast`, `render_bitcast`,
+  - `render_special`, `render_param`, `render_var_param`, `render_signature`, `render_cast`, `render_bitcast`,
     `render_math` and `prelude` for what differs more deeply.
   """
   kernel_prefix = ""
@@ -85,8 +87,17 @@ class CStyleRenderer(Renderer):
     const = "" if p.written else "const "
     return f"{self.buffer_prefix}{const}{self.storage_type(p.dtype)}* {self.restrict}data{p.index}"
 
+  def render_var_param(self, var: UOp, position: int) -> str:
+    """The kernel parameter holding a Variable's value; `position` counts every parameter before it."""
+    return f"const int {var_name(var)}"
+
+  def render_params(self, prog: LoopProgram) -> list[str]:
+    """The buffer parameters, then one per Variable."""
+    return [self.render_param(p) for p in prog.params] + \
+      [self.render_var_param(v, len(prog.params) + i) for i, v in enumerate(prog.vars)]
+
   def render_signature(self, prog: LoopProgram) -> str:
-    return f"{self.kernel_prefix}void {prog.name}({', '.join(self.render_param(p) for p in prog.params)})"
+    return f"{self.kernel_prefix}void {prog.name}({', '.join(self.render_params(prog))})"
 
   def render_special(self, u: UOp, prog: LoopProgram) -> str:
     """The statement defining a launch index on a device with launch dimensions."""
@@ -199,6 +210,7 @@ class CStyleRenderer(Renderer):
     for u in prog.uops:
       op = u.op
       if op is Ops.PARAM: names[u] = f"data{u.arg[0]}"
+      elif op is Ops.DEFINE_VAR: names[u] = var_name(u)
       elif op is Ops.CONST: names[u] = self.render_const(u.arg, u.dtype)
       elif op is Ops.SPECIAL:
         names[u] = u.arg[0]
@@ -206,7 +218,7 @@ class CStyleRenderer(Renderer):
         elif u is specials[-1]:
           # open the launch loops outermost (highest dim) first, for locality
           for s in reversed(specials):
-            line(self.render_loop(s.arg[0], str(s.arg[2]), s.dtype))
+            line(self.render_loop(s.arg[0], names[s.src[0]] if s.src else str(s.arg[2]), s.dtype))
             depth += 1
             loops_open += 1
       elif op is Ops.RANGE:
@@ -264,6 +276,11 @@ class CStyleRenderer(Renderer):
     return "\n".join(self.prelude(prog) + [self.render_signature(prog) + " {"] + body + ["}"]) + "\n"
 
 
+def var_name(var: UOp) -> str:
+  """The C name of a Variable's parameter (prefixed, so no name a user picks clashes with the kernel's own)."""
+  return f"var_{var.arg[0]}"
+
+
 def int_abs_idiom(u: UOp) -> tuple[UOp, bool] | None:
   """(x, negated) when the signed-integer WHERE `u` computes |x| (negated: -|x|) for every x, as
   `x < c ? -x : x` (c = 0 or 1) and `x > c ? x : -x` (c = 0 or -1) do, with either arm order."""
@@ -287,4 +304,4 @@ BF16_HELPERS_C = [
   "if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
 ]
 
-__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom"]
+__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom", "var_name"]

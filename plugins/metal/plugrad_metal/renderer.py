@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes, var_name
 
 #: Metal binds at most 31 buffers to one compute kernel (argument table entries 0..30).
 MAX_BUFFERS = 31
@@ -123,9 +123,13 @@ class MetalRenderer(CStyleRenderer):
     if len(prog.params) > MAX_BUFFERS:
       raise ValueError(f"kernel {prog.name} binds {len(prog.params)} buffers; Metal allows {MAX_BUFFERS} "
                        f"(the scheduler should have split it: this is a plugrad bug, please report it)")
-    args = [self.render_param(p) for p in prog.params]
+    args = self.render_params(prog)
     args += ["uint3 gid [[thread_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]"]
     return f"kernel void {prog.name}({', '.join(args)})"
+
+  def render_var_param(self, var: UOp, position: int) -> str:
+    # a scalar argument is bytes at the next buffer index (the runtime sets them with setBytes)
+    return f"constant int& {var_name(var)} [[buffer({position})]]"
 
   def render_special(self, u: UOp, prog: LoopProgram) -> str:
     name, dim, _ = u.arg
