@@ -78,8 +78,9 @@ def check_launch(prog: LoopProgram) -> None:
   for u in prog.uops:
     if u.op is not Ops.SPECIAL: continue
     name, dim, size = u.arg
+    if u.src: size = u.src[0]  # a size that depends on a Variable: the launch evaluates the same expression
     sizes = prog.global_size if name.startswith("gidx") else (prog.local_size or ())
-    if dim >= len(sizes) or sizes[dim] != size:
+    if dim >= len(sizes) or sizes[dim] is not size and sizes[dim] != size:
       raise InvalidProgramError(f"kernel {prog.name}: launch index {name} (dimension {dim}, size {size}) does not match the "
                                 f"launch global={prog.global_size} local={prog.local_size}: the lowering produced an "
                                 f"inconsistent program (a plugrad core bug, please report it)")
