@@ -80,7 +80,8 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
   Axes that the reshape leaves alone (a common prefix and suffix, and size-1 axes) are passed
   through untouched so that the index math stays small; the rest goes through the flat index."""
   if out_shape == in_shape: return idx
-  if any(not isinstance(s, int) for s in out_shape + in_shape): return _reshape_index_symbolic(idx, out_shape, in_shape, zero)
+  if any(not isinstance(s, int) for s in out_shape + in_shape):
+    return _reshape_index_symbolic(idx, out_shape, in_shape, zero)
   if prod(in_shape) == 0: return (zero,) * len(in_shape)  # nothing to read: only ever reached behind a false pad gate
   # drop size-1 axes of the output: their index is always 0
   live = [(i, s) for i, s in zip(idx, out_shape) if s != 1]

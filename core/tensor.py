@@ -773,7 +773,7 @@ class Tensor(metaclass=_TensorMeta):
         ok = 0 <= b <= e <= s
       except TypeError:  # a Variable's range reaches outside the axis
         ok = False
-      if not ok: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape} (for some value of its Variables)")
+      if not ok: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape} (for some value of a Variable)")
     if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)): return self
     return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
@@ -1667,7 +1667,7 @@ class Tensor(metaclass=_TensorMeta):
     if Ellipsis in entries:
       at = entries.index(Ellipsis)
       entries[at:at + 1] = [slice(None)] * (self.ndim - len(entries) + 1)
-    if len(entries) > self.ndim: raise IndexError(f"too many indices ({len(entries)}) for a tensor with {self.ndim} dimensions")
+    if len(entries) > self.ndim: raise IndexError(f"too many indices ({len(entries)}) for a tensor of {self.ndim} dimensions")
     entries += [slice(None)] * (self.ndim - len(entries))
     for e in entries:
       if any(isinstance(p, (int, np.integer)) and p < 0 for p in (e.start, e.stop)):

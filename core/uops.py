@@ -175,7 +175,8 @@ def _is_int(x: Any, value: int) -> bool: return type(x) is int and x == value
 def Variable(name: str, min_val: int, max_val: int) -> UOp:  # noqa: N802 (tinygrad's name for it)
   """A symbolic int that ranges over [min_val, max_val]: `Variable("i", 1, 10).bind(3)` is a dimension whose
   kernels are compiled once for every value in the range and take the bound value at launch."""
-  if not isinstance(name, str) or not name.isidentifier(): raise ValueError(f"a Variable's name is an identifier, not {name!r}")
+  if not isinstance(name, str) or not name.isidentifier():
+    raise ValueError(f"a Variable's name is an identifier, not {name!r}")
   if not (isinstance(min_val, int) and isinstance(max_val, int)) or not 0 <= min_val <= max_val:
     raise ValueError(f"Variable {name}: need 0 <= min <= max, got [{min_val}, {max_val}]")
   return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))
@@ -193,7 +194,10 @@ def _linear(u: UOp | int, sign: int, terms: dict[UOp, int]) -> int:
   return 0
 
 
-def _sint_cmp(a: UOp | int, b: UOp | int, true_if: Callable[[int, int], bool], false_if: Callable[[int, int], bool]) -> bool:
+Decide = Callable[[int, int], bool]
+
+
+def _sint_cmp(a: UOp | int, b: UOp | int, true_if: Decide, false_if: Decide) -> bool:
   """A comparison of a and b decided by the bounds (lo, hi) of a - b over every value of the variables;
   TypeError when the answer depends on those values."""
   terms: dict[UOp, int] = {}

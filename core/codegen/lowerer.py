@@ -163,7 +163,8 @@ def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[
   dims = [(sorted(g), prod(shape[a] for a in g)) for g in groups]
   if any(_smax(size) > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
     dims = [(sorted(axes), prod(shape[a] for a in axes))]  # one flat dimension
-    if _smax(dims[0][1]) > caps.max_global_size[0]: raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
+    if _smax(dims[0][1]) > caps.max_global_size[0]:
+      raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
   return dims
 
 
@@ -522,4 +523,4 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
 
 
-__all__ = ["lower", "kernel_name", "kernel_features", "reduce_axes", "split_accumulators", "ACC_BLOCK"]
+__all__ = ["lower", "kernel_name", "kernel_features", "reduce_axes", "split_accumulators", "symbolic_ast", "ACC_BLOCK"]

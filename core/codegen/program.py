@@ -36,7 +36,8 @@ class LoopProgram:
   value[, gate])), DEFINE_LOCAL (work-group memory, arg (id, size)) and BARRIER (src: the STOREs
   into local memory it waits for; a LOAD whose buffer is a BARRIER reads the local memory behind
   it), DEFINE_VAR (an int32 parameter of the kernel, arg (name, min, max), listed after the PARAMs in name
-  order: the launch passes its value) and ALU ops. Every source of a UOp comes earlier in the list; a value defined inside a
+  order: the launch passes its value) and ALU ops.
+  Every source of a UOp comes earlier in the list; a value defined inside a
   loop is used only inside it, except accumulators.
 
   Vectors appear only for devices whose Capabilities set `vector_ops`: a value of dtype

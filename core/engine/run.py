@@ -93,7 +93,8 @@ def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registr
   for ln in launches:
     bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
     if ln.kernel is None: _copy(bufs[0], bufs[1], registry)
-    else: _launch(ln.kernel, ln.device, bufs, registry, timing, ln.var_vals if var_vals is None else {**ln.var_vals, **var_vals})
+    else: _launch(ln.kernel, ln.device, bufs, registry, timing,
+                  ln.var_vals if var_vals is None else {**ln.var_vals, **var_vals})
   if timing:
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
   t = traffic or traffic_of(launches)
