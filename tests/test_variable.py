@@ -263,3 +263,18 @@ def test_lowered_kernel_takes_the_variable():
   (item,) = [it for it in x[:v.bind(5)].sum(0).schedule() if not it.is_copy]
   prog = lower(item.ast, Capabilities(), checker=lambda g, stage: check_spec(g, program_spec, stage))
   assert prog.vars == (v,) and any(u.op is Ops.RANGE and u.src[0].symbolic for u in prog.uops)
+
+
+def test_schedule_cache_keys_on_the_unbound_structure(dev):
+  from plugrad.engine.schedule import _caches
+  from plugrad.registry import get_registry
+  v = Variable("n", 1, 16)
+  x = Tensor(K, device=dev).realize()
+  (x[:v.bind(3)] * 2 + 1).realize()
+  cache = _caches[get_registry()]
+  for val in (5, 16, 1):
+    misses = cache.misses
+    out = (x[:v.bind(val)] * 2 + 1).realize()
+    assert cache.misses == misses  # every value reuses the first value's schedule
+    assert out.shape[0].val == val
+    np.testing.assert_allclose(out.numpy(), K[:val] * 2 + 1, rtol=1e-6)
