@@ -33,7 +33,7 @@ def infer_shape(u: UOp) -> Shape:
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return (arg.size,)
   if op is Ops.KERNEL: return (arg.buffer.size,)
-  if op is Ops.CONST: return ()
+  if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
   if op is Ops.PARAM: return (arg[1],)
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src = u.src[0].shape
@@ -61,7 +61,9 @@ def view_index(u: UOp, idx: tuple[UOp, ...], valid: UOp, zero: UOp) -> tuple[tup
     return tuple(i if s == o else zero for i, s, o in zip(idx, src_shape, u.shape)), valid
   if u.op is Ops.SHRINK: return tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg)), valid
   if u.op is Ops.FLIP:
-    return tuple((i.const(i.dtype, s - 1) - i) if ax in u.arg else i for ax, (i, s) in enumerate(zip(idx, src_shape))), valid
+    # s - 1 - i; a symbolic size s is already an index expression
+    return tuple(((s - 1 if isinstance(s, int) else (s - 1).cast(i.dtype)) - i) if ax in u.arg else i
+                 for ax, (i, s) in enumerate(zip(idx, src_shape))), valid
   if u.op is Ops.PAD:
     new_idx = []
     for i, s, (b, a) in zip(idx, src_shape, u.arg[0]):

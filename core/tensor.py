@@ -25,8 +25,8 @@ from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
-from plugrad.symbolic import sym_infer
-from plugrad.uops import GroupOp, Ops, UOp
+from plugrad.symbolic import sym_infer, symbolic, unbind_graph
+from plugrad.uops import GroupOp, Ops, UOp, graph_rewrite
 
 ShapeArg = int | Sequence[int]
 # reductions of at least this many elements to at most this many outputs run in two stages
@@ -465,7 +465,7 @@ class Tensor(metaclass=_TensorMeta):
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
     tensors = [self, *others]
-    if any(u.op is Ops.BIND for t in tensors for u in t.uop.toposort):
+    if unbind_graph([t.uop for t in tensors])[1]:  # the kernels would lose the values they are bound to
       raise NotImplementedError("kernelize of a graph with bound Variables: realize() or schedule() it instead")
     _handles.rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
     return self
@@ -672,10 +672,26 @@ class Tensor(metaclass=_TensorMeta):
     return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
 
   def _reshape_symbolic(self, shape: tuple) -> Tensor:
-    """reshape where a size is a bound Variable: every size given (no -1), the element counts equal for every
-    value of the Variables."""
+    """reshape where a size is a bound Variable: the element counts equal for every value of the Variables; a -1
+    is inferred where the count divides exactly for every value."""
+    if list(shape).count(-1) == 1:
+      # cancel the symbolic sizes given against this shape's, then divide what is left
+      rest, den = list(self.shape), 1
+      for s in shape:
+        if isinstance(s, UOp):
+          if not any(r is s for r in rest):
+            raise NotImplementedError(f"reshape {self.shape} to {shape}: a -1 next to a symbolic size not in the shape")
+          rest.pop(next(i for i, r in enumerate(rest) if r is s))
+        elif s != -1: den *= int(s)
+      num = prod(rest)
+      if isinstance(num, int) or den == 0: size = num // den if den and num % den == 0 else None
+      else:
+        size = graph_rewrite(num // den, symbolic) if den != 1 else num
+        if any(n.op is Ops.IDIV for n in size.toposort): size = None
+      if size is None: raise NotImplementedError(f"reshape {self.shape} to {shape}: the -1 does not divide exactly")
+      shape = tuple(size if isinstance(s, int) and s == -1 else s for s in shape)
     if any(not _is_sint(s) and (not isinstance(s, (int, np.integer)) or s < 0) for s in shape):
-      raise ValueError(f"invalid shape {shape!r}: a reshape with a symbolic size takes every size (no -1)")
+      raise ValueError(f"invalid shape {shape!r}")
     shape = tuple(s if isinstance(s, UOp) else int(s) for s in shape)
     if not _same_size(prod(shape), self.numel()):
       raise ValueError(f"cannot reshape a tensor of shape {self.shape} to {shape}: the element counts differ")
@@ -748,6 +764,8 @@ class Tensor(metaclass=_TensorMeta):
     if mode not in ("constant", "reflect", "replicate", "circular"):
       raise ValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
     padding = tuple(padding)
+    if any(isinstance(q, UOp) for p in padding for q in (p if isinstance(p, (tuple, list)) else (p,))):
+      raise NotImplementedError(f"pad by a Variable is not supported: {padding}")
     if all(isinstance(p, (int, np.integer)) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"invalid flat padding {padding} for {self.shape}")
       pairs = [(0, 0)] * self.ndim
@@ -781,7 +799,7 @@ class Tensor(metaclass=_TensorMeta):
     """Reverse the order of elements along `axis` (an int or several: flip(0, 1) or flip((0, 1)))."""
     if more: axis = ((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)) + more
     axes = tuple(sorted({_norm_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)}))
-    axes = tuple(a for a in axes if self.shape[a] > 1)
+    axes = tuple(a for a in axes if isinstance(self.shape[a], UOp) or self.shape[a] > 1)
     return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), axes)) if axes else self
 
   def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
@@ -796,6 +814,8 @@ class Tensor(metaclass=_TensorMeta):
       if t.device != self.device: raise ValueError(f"cat: tensors on devices {self.device} and {t.device}")
     dt = ts[0].dtype
     for t in ts[1:]: dt = promote_types(dt, t.dtype)
+    if any(isinstance(t.shape[d], UOp) for t in ts):
+      raise NotImplementedError(f"cat along a symbolic dimension (a bound Variable) is not supported: {[t.shape for t in ts]}")
     total, offset, out = sum(t.shape[d] for t in ts), 0, None
     for t in ts:
       pads = [(0, 0)] * self.ndim
@@ -1174,6 +1194,7 @@ class Tensor(metaclass=_TensorMeta):
     x = self._float()
     n = prod(self.shape[a] for a in self._axes(axis))
     s = x._wide().sum(axis, keepdim)  # halves: the sum may pass 65504 when the mean does not
+    if isinstance(n, UOp): return (s / Tensor._from(n, self.device).cast(s.dtype)).cast(x.dtype)  # a count known at launch
     return (s * (1 / n) if n else s * float("nan")).cast(x.dtype)
 
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
@@ -1181,6 +1202,7 @@ class Tensor(metaclass=_TensorMeta):
     x = self._float()._wide()  # halves in float32 (torch's opmath): squares overflow half long before the variance
     n = prod(self.shape[a] for a in self._axes(axis))
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    if isinstance(n, UOp): return (sq / Tensor._from(n - correction, self.device).cast(sq.dtype)).cast(self._float().dtype)
     return (sq * (1 / (n - correction)) if n - correction > 0 else sq * float("nan")).cast(self._float().dtype)
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:

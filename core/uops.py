@@ -152,6 +152,7 @@ class UOp(metaclass=_UOpMeta):
   def __repr__(self) -> str:
     if self.op is Ops.DEFINE_VAR: return f"Variable({self.arg[0]!r}, {self.arg[1]}, {self.arg[2]})"
     if self.op is Ops.BIND: return f"Variable({self.expr!r}={self.val})"
+    if self.symbolic and self.op in _INFIX: return f"({_sym_str(self.src[0])}{_INFIX[self.op]}{_sym_str(self.src[1])})"
     src = ", ".join(f"{s.op.name}#{id(s) % 10000}" for s in self.src)
     return f"UOp({self.op}, {self.dtype}, src=({src}), arg={self.arg!r})"
 
@@ -167,6 +168,13 @@ class UOp(metaclass=_UOpMeta):
       dt = f":{n.dtype.name}" if n.dtype is not None else ""
       lines.append(f"%{num[n]:<3} {n.op.name}{dt}{arg} {srcs}".rstrip())
     return "\n".join(lines)
+
+
+# how a symbolic int prints (a shape entry such as (n*4))
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
+
+
+def _sym_str(u: UOp) -> str: return str(u.arg) if u.op is Ops.CONST else repr(u)
 
 
 def _is_int(x: Any, value: int) -> bool: return type(x) is int and x == value

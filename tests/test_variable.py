@@ -105,6 +105,16 @@ def test_kv_cache_attention(dev, val):
   assert_close(out, _softmax(q @ K[:val].T / np.sqrt(8)) @ V[:val], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("val", (2, 5, 16))
+def test_mean_var_and_flip_over_the_symbolic_axis(dev, val):
+  n = Variable("n", 1, 16).bind(val)
+  x = Tensor(K, device=dev).realize()[:n]
+  assert_close(x.mean(0), K[:val].mean(0), rtol=1e-5, atol=1e-6)
+  assert_close(x.mean(), K[:val].mean(), rtol=1e-5, atol=1e-6)
+  assert_close(x.var(0), K[:val].var(0, ddof=1), rtol=1e-4, atol=1e-6)
+  assert_close(x.flip(0), K[:val][::-1])
+
+
 @pytest.mark.parametrize("val", (1, 4, 7))
 def test_creation_and_reshape(dev, val):
   n = Variable("n", 1, 8).bind(val)
@@ -113,6 +123,9 @@ def test_creation_and_reshape(dev, val):
   x = Tensor(K, device=dev).realize()[:n]
   assert_close(x.reshape(n, 2, 4).sum(1), K[:val].reshape(val, 2, 4).sum(1), rtol=1e-5, atol=1e-6)
   assert_close(x.reshape(n * 8), K[:val].reshape(-1))
+  assert_close(x.reshape(-1, 2), K[:val].reshape(-1, 2))  # a -1 inferred as n*4
+  assert_close(x.reshape(n, 2, -1).sum(2), K[:val].reshape(val, 2, 4).sum(2), rtol=1e-5, atol=1e-6)
+  with pytest.raises(NotImplementedError, match="does not divide"): x.reshape(-1, 3)
   e = Tensor.empty(n, 4, device=dev)
   assert e.shape == (n, 4)
 
@@ -135,9 +148,13 @@ def test_shrink_past_the_axis_for_some_value_raises(dev):
   with pytest.raises(ValueError, match="out of bounds"): Tensor(K, device=dev)[:n]
 
 
-def test_unsupported_index_names_itself(dev):
+def test_unsupported_ops_name_themselves(dev):
   n = Variable("n", 1, 16).bind(4)
-  with pytest.raises(NotImplementedError, match="slices of step 1"): Tensor(K, device=dev)[:n:2]
+  x = Tensor(K, device=dev)
+  with pytest.raises(NotImplementedError, match="slices of step 1"): x[:n:2]
+  with pytest.raises(NotImplementedError, match="pad by a Variable"): x.pad(((0, n), None))
+  with pytest.raises(NotImplementedError, match="cat along a symbolic"): x[:n].cat(x[:n])
+  with pytest.raises(NotImplementedError, match="kernelize"): (x[:n] + 1).kernelize()
 
 
 # ---------------------------------------------------------------- one kernel for every value

@@ -70,7 +70,7 @@ class _Lowering:
     if key in memo: return memo[key]
     if n.op is Ops.PARAM:
       ret = UOp(Ops.LOAD, n.dtype, (n, idx[0]) if valid.op is Ops.CONST and valid.arg else (n, idx[0], valid))
-    elif n.op is Ops.CONST: ret = n
+    elif n.op in (Ops.CONST, Ops.DEFINE_VAR): ret = n  # a Variable's value (a symbolic count, as in a mean)
     elif n.op in GroupOp.Movement:
       new_idx, new_valid = view_index(n, idx, valid, self.zero())
       inner = self.lower(n.src[0], new_idx, new_valid, memo)
