@@ -101,7 +101,7 @@ class UOp(metaclass=_UOpMeta):
   @functools.cached_property
   def symbolic(self) -> bool:
     """Whether this integer node depends on a variable (its value is only known at launch)."""
-    return self.op in (Ops.DEFINE_VAR, Ops.BIND) or any(s.symbolic for s in self.src)
+    return any(n.op in (Ops.DEFINE_VAR, Ops.BIND) for n in self.toposort)  # iterative: graphs may be deep
 
   def bind(self, value: int) -> UOp:
     """This Variable bound to `value` (a BIND node), usable as a dimension; ValueError outside [min, max]."""

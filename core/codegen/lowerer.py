@@ -428,6 +428,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   out_param, value = store.src
   params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
   idx_dtype = _index_dtype(ast)
+  if idx_dtype != dtypes.int32 and symbolic_ast(ast):
+    raise NotImplementedError(f"kernel {kernel_name(ast)}: symbolic shapes with 2**31 elements or more (int64 indices)")
   axes_list = reduce_axes(value)
   _check_opts(opts, axes_list, caps)
   lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL},
