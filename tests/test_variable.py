@@ -248,6 +248,23 @@ def test_jit_returns_a_symbolic_shape_at_the_new_value(dev):
     np.testing.assert_allclose(out.numpy(), K[:val] * 3, rtol=1e-6)
 
 
+def test_variable_at_zero_runs_nothing(dev):
+  n = Variable("n", 0, 16).bind(0)
+  x = Tensor(K, device=dev).realize()[:n]
+  assert (x * 2).numpy().shape == (0, 8)
+  assert_close(x.sum(0), np.zeros(8, np.float32))
+
+
+def test_jit_checks_the_variables_it_is_passed(dev):
+  v, w = Variable("n", 1, 16), Variable("m", 1, 16)
+  kc = Tensor(K, device=dev).realize()
+
+  @TinyJit
+  def f(n): return kc[:n].sum(0).realize()
+  for val in (2, 3): f(v.bind(val))
+  with pytest.raises(TypeError, match="Variables as arguments"): f(w.bind(3))
+
+
 def test_jit_other_concrete_shapes_still_raise(dev):
   @TinyJit
   def f(x): return (x + 1).realize()

@@ -116,6 +116,7 @@ def _launch(ck: CompiledKernel, device: str, bufs: tuple[Buffer, ...], registry:
   prog = ck.program
   # a kernel with Variables takes their values after the buffers, and its launch sizes may depend on them
   global_size, local_size, vals = prog.launch_dims(var_vals)
+  if vals and 0 in global_size: return  # a Variable at 0 left no thread to run (GPU APIs refuse empty launches)
   try:
     if vals: seconds = ck.runner(*raws, global_size=global_size, local_size=local_size, vals=vals, wait=timing)
     else: seconds = ck.runner(*raws, global_size=global_size, local_size=local_size, wait=timing)
