@@ -130,6 +130,16 @@ def test_creation_and_reshape(dev, val):
   assert e.shape == (n, 4)
 
 
+@pytest.mark.parametrize("val", (1, 4, 6))
+def test_symbolic_starts_and_square_views(dev, val):
+  a = np.arange(64, dtype=np.float32).reshape(8, 8)
+  n = Variable("n", 1, 6).bind(val)
+  x = Tensor(a, device=dev)
+  assert_close(x[n:], a[val:])
+  assert_close(x[2:n + 2, n:], a[2:val + 2, val:])
+  assert_close(x[:n, :n] @ x[:n, :n], a[:val, :val] @ a[:val, :val])
+
+
 def test_realized_symbolic_tensor_feeds_another_kernel(dev):
   n = Variable("n", 1, 16).bind(6)
   x = (Tensor(K, device=dev)[:n] + 1).realize()
