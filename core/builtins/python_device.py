@@ -11,6 +11,9 @@ reduction costing about what the split kernels do.
 
 It takes vector ops (Capabilities.vector_ops), so the core tests run the vectorised lowering: a
 vector of n lanes is an array with one more axis, of n, in front.
+
+A kernel with Variables (symbolic shapes) is launched with `vals`, their values in DEFINE_VAR order; its
+header writes a launch size that depends on them as -1, and the launch's own global size is used.
 """
 from __future__ import annotations
 
