@@ -28,6 +28,11 @@ def strides_for(shape: Shape) -> tuple[int, ...]:
   return tuple(reversed(out))
 
 
+def _sint(x):
+  # a size whose Variables cancel (a pad undoing a symbolic shrink: n + (8 - n)) is a plain int again
+  return x if isinstance(x, int) else x.ssimplify()
+
+
 def infer_shape(u: UOp) -> Shape:
   """The shape of a tensor-graph node (movement ops carry their output shape or enough to derive it)."""
   op, arg = u.op, u.arg
@@ -38,8 +43,8 @@ def infer_shape(u: UOp) -> Shape:
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
-  if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(src, arg[0]))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
+  if op is Ops.PAD: return tuple(_sint(s + b + a) for s, (b, a) in zip(src, arg[0]))
+  if op is Ops.SHRINK: return tuple(_sint(e - b) for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.ASSIGN: return u.src[0].shape
   if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): return src

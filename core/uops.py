@@ -116,6 +116,12 @@ class UOp(metaclass=_UOpMeta):
     if self.op is not Ops.BIND: raise TypeError(f"only a bound Variable can be unbound, not {self.op}")
     return self.src[0], self.src[1].arg
 
+  def ssimplify(self) -> UOp | int:
+    """A symbolic int whose Variables cancel (n + (8 - n)) as that int; otherwise itself."""
+    terms: dict[UOp, int] = {}
+    const = _linear(self, 1, terms)
+    return const if all(k == 0 for k in terms.values()) else self
+
   @property
   def expr(self) -> str:
     """The name of a Variable (bound or not)."""

@@ -140,6 +140,18 @@ def test_symbolic_starts_and_square_views(dev, val):
   assert_close(x[:n, :n] @ x[:n, :n], a[:val, :val] @ a[:val, :val])
 
 
+@pytest.mark.parametrize("val", (1, 6))
+def test_gradients_through_a_symbolic_view(dev, val):
+  n = Variable("n", 1, 16).bind(val)
+  x = Tensor(K, device=dev, requires_grad=True)
+  w = Tensor(V[:8, :3], device=dev, requires_grad=True)
+  ((x[:n] @ w) * 2).sum().backward()
+  gx = np.zeros_like(K)
+  gx[:val] = 2 * np.ones((val, 3), np.float32) @ V[:8, :3].T
+  assert_close(x.grad, gx, rtol=1e-5, atol=1e-5)
+  assert_close(w.grad, 2 * K[:val].T @ np.ones((val, 3), np.float32), rtol=1e-5, atol=1e-5)
+
+
 def test_realized_symbolic_tensor_feeds_another_kernel(dev):
   n = Variable("n", 1, 16).bind(6)
   x = (Tensor(K, device=dev)[:n] + 1).realize()
