@@ -765,7 +765,7 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
     padding = tuple(padding)
     if any(isinstance(q, UOp) for p in padding for q in (p if isinstance(p, (tuple, list)) else (p,))):
-      raise NotImplementedError(f"pad by a Variable is not supported: {padding}")
+      return self._pad_symbolic(padding, mode, value)
     if all(isinstance(p, (int, np.integer)) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"invalid flat padding {padding} for {self.shape}")
       pairs = [(0, 0)] * self.ndim
@@ -781,6 +781,20 @@ class Tensor(metaclass=_TensorMeta):
     if all(b == 0 and a == 0 for b, a in pairs): return self
     arg = (tuple(pairs), truncate(_check_py_int(value), self.dtype))
     return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), arg))
+
+  def _pad_symbolic(self, padding: tuple, mode: str, value: float) -> Tensor:
+    """A constant pad by bound Variables (a write through a symbolic view pads by them): ((before, after), ...)
+    per axis, each amount nonnegative for every value."""
+    if mode != "constant" or len(padding) != self.ndim or any(p is not None and len(p) != 2 for p in padding):
+      raise NotImplementedError(f"pad by a Variable takes ((before, after), ...) per axis in mode 'constant': {padding}")
+    pairs = tuple((0, 0) if p is None else (_index_int(p[0]), _index_int(p[1])) for p in padding)
+    for b, a in pairs:
+      try:
+        ok = b >= 0 and a >= 0
+      except TypeError:
+        ok = False
+      if not ok: raise ValueError(f"pad {padding} may be negative for some value of its Variables")
+    return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), (pairs, truncate(_check_py_int(value), self.dtype))))
 
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) of each axis (None keeps the whole axis)."""

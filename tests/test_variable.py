@@ -174,7 +174,7 @@ def test_unsupported_ops_name_themselves(dev):
   n = Variable("n", 1, 16).bind(4)
   x = Tensor(K, device=dev)
   with pytest.raises(NotImplementedError, match="slices of step 1"): x[:n:2]
-  with pytest.raises(NotImplementedError, match="pad by a Variable"): x.pad(((0, n), None))
+  with pytest.raises(NotImplementedError, match="pad by a Variable"): x.pad(((0, n), None), mode="reflect")
   with pytest.raises(NotImplementedError, match="cat along a symbolic"): x[:n].cat(x[:n])
   with pytest.raises(NotImplementedError, match="kernelize"): (x[:n] + 1).kernelize()
 
@@ -285,6 +285,34 @@ def test_jit_checks_the_variables_it_is_passed(dev):
   def f(n): return kc[:n].sum(0).realize()
   for val in (2, 3): f(v.bind(val))
   with pytest.raises(TypeError, match="Variables as arguments"): f(w.bind(3))
+
+
+def test_pad_by_a_variable(dev):
+  n = Variable("n", 0, 5)
+  x = Tensor(K[:4], device=dev)
+  for val in (0, 2, 5):
+    out = x.pad(((n.bind(val), 1), None), value=-1.0)
+    assert_close(out, np.pad(K[:4], ((val, 1), (0, 0)), constant_values=-1))
+
+
+def test_jit_kv_cache_write_and_read_at_a_variable_position(dev):
+  """tinygrad's KV cache step: write this token's row at position p, attend over rows 0..p."""
+  cache = Tensor.zeros(16, 8, device=dev).contiguous().realize()
+  p = Variable("p", 0, 15)
+
+  @TinyJit
+  def step(row, pos):
+    cache[pos:pos + 1].assign(row).realize()
+    return (row @ cache[:pos + 1].T).softmax(-1) @ cache[:pos + 1]
+
+  ref = np.zeros((16, 8), np.float32)
+  for t in range(7):
+    row = K[t:t + 1]
+    out = step(Tensor(row, device=dev), p.bind(t))
+    ref[t] = row
+    np.testing.assert_allclose(cache.numpy(), ref)
+    np.testing.assert_allclose(out.numpy(), _softmax(row @ ref[:t + 1].T) @ ref[:t + 1], rtol=1e-4, atol=1e-5)
+  assert step.captured is not None and step.cnt == 7
 
 
 def test_jit_other_concrete_shapes_still_raise(dev):
