@@ -237,7 +237,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     lane = None
     gids: list[UOp] = []
     for d, (axes, size) in enumerate(dims):
-      gid = UOp(Ops.SPECIAL, lw.idx_dtype, (), (f"gidx{d}", d, size))
+      gid = _special(f"gidx{d}", d, size, lw.idx_dtype)
       gids.append(gid)
       if d == 0 and len(axes) == 1: lane = gid
       for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
@@ -250,9 +250,11 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                   if d and lane_loads and all(g not in ld.src[1].toposort for ld in lane_loads))
   axes = reduce_axes(value)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
-  return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
-                        reduce_axes=tuple(r.src[0].shape[ax] for r, ax in axes), reduces=len(reduces),
-                        nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
+  # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
+  # an Opt whose amount would have to divide it
+  return KernelFeatures(dims=tuple((len(axes), _smax(size)) for axes, size in dims), group_dims_ok=group_ok,
+                        reduce_axes=tuple(_smax(r.src[0].shape[ax]) for r, ax in axes), reduces=len(reduces),
+                        nested=nested, out_size=_smax(prod(shape)), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse)
@@ -381,8 +383,7 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   :raises OptError: when `opts` does not apply to the kernel.
   """
   if opts is not None: return _lower(ast, caps, tuple(opts), extra_rules, checker, acc_block)
-  # a symbolic kernel serves every value of its Variables: no plan whose amounts must divide a size
-  if symbolic_ast(ast): return _lower(ast, caps, (), extra_rules, checker, acc_block)
+  if symbolic_ast(ast): return _lower_symbolic(ast, caps, extra_rules, checker, acc_block)
   *better, last = hand_coded_optimizations(kernel_features(ast, caps), caps)
   for plan in better:
     try:
@@ -390,6 +391,23 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
     except OptError:
       pass  # e.g. a VECTORIZE whose lanes would only gather: the next plan is the scalar one
   return _lower(ast, caps, last, extra_rules, checker, acc_block)
+
+
+def _lower_symbolic(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None, checker,
+                    acc_block: int) -> LoopProgram:
+  """`lower` of a kernel with Variables: it serves every value, so only Opts on its concrete sizes apply (an
+  amount cannot divide a symbolic size); the first of the heuristic's plans that applies, else the plain one."""
+  try:
+    plans = hand_coded_optimizations(kernel_features(ast, caps), caps)
+  except TypeError:  # a size the heuristic had to compare with a Variable's
+    plans = []
+  for plan in plans:
+    if not plan: break
+    try:
+      return _lower(ast, caps, plan, extra_rules, checker, acc_block)
+    except (OptError, TypeError):
+      pass  # an Opt on a symbolic size (undecidable, or an amount that cannot divide it): the next plan
+  return _lower(ast, caps, (), extra_rules, checker, acc_block)
 
 
 def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabilities) -> None:
