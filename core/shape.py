@@ -87,9 +87,8 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
   Axes that the reshape leaves alone (a common prefix and suffix, and size-1 axes) are passed
   through untouched so that the index math stays small; the rest goes through the flat index."""
   if out_shape == in_shape: return idx
-  if any(not isinstance(s, int) for s in out_shape + in_shape):
-    return _reshape_index_symbolic(idx, out_shape, in_shape, zero)
-  if prod(in_shape) == 0: return (zero,) * len(in_shape)  # nothing to read: only ever reached behind a false pad gate
+  symbolic = any(not isinstance(s, int) for s in out_shape + in_shape)
+  if not symbolic and prod(in_shape) == 0: return (zero,) * len(in_shape)  # only ever reached behind a false pad gate
   # drop size-1 axes of the output: their index is always 0
   live = [(i, s) for i, s in zip(idx, out_shape) if s != 1]
   live_shape = tuple(s for _, s in live)
@@ -97,6 +96,7 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
   if live_shape == in_live:
     it = iter(i for i, _ in live)
     return tuple(next(it) if s != 1 else zero for s in in_shape)
+  if symbolic: return _reshape_index_symbolic(idx, out_shape, in_shape, zero)
   # match whole groups of axes whose products agree, splitting/merging within each group
   out: list[UOp] = []
   oi = ii = 0
