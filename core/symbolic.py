@@ -252,9 +252,22 @@ def sym_infer(u: UOp | int, var_vals: Mapping[UOp, int]) -> int:
     elif n.op is Ops.DEFINE_VAR:
       if n not in var_vals: raise ValueError(f"no value for Variable {n.arg[0]!r}: bind it (v.bind(value))")
       vals[n] = var_vals[n]
-    elif n.op in GroupOp.ALU: vals[n] = fold_constant(n.op, n.dtype, [vals[s] for s in n.src], [s.dtype for s in n.src])
+    elif n.op in GroupOp.ALU:
+      args = [vals[s] for s in n.src]
+      # Python ints for the usual size arithmetic (launches evaluate it every time); numpy's exact rules otherwise
+      fast = _INT_OPS[n.op](*args) if n.op in _INT_OPS and n.dtype.is_int and all(a >= 0 for a in args) else None
+      ok = fast is not None and n.dtype.min <= fast <= n.dtype.max
+      vals[n] = fast if ok else fold_constant(n.op, n.dtype, args, [s.dtype for s in n.src])
     else: raise ValueError(f"{n.op} is not part of a symbolic int")
   return int(vals[u])
+
+
+# integer ops on nonnegative operands, where Python's and the devices' rules agree (x // 0 is 0 and x % 0 is x)
+_INT_OPS: dict[Ops, Callable[..., int]] = {
+  Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
+  Ops.IDIV: lambda a, b: a // b if b else 0, Ops.MOD: lambda a, b: a % b if b else a,
+  Ops.MAX: max, Ops.MIN: min, Ops.CAST: lambda a: a,
+}
 
 
 def _map_arg(arg: Any, fn: Callable[[UOp], UOp]) -> Any:

@@ -56,8 +56,9 @@ def _var_args(args: tuple, kwargs: dict) -> list[tuple[int | str, UOp]]:
 
 def _var_vals(inputs: list[tuple[int | str, Any]], var_args: list[tuple[int | str, UOp]]) -> dict[UOp, int]:
   """The values this call binds its Variables to: in the tensor arguments' shapes and as arguments."""
-  _, var_vals = unbind_graph([t.uop for _, t in inputs] + [v for _, v in var_args])
-  return var_vals
+  symbolic = [t.uop for _, t in inputs if any(isinstance(s, UOp) for s in t.shape)]
+  if not symbolic: return dict(v.unbind() for _, v in var_args)
+  return unbind_graph(symbolic + [v for _, v in var_args])[1]  # raises when one Variable has two values
 
 
 def _describe(t: Any) -> str: return f"{t.dtype.name} {tuple(t.shape)} on {t.device}"
