@@ -49,10 +49,10 @@ def _shape_args(shape: tuple) -> tuple[int, ...]:
 def _is_sint(s: Any) -> bool:
   """Whether `s` is a symbolic dimension: an int expression of bound Variables (`Variable("i", 1, 9).bind(3)`)."""
   if not isinstance(s, UOp): return False
-  if s.op is Ops.DEFINE_VAR or any(n.op is Ops.DEFINE_VAR and all(m.op is not Ops.BIND for m in s.toposort)
-                                   for n in s.toposort):
+  ops = {n.op for n in s.toposort}
+  if Ops.DEFINE_VAR in ops and Ops.BIND not in ops:  # a dimension needs a value: the kernel's launch passes it
     raise ValueError(f"{s!r} is not bound: use it as a dimension through .bind(value)")
-  return s.symbolic and s.dtype == dtypes.int32
+  return Ops.BIND in ops and s.dtype == dtypes.int32
 
 
 def _index_int(x: Any) -> int | UOp:
