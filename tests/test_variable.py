@@ -152,6 +152,16 @@ def test_gradients_through_a_symbolic_view(dev, val):
   assert_close(w.grad, 2 * K[:val].T @ np.ones((val, 3), np.float32), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("val", (1, 255, 257, 4097))
+def test_long_symbolic_float_sums_cascade_like_concrete_ones(dev, val):
+  # a float sum longer than one accumulator's block is split in gated blocks of a length known at launch
+  x = Tensor(np.full((5000, 2), 0.1, np.float32), device=dev).realize()
+  n = Variable("n", 1, 5000).bind(val)
+  s, c = x[:n].sum(0).numpy(), x[:val].sum(0).numpy()
+  np.testing.assert_allclose(s, c, rtol=2e-6)
+  np.testing.assert_allclose(s, np.float32(0.1) * np.float64(val), rtol=5e-6)
+
+
 def test_realized_symbolic_tensor_feeds_another_kernel(dev):
   n = Variable("n", 1, 16).bind(6)
   x = (Tensor(K, device=dev)[:n] + 1).realize()

@@ -320,10 +320,14 @@ def _cascade(red: UOp, lw: _Lowering, block: int) -> UOp:
   loops: list[UOp] = []  # the loops after splitting, outermost first
   split: list[UOp] = []  # the loops that replace split ones
   for r in ranges:
-    size, pieces = r.src[0].arg, []
-    while size > block:  # split off inner blocks until the outer loop is short too
-      outer, inner = _block_split(size, block)
-      pieces.insert(0, (inner, outer * inner != size, size))
+    size, pieces = r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0], []
+    while _smax(size) > block:  # split off inner blocks until the outer loop is short too
+      if isinstance(size, int):
+        outer, inner = _block_split(size, block)
+        pieces.insert(0, (inner, outer * inner != size, size))
+      else:  # a length known at launch: blocks of `block`, the last one gated
+        outer, inner = (size + (block - 1)) // block, block
+        pieces.insert(0, (inner, True, size))
       size = outer
     if not pieces:
       loops.append(r)
@@ -345,7 +349,7 @@ def _cascade(red: UOp, lw: _Lowering, block: int) -> UOp:
   # group the loops from the innermost, each group's trip count at most `block`: one accumulator per group
   groups: list[list[UOp]] = []
   for r in reversed(loops):
-    if groups and prod(x.src[0].arg for x in groups[-1]) * r.src[0].arg <= block: groups[-1].insert(0, r)
+    if groups and prod(x.src[0].vmax for x in groups[-1]) * r.src[0].vmax <= block: groups[-1].insert(0, r)
     else: groups.append([r])
   for g in groups: body = UOp(Ops.REDUCE, red.dtype, (body, *g), Ops.ADD)
   return body
@@ -364,9 +368,9 @@ def split_accumulators(value: UOp, lw: _Lowering, block: int = 0) -> UOp:
   new: dict[UOp, UOp] = {}
   for n in value.toposort:
     m = n.replace(src=tuple(new[s] for s in n.src))
-    # a loop bound by a Variable keeps one accumulator (its length is only known at launch)
+    # a loop bound by a Variable counts at its largest length
     if m.op is Ops.REDUCE and m.arg is Ops.ADD and m.dtype.scalar().is_float and \
-       all(r.src[0].op is Ops.CONST for r in m.src[1:]) and prod(r.src[0].arg for r in m.src[1:]) > block:
+       prod(r.src[0].vmax for r in m.src[1:]) > block:
       m = _cascade(m, lw, block)
     new[n] = m
   return new[value]
