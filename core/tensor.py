@@ -379,6 +379,17 @@ class Tensor(metaclass=_TensorMeta):
              dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange."""
     if stop is None: start, stop = 0, start
+    if isinstance(start, UOp) or isinstance(stop, UOp) or isinstance(step, UOp):
+      # bounds that are Variables: the first `count` of 0, 1, 2, ... (its largest count uploaded), times step, + start
+      if step not in (1, -1) or isinstance(step, UOp):
+        raise NotImplementedError(f"arange({start}, {stop}, {step}) with a Variable takes a step of 1 or -1")
+      count = stop - start if step == 1 else start - stop
+      dt = dtypes.from_any(dtype) if dtype is not None else dtypes.int32
+      if isinstance(count, UOp) and (count := count.ssimplify()) is not None and isinstance(count, UOp):
+        idx = Tensor.arange(max(int(count.vmax), 0), dtype=dt, device=device)[:count]
+      else: idx = Tensor.arange(max(int(count), 0), dtype=dt, device=device)
+      first = Tensor._from(start, idx.device).cast(dt) if isinstance(start, UOp) else start
+      return idx * step + first
     if step == 0: raise ValueError("arange step must not be zero")
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
     n = max(0, math.ceil((stop - start) / step))
@@ -1234,7 +1245,8 @@ class Tensor(metaclass=_TensorMeta):
       (n,) + (1,) * (self.ndim - ax - 1))
     hit = (self == best)
     if self.dtype.is_float: hit = hit | ((self != self) & (best != best))  # a NaN is the max (and min), like numpy
-    return (n - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
+    total = Tensor._from(n, self.device) if isinstance(n, UOp) else n  # a symbolic length: its value at launch
+    return (total - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first largest value along `axis` (of the flattened tensor when None)."""
@@ -1695,21 +1707,41 @@ class Tensor(metaclass=_TensorMeta):
     return self._read_plan(*self._index_plan(index))
 
   def _symbolic_slice(self, index: Any) -> Tensor | None:
-    """x[:, :v] with a bound Variable v: a shrink (slices of step 1 and Ellipsis only); None for other indices."""
+    """Basic indexing (ints, slices of step 1, None, Ellipsis) where a bound is a Variable (x[:, :v]) or an axis
+    is symbolic: a shrink and a reshape. None when neither is symbolic."""
     entries = list(index) if isinstance(index, tuple) else [index]
-    if not any(isinstance(e, slice) and (_is_sint(e.start) or _is_sint(e.stop)) for e in entries): return None
-    if any(not (isinstance(e, slice) and e.step in (None, 1)) and e is not Ellipsis for e in entries):
-      raise NotImplementedError(f"indexing with a Variable takes slices of step 1 and Ellipsis only, got {index!r}")
+    if not any(isinstance(e, slice) and (_is_sint(e.start) or _is_sint(e.stop)) for e in entries) and \
+       not any(isinstance(s, UOp) for s in self.shape): return None
+    def basic(e: Any) -> bool:
+      if e is None or e is Ellipsis: return True
+      if isinstance(e, slice): return e.step in (None, 1)
+      return isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
+    if not all(basic(e) for e in entries):
+      raise NotImplementedError(f"indexing with a Variable takes ints, slices of step 1, None and Ellipsis, got {index!r}")
+    used = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    if used > self.ndim: raise IndexError(f"too many indices ({used}) for a tensor of {self.ndim} dimensions")
     if Ellipsis in entries:
       at = entries.index(Ellipsis)
-      entries[at:at + 1] = [slice(None)] * (self.ndim - len(entries) + 1)
-    if len(entries) > self.ndim: raise IndexError(f"too many indices ({len(entries)}) for a tensor of {self.ndim} dimensions")
-    entries += [slice(None)] * (self.ndim - len(entries))
+      entries[at:at + 1] = [slice(None)] * (self.ndim - used)
+    bounds: list[tuple] = []
+    layout: list[int | None] = []  # per output dim: the axis it keeps, or None for a new axis of size 1
+
+    def wrap(p: Any, size: Any) -> Any:  # a negative int counts from the end (of a symbolic size too)
+      return size + int(p) if isinstance(p, (int, np.integer)) and p < 0 else (p if isinstance(p, UOp) else int(p))
     for e in entries:
-      if any(isinstance(p, (int, np.integer)) and p < 0 for p in (e.start, e.stop)):
-        raise NotImplementedError(f"negative slice bounds next to a Variable: {index!r}")
-    return self.shrink(tuple((0 if e.start is None else e.start, s if e.stop is None else e.stop)
-                             for e, s in zip(entries, self.shape)))
+      if e is None:
+        layout.append(None)
+        continue
+      size = self.shape[len(bounds)]
+      if isinstance(e, slice):
+        layout.append(len(bounds))
+        bounds.append((0 if e.start is None else wrap(e.start, size), size if e.stop is None else wrap(e.stop, size)))
+      else: bounds.append((wrap(e, size), wrap(e, size) + 1))
+    while len(bounds) < self.ndim:
+      layout.append(len(bounds))
+      bounds.append((0, self.shape[len(bounds)]))
+    x = self.shrink(tuple(bounds))
+    return x.reshape(tuple(1 if a is None else x.shape[a] for a in layout))
 
   def _read_plan(self, plan: list[tuple], layout: list) -> Tensor:
     """The values an index plan selects (see _index_plan)."""

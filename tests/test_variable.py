@@ -162,6 +162,24 @@ def test_long_symbolic_float_sums_cascade_like_concrete_ones(dev, val):
   np.testing.assert_allclose(s, np.float32(0.1) * np.float64(val), rtol=5e-6)
 
 
+@pytest.mark.parametrize("nv,mv", [(3, 5), (10, 12), (1, 1), (7, 2)])
+def test_two_variables(dev, nv, mv):
+  a = RNG.standard_normal((10, 12)).astype(np.float32)
+  n, m = Variable("n", 1, 10).bind(nv), Variable("m", 1, 12).bind(mv)
+  x, r = Tensor(a, device=dev).realize()[:n, :m], a[:nv, :mv]
+  assert x.shape == (n, m)
+  assert_close(x + x.sum(1, keepdim=True), r + r.sum(1, keepdims=True), rtol=1e-5, atol=1e-5)
+  assert_close(x * x.max(0), r * r.max(0), rtol=1e-5, atol=1e-6)
+  assert_close(x.T.contiguous(), r.T)
+  assert_close(x @ x.T, r @ r.T, rtol=1e-4, atol=1e-4)
+  assert_close(x[:, :1] + Tensor.ones(1, m, device=dev), r[:, :1] + np.ones((1, mv)))  # plain slices, symbolic tensor
+  assert_close(x[-1], r[-1])
+  assert_close(x[None, ..., 0], r[None, ..., 0])
+  assert_close(x.unsqueeze(0).expand(2, n, m).sum(0), 2 * r, rtol=1e-6)
+  assert_close(x.argmax(1), r.argmax(1))
+  assert_close(Tensor.arange(m, device=dev) * 2, np.arange(mv) * 2)
+
+
 def test_realized_symbolic_tensor_feeds_another_kernel(dev):
   n = Variable("n", 1, 16).bind(6)
   x = (Tensor(K, device=dev)[:n] + 1).realize()
