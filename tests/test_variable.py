@@ -239,6 +239,26 @@ def test_kernel_source_does_not_hold_the_value(dev):
   assert [it.ast for it in sched2 if not it.is_copy] == [item.ast]
 
 
+GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
+
+
+@pytest.mark.parametrize("val", (1, 13, 37))
+def test_gpu_launch_rounds_symbolic_sizes_to_work_groups(val):
+  # a symbolic launch dimension gets work-groups of several threads: the launch rounds it up, the extra threads
+  # are gated off (the PYTHON interpreter bounds-checks every access, so a read past the data would raise)
+  from plugrad.testing import run_lowered
+  n = Variable("n", 1, 40).bind(val)
+  a, b = Tensor(K, device="PYTHON").realize(), Tensor(V, device="PYTHON").realize()
+  got, progs = run_lowered((a.pad(((0, 24), None))[:n] * 2 + b.pad(((0, 24), None))[:n].sum(1, keepdim=True)), GPU)
+  want = np.pad(K, ((0, 24), (0, 0)))[:val] * 2 + np.pad(V, ((0, 24), (0, 0)))[:val].sum(1, keepdims=True)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  prog = next(p for p in progs if p.vars)
+  (v,) = prog.vars
+  glob, local, _ = prog.launch_dims({v: val})
+  assert local is not None and max(local) > 1
+  assert all(g % lo == 0 for g, lo in zip(glob, local)) and np.prod(glob) >= val
+
+
 def test_global_size_is_evaluated_at_launch():
   v = Variable("n", 1, 16)
   x = Tensor(K, device="PYTHON").realize()

@@ -206,8 +206,11 @@ class CStyleRenderer(Renderer):
     def line(s: str) -> None: body.append("  " * depth + s)
 
     specials = [u for u in prog.uops if u.op is Ops.SPECIAL]
+    # with hardware launch indices a symbolic launch size (a SPECIAL's src) is the runtime's business, not code
+    skip = set() if self.launch_as_loops else launch_size_only(prog)
     loops_open = 0
     for u in prog.uops:
+      if u in skip: continue
       op = u.op
       if op is Ops.PARAM: names[u] = f"data{u.arg[0]}"
       elif op is Ops.DEFINE_VAR: names[u] = var_name(u)
@@ -276,6 +279,17 @@ class CStyleRenderer(Renderer):
     return "\n".join(self.prelude(prog) + [self.render_signature(prog) + " {"] + body + ["}"]) + "\n"
 
 
+def launch_size_only(prog: LoopProgram) -> set[UOp]:
+  """The ALU nodes whose only use is a symbolic launch size (a SPECIAL's src), transitively."""
+  users: dict[UOp, list[UOp]] = {u: [] for u in prog.uops}
+  for u in prog.uops:
+    for s in u.src: users[s].append(u)
+  only: set[UOp] = set()
+  for u in reversed(prog.uops):
+    if u.op in GroupOp.ALU and users[u] and all(v.op is Ops.SPECIAL or v in only for v in users[u]): only.add(u)
+  return only
+
+
 def var_name(var: UOp) -> str:
   """The C name of a Variable's parameter (prefixed, so no name a user picks clashes with the kernel's own)."""
   return f"var_{var.arg[0]}"
@@ -304,4 +318,4 @@ BF16_HELPERS_C = [
   "if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
 ]
 
-__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom", "var_name"]
+__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom", "var_name", "launch_size_only"]

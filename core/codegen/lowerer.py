@@ -149,6 +149,18 @@ def _special(name: str, dim: int, size: int | UOp, dtype: DType) -> UOp:
   return UOp(Ops.SPECIAL, dtype, (size.cast(dtype),), (name, dim, _smax(size)))
 
 
+def _symbolic_locals(dims: list[tuple[list[int], int | UOp]], caps: Capabilities) -> dict[int, int]:
+  """Work-group sizes for the launch dimensions whose size depends on a Variable (on a device with work-groups):
+  the launch rounds such a size up to whole groups and the threads past it are gated off."""
+  if not caps.launch_dims or not caps.max_local_size: return {}
+  budget, out = caps.max_workgroup_threads, {}
+  for d, (_, size) in enumerate(dims):
+    if isinstance(size, int): continue
+    group = min(caps.max_local_size[d] if d < len(caps.max_local_size) else 1, 32 if d == 0 else 8, budget)
+    if group > 1: out[d], budget = group, budget // group
+  return out
+
+
 def symbolic_ast(ast: UOp) -> bool:
   """Whether a kernel AST has a shape that depends on a Variable."""
   return any(isinstance(d, UOp) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE) for d in n.shape)
@@ -168,14 +180,16 @@ def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[
   return dims
 
 
-def _local_size(global_size: tuple[int, ...], caps: Capabilities) -> tuple[int, ...] | None:
+def _local_size(global_size: tuple[int, ...], caps: Capabilities, fixed: dict[int, int] | None = None) \
+    -> tuple[int, ...] | None:
   """Work-group sizes that divide the global sizes (so no thread falls outside), largest first
-  on the innermost dimension."""
+  on the innermost dimension; `fixed` gives those of the dimensions whose size depends on a Variable."""
   if not caps.max_local_size: return None
   budget, local = caps.max_workgroup_threads, []
   for d, g in enumerate(global_size):
-    if not isinstance(g, int):  # a size known only at launch: work-groups of one thread always divide it
-      local.append(1)
+    if not isinstance(g, int):  # a size known only at launch, rounded up to whole work-groups of the fixed size
+      local.append((fixed or {}).get(d, 1))
+      budget //= local[-1]
       continue
     cap = min(caps.max_local_size[d] if d < len(caps.max_local_size) else 1, budget, 256 if d == 0 else 16)
     size = max(x for x in range(1, cap + 1) if g % x == 0) if cap > 0 else 1
@@ -482,6 +496,9 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   idx: list[UOp] = [lw.zero()] * len(shape)
   # upcast dims get a placeholder now; each output copy substitutes gidx*factor + offset for it
   placeholders: dict[int, tuple[UOp, UOp, int]] = {}
+  sym_local = {} if threads else _symbolic_locals(dims, caps)
+  launch: list[int | UOp] = [size for _, size in dims]  # threads per launch dimension (before upcasts)
+  guards: list[UOp] = []  # gid < size for a dimension rounded up to whole work-groups
   for d, (axes, size) in enumerate(dims):
     if d < len(upcasts) and upcasts[d] > 1:
       f = upcasts[d]
@@ -489,11 +506,20 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       placeholders[axes[0]] = (UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{d}", d, size)), gid, f)
       idx[axes[0]] = placeholders[axes[0]][0]
       continue
-    gid = _special(f"gidx{d + first}", d + first, size, idx_dtype)
+    if (group := sym_local.get(d)) is not None and not (d < len(upcasts) and upcasts[d] > 1):
+      launch[d] = (size + (group - 1)) // group * group
+    gid = _special(f"gidx{d + first}", d + first, launch[d], idx_dtype)
+    if launch[d] is not size: guards.append(gid.lt(size))
     for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
       v = gid // st if st != 1 else gid
       idx[a] = v % shape[a] if _maybe_lt(st * shape[a], size) else v
   out_value = lw.lower(value, tuple(idx), UOp.const(dtypes.bool, True), {})
+  gate: tuple[UOp, ...] = ()
+  if guards:  # the threads past a symbolic size read and write nothing
+    valid = functools.reduce(lambda a, b: a.logical_and(b), guards)
+    out_value = substitute(out_value, {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2
+                                                          else valid)) for n in out_value.toposort if n.op is Ops.LOAD})
+    gate = (valid,)
   group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in out_value.toposort)
   if not group_reduce: out_value = split_accumulators(out_value, lw, acc_block)
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if _live(s)), start=lw.zero())
@@ -518,10 +544,10 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
       sub = {ph: UOp.const(idx_dtype, off) if gid is None else gid * f + off if off else gid * f
              for (ph, gid, f), off in zip(copies, offsets)}
-      stores += [UOp(Ops.STORE, None, (out_param, substitute(i, sub), substitute(v, sub))) for i, v in pairs]
+      stores += [UOp(Ops.STORE, None, (out_param, substitute(i, sub), substitute(v, sub)) + gate) for i, v in pairs]
     sink = UOp(Ops.SINK, None, tuple(stores))
-    global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))
-    local_size = _local_size(global_size, caps)
+    global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, size in enumerate(launch))
+    local_size = _local_size(global_size, caps, sym_local)
   elif group_reduce:
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
     out_value = split_accumulators(_group_reduce(lw, out_value, lid, threads), lw, acc_block)
@@ -529,9 +555,9 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     global_size = (threads,) + tuple(size for _, size in dims)
     local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
   else:
-    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value)),))
-    global_size = tuple(size for _, size in dims)
-    local_size = _local_size(global_size, caps)
+    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_param, out_index, out_value) + gate),))
+    global_size = tuple(launch)
+    local_size = _local_size(global_size, caps, sym_local)
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")
