@@ -1,6 +1,7 @@
 """plugrad: a lazy tensor library whose devices are pip-installable plugins."""
 from plugrad.dtype import DType, dtypes
 from plugrad.tensor import Tensor
+from plugrad.uops import Variable
 from plugrad.engine import TinyJit
 from plugrad.config import Context, ContextVar
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
@@ -10,5 +11,6 @@ from plugrad.registry import get_registry
 from plugrad import nn  # after Tensor, which the layers build on
 
 __version__ = "0.1.0"
-__all__ = ["Tensor", "TinyJit", "nn", "Context", "ContextVar", "DType", "dtypes", "CONTRACT_VERSION", "hookimpl", "Allocator", "Buffer",
-           "Capabilities", "CompileError", "Compiler", "DeviceDecl", "DeviceError", "LRUAllocator", "Program", "Runtime", "get_registry"]
+__all__ = ["Tensor", "Variable", "TinyJit", "nn", "Context", "ContextVar", "DType", "dtypes", "CONTRACT_VERSION", "hookimpl",
+           "Allocator", "Buffer", "Capabilities", "CompileError", "Compiler", "DeviceDecl", "DeviceError", "LRUAllocator",
+           "Program", "Runtime", "get_registry"]

@@ -473,10 +473,15 @@ class Compiler:
 
 class Program:
   """A loaded kernel. Calling it launches it on raw buffers and returns the seconds it took when
-  `wait` is True (None otherwise)."""
+  `wait` is True (None otherwise).
+
+  A kernel with Variables (its LoopProgram's `vars`) is called with `vals`, their values in that order,
+  which the kernel takes as int32 parameters after its buffers; `global_size` is then the launch's, already
+  evaluated for those values. A kernel without Variables is called without `vals` (so a Program written
+  before Variables existed keeps working for every other kernel)."""
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
-               wait: bool = False) -> float | None:
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     raise NotImplementedError
 
 

@@ -121,7 +121,9 @@ def plugrad_transfer(src_device: str, dest_device: str, config: Config) -> Trans
 
 @hookspec(firstresult=True)
 def plugrad_runtime(device: str, config: Config) -> Runtime | None:
-  """The runtime that loads compiled binaries of `device` and launches them.
+  """The runtime that loads compiled binaries of `device` and launches them. Its Programs are called as
+  `prog(*bufs, global_size=, local_size=, wait=)`, with `vals=` (int32 values after the buffers) for a kernel
+  with Variables (see `plugrad.device.Program`).
 
   :return: a Runtime, or None when this plugin does not own `device`.
   """
@@ -151,6 +153,7 @@ def plugrad_kernel_ran(device: str, name: str, seconds: float | None, flops: int
     (`plugrad_wants_timing`), else None.
   :param flops: floating/integer operations the kernel performs (an estimate from the program).
   :param bytes_moved: bytes the kernel reads and writes in its buffers.
+  :param global_size: the launch's global size (evaluated for the Variables' values of a symbolic kernel).
   """
 
 

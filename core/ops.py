@@ -23,6 +23,8 @@ class Ops(Enum):
   ASSIGN = auto()      # tensor graph: write src[1] into the buffer src[0]
   KERNEL = auto()      # tensor graph after kernelize: the value of a scheduled kernel (arg: Kernel)
   SINK = auto()        # groups the outputs of a graph
+  DEFINE_VAR = auto()  # a symbolic int (tinygrad's Variable): arg (name, min, max); a kernel's integer parameter
+  BIND = auto()        # tensor graph: src (DEFINE_VAR, CONST) the variable bound to a value (unbound before scheduling)
   # movement (tensor graph only; lowering turns them into index math)
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
   # ALU unary
@@ -39,7 +41,7 @@ class Ops(Enum):
   REDUCE = auto()       # lowered: src (value, *RANGEs), arg op
   # control (loop program)
   RANGE = auto()        # a loop variable 0..src[0]-1 (arg: id)
-  SPECIAL = auto()      # a launch index (arg: (name, size)), e.g. the global id of a dimension
+  SPECIAL = auto()      # a launch index (arg: (name, dim, size)); src (size,) when the size depends on a DEFINE_VAR
   ENDRANGE = auto()     # closes the loop of src[0]
   DEFINE_ACC = auto()   # an accumulator initialised to src[0] (arg: id)
   ACCUMULATE = auto()   # acc = op(acc, value): src (acc, value), arg op

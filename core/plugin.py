@@ -8,17 +8,23 @@ against them.
 - contract: `CONTRACT_VERSION`, `hookimpl`, `DevicePlugin` (the base whose hooks answer only for the
   device names a plugin owns), `DeviceDecl`, `Capabilities`, `default_dtypes_without`, `Config`,
   `ConfigOption`;
-- roles: `Renderer`, `CStyleRenderer` (the C-family base), `Compiler`, `Allocator`, `LRUAllocator`,
-  `Transfer`, `Runtime`, `Program`, `Buffer`, `ImageSpec`;
+- roles: `Renderer`, `CStyleRenderer` (the C-family base; `var_name` the C name of a Variable's parameter),
+  `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Runtime`, `Program`, `Buffer`, `ImageSpec`;
 - what a renderer reads: `LoopProgram`, `Param` (a loop program and its buffer parameters), `UOp`, `Ops`,
   `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`;
 - errors: `CompileError`, `DeviceError`, `UnsupportedError`.
+
+The launch ABI: a `Program` is called as `prog(*bufs, global_size=..., local_size=..., wait=...)`, and a kernel
+with Variables (symbolic shapes: DEFINE_VAR in its loop program, `LoopProgram.vars`) as
+`prog(*bufs, global_size=..., local_size=..., vals=(3, ...), wait=...)`: `vals` are the Variables' values in
+the order of `LoopProgram.vars`, passed to the kernel as int32 parameters after the buffers, and
+`global_size` is already evaluated for them (a launch size may depend on a Variable).
 """
 from __future__ import annotations
 
 from typing import ClassVar
 
-from plugrad.codegen.cstyle import CStyleRenderer
+from plugrad.codegen.cstyle import CStyleRenderer, var_name
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
@@ -97,4 +103,4 @@ class DevicePlugin:
 __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
            "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Runtime",
            "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat",
-           "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError"]
+           "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError", "var_name"]

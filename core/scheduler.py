@@ -61,6 +61,8 @@ class ScheduleItem:
   :param bufs: the buffers the step touches in PARAM order: the `outs` written ones first, then the inputs.
   :param kernel: the graph's Kernel for the first output; `siblings` those of the others, in order.
   :param frees: buffers whose last use is this step and that nothing outside the schedule holds.
+  :param var_vals: the values of the Variables (DEFINE_VAR) of the realize that made it; its kernel takes them
+    at launch.
   """
   ast: UOp | None
   device: str
@@ -69,6 +71,7 @@ class ScheduleItem:
   frees: list[Buffer] = field(default_factory=list)
   outs: int = 1
   siblings: tuple[Kernel, ...] = ()
+  var_vals: dict[UOp, int] = field(default_factory=dict)
 
   @property
   def is_copy(self) -> bool: return self.ast is None
@@ -178,8 +181,13 @@ def _device_map(nodes: Iterable[UOp]) -> dict[UOp, str]:
   return devices
 
 
+def _smax(n: int | UOp) -> int:
+  # a size, or the largest a symbolic one takes: scheduling decisions hold for every value of the Variables
+  return n if isinstance(n, int) else int(n.vmax)
+
+
 def _expands(u: UOp) -> bool:
-  return u.op is Ops.EXPAND and prod(u.shape) > prod(u.src[0].shape)
+  return u.op is Ops.EXPAND and _smax(prod(u.shape)) > _smax(prod(u.src[0].shape))
 
 
 # ---------------------------------------------------------------- choosing what to realize
@@ -214,7 +222,7 @@ def _needs_no_kernel(u: UOp) -> bool:
   base = u
   while base.op in GroupOp.Movement: base = base.src[0]
   if base is not u and is_pending_assign(base): return True
-  if prod(u.shape) > 1: return u.op is Ops.CONST
+  if _smax(prod(u.shape)) > 1: return u.op is Ops.CONST
   while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
   return u.op is Ops.CONST
 
@@ -236,7 +244,7 @@ def _cheap_to_recompute(reduce: UOp, kernels: Collection[UOp]) -> bool:
   elementwise kernel may compute it per output (RECOMPUTE_BUDGET). Anything bigger is read from a buffer."""
   if prod(reduce.shape) != 1: return False
   size = prod(reduce.src[0].shape)
-  return all(prod(k.shape) == 1 or prod(k.shape) * size <= RECOMPUTE_BUDGET for k in kernels)
+  return all(prod(k.shape) == 1 or _smax(prod(k.shape) * size) <= RECOMPUTE_BUDGET for k in kernels)
 
 
 def _holds_reduce(nodes: tuple[UOp, ...], realized: set[UOp]) -> dict[UOp, bool]:
@@ -377,7 +385,7 @@ def _split_for_shared_reads(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[U
     if _is_leaf(n, realized) or n.op is Ops.KERNEL:
       inputs[n] = frozenset() if n.op is Ops.CONST else frozenset({n})
       continue
-    limit = SHARED_READS if prod(n.shape) >= SMALL_NODE else SHARED_READS_SMALL
+    limit = SHARED_READS if _smax(prod(n.shape)) >= SMALL_NODE else SHARED_READS_SMALL
     got: set[UOp] = set()
     for s in n.src:
       got |= inputs[s]
@@ -477,7 +485,7 @@ def _fold_uniform_reduce(u: UOp) -> UOp | None:
   if u.op is not Ops.REDUCE_AXIS or (v := _uniform_value(u.src[0])) is None: return None
   op, axes = u.arg
   n = prod(u.src[0].shape[a] for a in axes)
-  if n == 0: return None  # the identity of an empty reduction is the kernel's to give
+  if n == 0 or isinstance(n, UOp): return None  # the identity of an empty reduction is the kernel's to give
   try:
     value = fold_constant(Ops.MUL, u.dtype, [v, n], [u.dtype, u.dtype]) if op is Ops.ADD and u.dtype.is_float else \
       v * n if op is Ops.ADD else v ** n if op is Ops.MUL else v
@@ -524,7 +532,7 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
   if n.op is Ops.COPY:
     src = new[n.src[0]]
     base = contiguous_base(src) if contiguous_base(src) is not None else src
-    out = new_buffer(n.arg, prod(n.shape), n.dtype)
+    out = new_buffer(n.arg, _smax(prod(n.shape)), n.dtype)
     kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
     return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), out), kern)), n.shape)
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
@@ -544,7 +552,8 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
     out_node = UOp(Ops.BUFFER, n.dtype, (), target)
     value = n.src[1]
   else:
-    out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, prod(n.shape), n.dtype))
+    # a symbolic shape gets a buffer for the Variables' largest values, so one buffer serves them all
+    out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, _smax(prod(n.shape)), n.dtype))
     value, previous, after = n.src[0] if n.op is Ops.CONTIGUOUS else n, None, ()
   ast, inputs = _build_ast(value, new, out_node, previous)
   kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node.arg))
@@ -736,7 +745,8 @@ def iteration_space(ast: UOp) -> tuple:
   shape, axes) of each reduction. Kernels with equal iteration spaces can share their launch and reduce loops."""
   value = ast.src[0].src[1]
   reduces = {(n.src[0].shape, n.arg[1]) for n in value.toposort if n.op is Ops.REDUCE_AXIS}
-  return tuple(s for s in value.shape if s != 1), tuple(sorted(reduces))
+  # a frozenset: symbolic sizes (UOps) compare for equality, not order
+  return tuple(s for s in value.shape if not (isinstance(s, int) and s == 1)), frozenset(reduces)
 
 
 PAIR_WINDOW = 8  # readers of one buffer scored as candidate pairs with each of their next 8 fellow readers

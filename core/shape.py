@@ -13,7 +13,7 @@ from plugrad.ops import GroupOp, Ops
 if TYPE_CHECKING:
   from plugrad.uops import UOp
 
-Shape = tuple[int, ...]
+Shape = tuple  # of ints, or symbolic ints (UOps that depend on a Variable)
 
 
 def prod(xs) -> int: return math.prod(xs)
@@ -28,18 +28,23 @@ def strides_for(shape: Shape) -> tuple[int, ...]:
   return tuple(reversed(out))
 
 
+def _sint(x):
+  # a size whose Variables cancel (a pad undoing a symbolic shrink: n + (8 - n)) is a plain int again
+  return x if isinstance(x, int) else x.ssimplify()
+
+
 def infer_shape(u: UOp) -> Shape:
   """The shape of a tensor-graph node (movement ops carry their output shape or enough to derive it)."""
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return (arg.size,)
   if op is Ops.KERNEL: return (arg.buffer.size,)
-  if op is Ops.CONST: return ()
+  if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
   if op is Ops.PARAM: return (arg[1],)
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
-  if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(src, arg[0]))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
+  if op is Ops.PAD: return tuple(_sint(s + b + a) for s, (b, a) in zip(src, arg[0]))
+  if op is Ops.SHRINK: return tuple(_sint(e - b) for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.ASSIGN: return u.src[0].shape
   if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): return src
@@ -61,7 +66,9 @@ def view_index(u: UOp, idx: tuple[UOp, ...], valid: UOp, zero: UOp) -> tuple[tup
     return tuple(i if s == o else zero for i, s, o in zip(idx, src_shape, u.shape)), valid
   if u.op is Ops.SHRINK: return tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg)), valid
   if u.op is Ops.FLIP:
-    return tuple((i.const(i.dtype, s - 1) - i) if ax in u.arg else i for ax, (i, s) in enumerate(zip(idx, src_shape))), valid
+    # s - 1 - i; a symbolic size s is already an index expression
+    return tuple(((s - 1 if isinstance(s, int) else (s - 1).cast(i.dtype)) - i) if ax in u.arg else i
+                 for ax, (i, s) in enumerate(zip(idx, src_shape))), valid
   if u.op is Ops.PAD:
     new_idx = []
     for i, s, (b, a) in zip(idx, src_shape, u.arg[0]):
@@ -80,7 +87,8 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
   Axes that the reshape leaves alone (a common prefix and suffix, and size-1 axes) are passed
   through untouched so that the index math stays small; the rest goes through the flat index."""
   if out_shape == in_shape: return idx
-  if prod(in_shape) == 0: return (zero,) * len(in_shape)  # nothing to read: only ever reached behind a false pad gate
+  symbolic = any(not isinstance(s, int) for s in out_shape + in_shape)
+  if not symbolic and prod(in_shape) == 0: return (zero,) * len(in_shape)  # only ever reached behind a false pad gate
   # drop size-1 axes of the output: their index is always 0
   live = [(i, s) for i, s in zip(idx, out_shape) if s != 1]
   live_shape = tuple(s for _, s in live)
@@ -88,6 +96,7 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
   if live_shape == in_live:
     it = iter(i for i, _ in live)
     return tuple(next(it) if s != 1 else zero for s in in_shape)
+  if symbolic: return _reshape_index_symbolic(idx, out_shape, in_shape, zero)
   # match whole groups of axes whose products agree, splitting/merging within each group
   out: list[UOp] = []
   oi = ii = 0
@@ -114,4 +123,19 @@ def reshape_index(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero:
       else:
         v = flat // st if st != 1 else flat
         out.append(v % in_shape[a] if st * in_shape[a] < pi else v)
+  return tuple(out)
+
+
+def _reshape_index_symbolic(idx: tuple[UOp, ...], out_shape: Shape, in_shape: Shape, zero: UOp) -> tuple[UOp, ...]:
+  """reshape_index when a size is symbolic: through the flat index. The input may hold more elements than the
+  output (a buffer allocated for the variables' maximum viewed with their bound values): the view is its start."""
+  flat = zero
+  for i, st, s in zip(idx, strides_for(out_shape), out_shape):
+    if not (isinstance(s, int) and s == 1): flat = flat + i * st
+  out: list[UOp] = []
+  for a, (st, s) in enumerate(zip(strides_for(in_shape), in_shape)):
+    if isinstance(s, int) and s == 1: out.append(zero)
+    else:
+      v = flat // st
+      out.append(v if a == 0 else v % s)
   return tuple(out)

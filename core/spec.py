@@ -42,13 +42,38 @@ def _alu_types_ok(op: Ops, dt: DType, s: list[DType]) -> bool:
 def _movement_ok(u: UOp) -> bool:
   if len(u.src) != 1 or u.dtype != u.src[0].dtype: return False
   src = u.src[0].shape
-  if u.op is Ops.RESHAPE: return all(isinstance(s, int) and s >= 0 for s in u.arg) and _numel(u.arg) == _numel(src)
+  if u.op is Ops.RESHAPE:
+    if not all(_sint_ok(s) for s in u.arg): return False
+    # a symbolic view of a buffer allocated for the variables' maximum reads its start: not all of it
+    return _numel(u.arg) == _numel(src) or _symbolic(u.arg + src)
   if u.op is Ops.EXPAND: return len(u.arg) == len(src) and all(a == b or b == 1 for a, b in zip(u.arg, src))
   if u.op is Ops.PERMUTE: return sorted(u.arg) == list(range(len(src)))
   if u.op is Ops.PAD: return len(u.arg[0]) == len(src) and all(b >= 0 and a >= 0 for b, a in u.arg[0])
   if u.op is Ops.SHRINK: return len(u.arg) == len(src) and all(0 <= b <= e <= s for (b, e), s in zip(u.arg, src))
   if u.op is Ops.FLIP: return all(0 <= a < len(src) for a in u.arg)
   return False
+
+
+def _sint_ok(s) -> bool:
+  # a dimension: a nonnegative int, or a symbolic int (an int expression of Variables)
+  if isinstance(s, UOp): return s.symbolic and s.dtype == dtypes.int32 and s.vmin >= 0
+  return isinstance(s, int) and s >= 0
+
+
+def _symbolic(shape) -> bool: return any(isinstance(s, UOp) for s in shape)
+
+
+def _var_ok(u: UOp) -> bool:
+  # DEFINE_VAR: a named int32 with its range [min, max], 0 <= min <= max
+  if u.src != () or u.dtype != dtypes.int32 or not isinstance(u.arg, tuple) or len(u.arg) != 3: return False
+  name, lo, hi = u.arg
+  return isinstance(name, str) and isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi
+
+
+def _bind_ok(u: UOp) -> bool:
+  # BIND: a Variable and a CONST value within its range
+  return len(u.src) == 2 and u.src[0].op is Ops.DEFINE_VAR and u.src[1].op is Ops.CONST and \
+    u.dtype == u.src[0].dtype and u.src[0].arg[1] <= u.src[1].arg <= u.src[0].arg[2]
 
 
 def _numel(shape) -> int:
@@ -77,6 +102,9 @@ tensor_spec = PatternMatcher([
    and u.src[0].shape == u.src[1].shape and u.dtype == u.src[0].dtype),
   (UPat(Ops.KERNEL, name="u"), lambda u: u.dtype is None and all(x.op in (Ops.BUFFER, Ops.ASSIGN) for x in u.src)),
   (UPat(Ops.SINK), lambda: True),
+  # the symbolic ints of shapes: bound Variables and int arithmetic on them (the ALU rule above)
+  (UPat(Ops.DEFINE_VAR, name="u"), _var_ok),
+  (UPat(Ops.BIND, name="u"), _bind_ok),
 ])
 
 def _sink_ok(u: UOp) -> bool:
@@ -90,12 +118,15 @@ def _sink_ok(u: UOp) -> bool:
 kernel_spec = PatternMatcher([
   (UPat(Ops.SINK, name="u"), _sink_ok),
   (UPat(Ops.STORE, name="u", src=(UPat(Ops.PARAM), UPat.var("v"))),
-   lambda u, v: u.src[0].dtype == v.dtype and _numel(v.shape) == u.src[0].arg[1]),
+   lambda u, v: u.src[0].dtype == v.dtype and
+   (_numel(v.shape) == u.src[0].arg[1] or (_symbolic(v.shape) and _numel(v.shape).vmax <= u.src[0].arg[1]))),
   (UPat(Ops.PARAM, name="u"), lambda u: u.src == () and isinstance(u.arg, tuple) and len(u.arg) in (2, 3)),
   (UPat(Ops.CONST, name="u"), lambda u: u.src == ()),
   (UPat(GroupOp.Movement, name="u"), _movement_ok),
   (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),
   (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
+  # a kernel's Variables (unbound: their values come at launch)
+  (UPat(Ops.DEFINE_VAR, name="u"), _var_ok),
 ])
 
 
@@ -136,7 +167,11 @@ program_spec = PatternMatcher([
   (UPat(Ops.LOAD, name="u"), _load_ok),
   (UPat(Ops.PARAM, name="u"), lambda u: u.src == ()),
   (UPat(Ops.CONST, name="u"), lambda u: u.src == () and u.dtype is not None),
-  (UPat(Ops.SPECIAL, name="u"), lambda u: _index_ok(u) and isinstance(u.arg, tuple) and len(u.arg) == 3),
+  # a launch index; src (size,) when its size depends on a Variable (arg then holds the largest size)
+  (UPat(Ops.SPECIAL, name="u"), lambda u: _index_ok(u) and isinstance(u.arg, tuple) and len(u.arg) == 3 and
+   (u.src == () or (len(u.src) == 1 and u.src[0].symbolic and u.src[0].dtype == u.dtype))),
+  # an integer parameter of the kernel, given at launch
+  (UPat(Ops.DEFINE_VAR, name="u"), _var_ok),
   (UPat(Ops.RANGE, name="u"), lambda u: _index_ok(u) and len(u.src) == 1 and u.src[0].dtype == u.dtype),
   (UPat(Ops.REDUCE, name="u"), lambda u: u.arg in GroupOp.ReduceOps and u.dtype == u.src[0].dtype and
    all(r.op is Ops.RANGE for r in u.src[1:])),
@@ -181,6 +216,7 @@ def _check_launch(prog: LoopProgram) -> None:
     if name.startswith("gidx"): sizes = prog.global_size
     elif name.startswith("lidx"): sizes = prog.local_size or ()
     else: raise SpecError(f"{prog.name}: unknown launch index {name}")
-    if dim >= len(sizes) or sizes[dim] != size:
+    if u.src: size = u.src[0]  # a symbolic size: the program launches the same expression
+    if dim >= len(sizes) or sizes[dim] is not size and sizes[dim] != size:
       raise SpecError(f"{prog.name}: launch index {name} of size {size} but the program launches "
                       f"global {prog.global_size} local {prog.local_size}")

@@ -5,10 +5,11 @@ Each rule is one line of math; `symbolic` is the table the lowering runs to a fi
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Mapping
 
 from plugrad.alu import fold_constant
 from plugrad.dtype import dtypes
-from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, toposort
 
 INTS = tuple(d for d in dtypes.all() if d.is_int)
 SINTS = tuple(d for d in INTS if not d.is_unsigned)
@@ -235,3 +236,86 @@ symbolic = PatternMatcher([
   # cast of a cast-free value to its own dtype -> the value
   (UPat(Ops.CAST, name="c", src=(x,)), lambda c, x: x if c.dtype == x.dtype else None),
 ])
+
+
+# ---- variables: values of symbolic ints, and graphs with their variables bound or unbound
+
+def sym_infer(u: UOp | int, var_vals: Mapping[UOp, int]) -> int:
+  """The value of a symbolic int (a shape entry, a launch size) for `var_vals` (DEFINE_VAR -> value); a BIND
+  node brings its own value."""
+  if isinstance(u, int): return u
+  vals: dict[UOp, int] = {}
+  # the nodes that matter: a BIND's own Variable is not read (toposort without descending into BINDs)
+  for n in toposort([u], descend=lambda n: n.op is not Ops.BIND):
+    if n.op is Ops.CONST: vals[n] = n.arg
+    elif n.op is Ops.BIND: vals[n] = n.src[1].arg
+    elif n.op is Ops.DEFINE_VAR:
+      if n not in var_vals: raise ValueError(f"no value for Variable {n.arg[0]!r}: bind it (v.bind(value))")
+      vals[n] = var_vals[n]
+    elif n.op in GroupOp.ALU:
+      args = [vals[s] for s in n.src]
+      # Python ints for the usual size arithmetic (launches evaluate it every time); numpy's exact rules otherwise
+      fast = _INT_OPS[n.op](*args) if n.op in _INT_OPS and n.dtype.is_int and all(a >= 0 for a in args) else None
+      ok = fast is not None and n.dtype.min <= fast <= n.dtype.max
+      vals[n] = fast if ok else fold_constant(n.op, n.dtype, args, [s.dtype for s in n.src])
+    else: raise ValueError(f"{n.op} is not part of a symbolic int")
+  return int(vals[u])
+
+
+# integer ops on nonnegative operands, where Python's and the devices' rules agree (x // 0 is 0 and x % 0 is x)
+_INT_OPS: dict[Ops, Callable[..., int]] = {
+  Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
+  Ops.IDIV: lambda a, b: a // b if b else 0, Ops.MOD: lambda a, b: a % b if b else a,
+  Ops.MAX: max, Ops.MIN: min, Ops.CAST: lambda a: a,
+}
+
+
+def _map_arg(arg: Any, fn: Callable[[UOp], UOp]) -> Any:
+  if isinstance(arg, UOp): return fn(arg)
+  if isinstance(arg, tuple): return tuple(_map_arg(a, fn) for a in arg)
+  return arg
+
+
+def _substitute_vars(roots: list[UOp], swap: Callable[[UOp], UOp | None]) -> list[UOp]:
+  """`roots` with every node `swap` answers for replaced, in sources and in shape arguments (movement ops)."""
+  new: dict[UOp, UOp] = {}
+
+  def sub(n: UOp) -> UOp:
+    if n in new: return new[n]
+    for m in n.toposort:
+      if m in new: continue
+      if (s := swap(m)) is not None: new[m] = s
+      else:
+        arg = _map_arg(m.arg, sub) if m.op in GroupOp.Movement else m.arg
+        new[m] = m.replace(src=tuple(new[x] for x in m.src), arg=arg)
+    return new[n]
+  symbolic_graph = [r for r in roots if any(m.op in (Ops.BIND, Ops.DEFINE_VAR) or
+                                            (m.op in GroupOp.Movement and _has_var(m.arg)) for m in r.toposort)]
+  if not symbolic_graph: return roots
+  return [sub(r) for r in roots]
+
+
+def _has_var(arg: Any) -> bool:
+  if isinstance(arg, UOp): return arg.symbolic
+  return isinstance(arg, tuple) and any(_has_var(a) for a in arg)
+
+
+def unbind_graph(roots: list[UOp]) -> tuple[list[UOp], dict[UOp, int]]:
+  """`roots` with every bound Variable replaced by the Variable itself, and the values they were bound to.
+  Graphs that differ only in those values become the same graph: one schedule and one kernel serve them all.
+  ValueError when one Variable is bound to two values."""
+  var_vals: dict[UOp, int] = {}
+
+  def swap(n: UOp) -> UOp | None:
+    if n.op is not Ops.BIND: return None
+    var, val = n.unbind()
+    if var_vals.setdefault(var, val) != val:
+      raise ValueError(f"Variable {var.arg[0]!r} is bound to both {var_vals[var]} and {val} in one realize")
+    return var
+  return _substitute_vars(roots, swap), var_vals
+
+
+def bind_graph(roots: list[UOp], var_vals: Mapping[UOp, int]) -> list[UOp]:
+  """`roots` with each Variable of `var_vals` bound to its value again (the inverse of `unbind_graph`)."""
+  if not var_vals: return roots
+  return _substitute_vars(roots, lambda n: n.bind(var_vals[n]) if n.op is Ops.DEFINE_VAR and n in var_vals else None)

@@ -25,7 +25,8 @@ from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
-from plugrad.uops import GroupOp, Ops, UOp
+from plugrad.symbolic import sym_infer, symbolic, unbind_graph
+from plugrad.uops import GroupOp, Ops, UOp, graph_rewrite
 
 ShapeArg = int | Sequence[int]
 # reductions of at least this many elements to at most this many outputs run in two stages
@@ -36,12 +37,41 @@ SORT_RANK_MAX = 256
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
-  """Accept f(2, 3) and f((2, 3)) alike."""
+  """Accept f(2, 3) and f((2, 3)) alike; an entry may be a bound Variable (a symbolic dimension)."""
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
   for s in shape:
+    if _is_sint(s): continue
     if not isinstance(s, (int, np.integer)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {shape!r}")
     if s < 0: raise ValueError(f"negative dimension in shape {shape!r}")
-  return tuple(int(s) for s in shape)
+  return tuple(s if isinstance(s, UOp) else int(s) for s in shape)
+
+
+def _is_sint(s: Any) -> bool:
+  """Whether `s` is a symbolic dimension: an int expression of bound Variables (`Variable("i", 1, 9).bind(3)`)."""
+  if not isinstance(s, UOp): return False
+  ops = {n.op for n in s.toposort}
+  if Ops.DEFINE_VAR in ops and Ops.BIND not in ops:  # a dimension needs a value: the kernel's launch passes it
+    raise ValueError(f"{s!r} is not bound: use it as a dimension through .bind(value)")
+  return Ops.BIND in ops and s.dtype == dtypes.int32
+
+
+def _index_int(x: Any) -> int | UOp:
+  """A shrink bound: an int, or a bound Variable expression."""
+  return x if _is_sint(x) else int(x)
+
+
+def _same_size(a: int | UOp, b: int | UOp) -> bool:
+  """a == b for every value of the Variables (sizes that are the same expression written differently too)."""
+  if isinstance(a, int) and isinstance(b, int): return a == b
+  try:
+    return bool(a <= b and a >= b)  # type: ignore[operator]
+  except TypeError:
+    return False
+
+
+def _concrete(shape: tuple) -> tuple[int, ...]:
+  """The shape with each symbolic dimension at its bound value."""
+  return tuple(sym_infer(s, {}) for s in shape)
 
 
 class ArgumentError(ValueError, RuntimeError):
@@ -341,7 +371,8 @@ class Tensor(metaclass=_TensorMeta):
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     dev = canonical_device(device) if device else get_registry().default_device()
     shape = _shape_args(shape)
-    buf = Buffer(dev, prod(shape), dt, get_registry().device(dev).allocator)
+    size = prod(shape)  # a symbolic shape gets a buffer for the Variables' largest values
+    buf = Buffer(dev, size if isinstance(size, int) else int(size.vmax), dt, get_registry().device(dev).allocator)
     return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod
@@ -378,6 +409,17 @@ class Tensor(metaclass=_TensorMeta):
              dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange."""
     if stop is None: start, stop = 0, start
+    if isinstance(start, UOp) or isinstance(stop, UOp) or isinstance(step, UOp):
+      # bounds that are Variables: the first `count` of 0, 1, 2, ... (its largest count uploaded), times step, + start
+      if step not in (1, -1) or isinstance(step, UOp):
+        raise NotImplementedError(f"arange({start}, {stop}, {step}) with a Variable takes a step of 1 or -1")
+      count = stop - start if step == 1 else start - stop
+      dt = dtypes.from_any(dtype) if dtype is not None else dtypes.int32
+      if isinstance(count, UOp) and (count := count.ssimplify()) is not None and isinstance(count, UOp):
+        idx = Tensor.arange(max(int(count.vmax), 0), dtype=dt, device=device)[:count]
+      else: idx = Tensor.arange(max(int(count), 0), dtype=dt, device=device)
+      first = Tensor._from(start, idx.device).cast(dt) if isinstance(start, UOp) else start
+      return idx * step + first
     if step == 0: raise ValueError("arange step must not be zero")
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
     n = max(0, math.ceil((stop - start) / step))
@@ -464,6 +506,8 @@ class Tensor(metaclass=_TensorMeta):
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
     tensors = [self, *others]
+    if unbind_graph([t.uop for t in tensors])[1]:  # the kernels would lose the values they are bound to
+      raise NotImplementedError("kernelize of a graph with bound Variables: realize() or schedule() it instead")
     _handles.rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
     return self
 
@@ -476,17 +520,19 @@ class Tensor(metaclass=_TensorMeta):
 
   def numpy(self) -> np.ndarray:
     """The values as a numpy array (bfloat16 comes back as float32)."""
-    if self.numel() == 0: return np.zeros(self.shape, dtype=self.dtype.np)  # no values: nothing to run or read
+    shape = _concrete(self.shape)  # a symbolic shape: at the values its Variables are bound to
+    if prod(shape) == 0: return np.zeros(shape, dtype=self.dtype.np)  # no values: nothing to run or read
     self.realize()
     u = self.uop
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
-    if u.op is Ops.CONST: return np.full(self.shape, u.arg, dtype=self.dtype.np)
+    if u.op is Ops.CONST: return np.full(shape, u.arg, dtype=self.dtype.np)
     if contiguous_base(self.uop) is None: self.realize()  # a view of a buffer an assign just wrote: copy it out
     base = contiguous_base(self.uop)
     if base is None: raise RuntimeError(f"internal error: {self!r} is not a buffer after realize")
     raw = buffer_of(base).numpy()
     arr = bf16_to_f32(raw) if self.dtype == dtypes.bfloat16 else raw
-    return arr.reshape(self.shape)
+    # a buffer made for the Variables' largest values holds this shape's elements at its start
+    return arr[:prod(shape)].reshape(shape) if arr.size != prod(shape) else arr.reshape(shape)
 
   def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
     """numpy's conversion. `np.asarray(t)` (copy=None) returns an array over the realized buffer's own
@@ -675,6 +721,8 @@ class Tensor(metaclass=_TensorMeta):
     if None in shape:
       if len(shape) > self.ndim: raise ValueError(f"reshape {shape}: None needs an axis of {self.shape} at its position")
       shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
+    if any(_is_sint(s) for s in shape) or any(isinstance(s, UOp) for s in self.shape):
+      return self._reshape_symbolic(tuple(shape))
     if any(not isinstance(s, (int, np.integer)) or s < -1 for s in shape): raise ValueError(f"invalid shape {shape!r}")
     if list(shape).count(-1) > 1: raise ValueError(f"only one dimension can be -1 in {shape!r}")
     if -1 in shape:
@@ -686,6 +734,32 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
     # no folding into a reshape below: that node may be another tensor, which gradients must find in
     # the graph (the scheduler folds chains of reshapes when it builds kernels)
+    return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
+
+  def _reshape_symbolic(self, shape: tuple) -> Tensor:
+    """reshape where a size is a bound Variable: the element counts equal for every value of the Variables; a -1
+    is inferred where the count divides exactly for every value."""
+    if list(shape).count(-1) == 1:
+      # cancel the symbolic sizes given against this shape's, then divide what is left
+      rest, den = list(self.shape), 1
+      for s in shape:
+        if isinstance(s, UOp):
+          if not any(r is s for r in rest):
+            raise NotImplementedError(f"reshape {self.shape} to {shape}: a -1 next to a symbolic size not in the shape")
+          rest.pop(next(i for i, r in enumerate(rest) if r is s))
+        elif s != -1: den *= int(s)
+      num = prod(rest)
+      if isinstance(num, int) or den == 0: size = num // den if den and num % den == 0 else None
+      else:
+        size = graph_rewrite(num // den, symbolic) if den != 1 else num
+        if any(n.op is Ops.IDIV for n in size.toposort): size = None
+      if size is None: raise NotImplementedError(f"reshape {self.shape} to {shape}: the -1 does not divide exactly")
+      shape = tuple(size if isinstance(s, int) and s == -1 else s for s in shape)
+    if any(not _is_sint(s) and (not isinstance(s, (int, np.integer)) or s < 0) for s in shape):
+      raise ValueError(f"invalid shape {shape!r}")
+    shape = tuple(s if isinstance(s, UOp) else int(s) for s in shape)
+    if not _same_size(prod(shape), self.numel()):
+      raise ValueError(f"cannot reshape a tensor of shape {self.shape} to {shape}: the element counts differ")
     return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
 
   def view(self, *shape: ShapeArg) -> Tensor: return self.reshape(*shape)
@@ -755,6 +829,8 @@ class Tensor(metaclass=_TensorMeta):
     if mode not in ("constant", "reflect", "replicate", "circular"):
       raise ValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', not {mode!r}")
     padding = tuple(padding)
+    if any(isinstance(q, UOp) for p in padding for q in (p if isinstance(p, (tuple, list)) else (p,))):
+      return self._pad_symbolic(padding, mode, value)
     if all(isinstance(p, (int, np.integer)) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"invalid flat padding {padding} for {self.shape}")
       pairs = [(0, 0)] * self.ndim
@@ -771,12 +847,30 @@ class Tensor(metaclass=_TensorMeta):
     arg = (tuple(pairs), truncate(_check_py_int(value), self.dtype))
     return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), arg))
 
+  def _pad_symbolic(self, padding: tuple, mode: str, value: float) -> Tensor:
+    """A constant pad by bound Variables (a write through a symbolic view pads by them): ((before, after), ...)
+    per axis, each amount nonnegative for every value."""
+    if mode != "constant" or len(padding) != self.ndim or any(p is not None and len(p) != 2 for p in padding):
+      raise NotImplementedError(f"pad by a Variable takes ((before, after), ...) per axis in mode 'constant': {padding}")
+    pairs = tuple((0, 0) if p is None else (_index_int(p[0]), _index_int(p[1])) for p in padding)
+    for b, a in pairs:
+      try:
+        ok = b >= 0 and a >= 0
+      except TypeError:
+        ok = False
+      if not ok: raise ValueError(f"pad {padding} may be negative for some value of its Variables")
+    return self._new(UOp(Ops.PAD, self.dtype, (self.uop,), (pairs, truncate(_check_py_int(value), self.dtype))))
+
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) of each axis (None keeps the whole axis)."""
     if len(arg) != self.ndim: raise ValueError(f"shrink {arg} needs one entry per axis of {self.shape}")
-    bounds = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    bounds = tuple((0, s) if a is None else (_index_int(a[0]), _index_int(a[1])) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):
-      if not 0 <= b <= e <= s: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape}")
+      try:
+        ok = 0 <= b <= e <= s
+      except TypeError:  # a Variable's range reaches outside the axis
+        ok = False
+      if not ok: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape} (for some value of a Variable)")
     if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)): return self
     return self._new(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
@@ -784,7 +878,7 @@ class Tensor(metaclass=_TensorMeta):
     """Reverse the order of elements along `axis` (an int or several: flip(0, 1) or flip((0, 1)))."""
     if more: axis = ((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)) + more
     axes = tuple(sorted({_norm_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)}))
-    axes = tuple(a for a in axes if self.shape[a] > 1)
+    axes = tuple(a for a in axes if isinstance(self.shape[a], UOp) or self.shape[a] > 1)
     return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), axes)) if axes else self
 
   def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
@@ -799,6 +893,8 @@ class Tensor(metaclass=_TensorMeta):
       if t.device != self.device: raise ValueError(f"cat: tensors on devices {self.device} and {t.device}")
     dt = ts[0].dtype
     for t in ts[1:]: dt = promote_types(dt, t.dtype)
+    if any(isinstance(t.shape[d], UOp) for t in ts):
+      raise NotImplementedError(f"cat along a symbolic dimension (a bound Variable) is not supported: {[t.shape for t in ts]}")
     total, offset, out = sum(t.shape[d] for t in ts), 0, None
     for t in ts:
       pads = [(0, 0)] * self.ndim
@@ -1118,7 +1214,7 @@ class Tensor(metaclass=_TensorMeta):
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
     n = prod(self.shape[a] for a in axes)
-    if axes and op is not Ops.MUL and (c := _broadcast_const(self.uop)) is not None:
+    if axes and op is not Ops.MUL and isinstance(n, int) and (c := _broadcast_const(self.uop)) is not None:
       # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
@@ -1131,6 +1227,7 @@ class Tensor(metaclass=_TensorMeta):
     """A large reduction to a few values, as two: `chunks` partial results (realized, so devices
     run the chunks in parallel), then their reduction. None when the reduction is not worth it."""
     size = prod(self.shape[a] for a in axes)
+    if isinstance(size, UOp) or isinstance(self.numel(), UOp): return None  # one kernel for every value of a Variable
     if size < SPLIT_REDUCE_MIN or self.numel() // max(size, 1) > SPLIT_REDUCE_MAX_OUTPUT: return None
     chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
     if chunks is None: return None
@@ -1176,6 +1273,7 @@ class Tensor(metaclass=_TensorMeta):
     x = self._float()
     n = prod(self.shape[a] for a in self._axes(axis))
     s = x._wide().sum(axis, keepdim)  # halves: the sum may pass 65504 when the mean does not
+    if isinstance(n, UOp): return (s / Tensor._from(n, self.device).cast(s.dtype)).cast(x.dtype)  # a count known at launch
     return (s * (1 / n) if n else s * float("nan")).cast(x.dtype)
 
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
@@ -1183,6 +1281,7 @@ class Tensor(metaclass=_TensorMeta):
     x = self._float()._wide()  # halves in float32 (torch's opmath): squares overflow half long before the variance
     n = prod(self.shape[a] for a in self._axes(axis))
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    if isinstance(n, UOp): return (sq / Tensor._from(n - correction, self.device).cast(sq.dtype)).cast(self._float().dtype)
     return (sq * (1 / (n - correction)) if n - correction > 0 else sq * float("nan")).cast(self._float().dtype)
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
@@ -1200,7 +1299,8 @@ class Tensor(metaclass=_TensorMeta):
       (n,) + (1,) * (self.ndim - ax - 1))
     hit = (self == best)
     if self.dtype.is_float: hit = hit | ((self != self) & (best != best))  # a NaN is the max (and min), like numpy
-    return (n - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
+    total = Tensor._from(n, self.device) if isinstance(n, UOp) else n  # a symbolic length: its value at launch
+    return (total - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first largest value along `axis` (of the flattened tensor when None)."""
@@ -1657,7 +1757,45 @@ class Tensor(metaclass=_TensorMeta):
     arrays (advanced indexing: several broadcast together; their dims replace theirs when they are adjacent,
     else come first) and bool masks. An out-of-range position in an index tensor gives 0 (it cannot be checked
     without running it); in a list or array it raises IndexError."""
+    if (sym := self._symbolic_slice(index)) is not None: return sym
     return self._read_plan(*self._index_plan(index))
+
+  def _symbolic_slice(self, index: Any) -> Tensor | None:
+    """Basic indexing (ints, slices of step 1, None, Ellipsis) where a bound is a Variable (x[:, :v]) or an axis
+    is symbolic: a shrink and a reshape. None when neither is symbolic."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    if not any(isinstance(e, slice) and (_is_sint(e.start) or _is_sint(e.stop)) for e in entries) and \
+       not any(isinstance(s, UOp) for s in self.shape): return None
+    def basic(e: Any) -> bool:
+      if e is None or e is Ellipsis: return True
+      if isinstance(e, slice): return e.step in (None, 1)
+      return isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
+    if not all(basic(e) for e in entries):
+      raise NotImplementedError(f"indexing with a Variable takes ints, slices of step 1, None and Ellipsis, got {index!r}")
+    used = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    if used > self.ndim: raise IndexError(f"too many indices ({used}) for a tensor of {self.ndim} dimensions")
+    if Ellipsis in entries:
+      at = entries.index(Ellipsis)
+      entries[at:at + 1] = [slice(None)] * (self.ndim - used)
+    bounds: list[tuple] = []
+    layout: list[int | None] = []  # per output dim: the axis it keeps, or None for a new axis of size 1
+
+    def wrap(p: Any, size: Any) -> Any:  # a negative int counts from the end (of a symbolic size too)
+      return size + int(p) if isinstance(p, (int, np.integer)) and p < 0 else (p if isinstance(p, UOp) else int(p))
+    for e in entries:
+      if e is None:
+        layout.append(None)
+        continue
+      size = self.shape[len(bounds)]
+      if isinstance(e, slice):
+        layout.append(len(bounds))
+        bounds.append((0 if e.start is None else wrap(e.start, size), size if e.stop is None else wrap(e.stop, size)))
+      else: bounds.append((wrap(e, size), wrap(e, size) + 1))
+    while len(bounds) < self.ndim:
+      layout.append(len(bounds))
+      bounds.append((0, self.shape[len(bounds)]))
+    x = self.shrink(tuple(bounds))
+    return x.reshape(tuple(1 if a is None else x.shape[a] for a in layout))
 
   def _read_plan(self, plan: list[tuple], layout: list) -> Tensor:
     """The values an index plan selects (see _index_plan)."""

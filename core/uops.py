@@ -76,12 +76,15 @@ class UOp(metaclass=_UOpMeta):
     if not isinstance(a, UOp): a = UOp.const(b.dtype if isinstance(b, UOp) else dtypes.from_py(a), a)
     if not isinstance(b, UOp): b = UOp.const(a.dtype, b)
     return UOp(Ops.WHERE, a.dtype, (self, a, b))
-  def __add__(self, x): return self.alu(Ops.ADD, x)
-  def __radd__(self, x): return self.alu(Ops.ADD, x)
-  def __sub__(self, x): return self.alu(Ops.SUB, x)
-  def __mul__(self, x): return self.alu(Ops.MUL, x)
-  def __rmul__(self, x): return self.alu(Ops.MUL, x)
-  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
+  # on a symbolic int (a shape entry) x+0, x-0, x*1 and x//1 are x, so shape arithmetic stays readable
+  def __add__(self, x): return self if _is_int(x, 0) and self.symbolic else self.alu(Ops.ADD, x)
+  def __radd__(self, x): return self.__add__(x)
+  def __sub__(self, x): return self if _is_int(x, 0) and self.symbolic else self.alu(Ops.SUB, x)
+  def __rsub__(self, x): return UOp.const(self.dtype, x).alu(Ops.SUB, self)
+  def __mul__(self, x): return self if _is_int(x, 1) and self.symbolic else self.alu(Ops.MUL, x)
+  def __rmul__(self, x): return self.__mul__(x)
+  def __floordiv__(self, x): return self if _is_int(x, 1) and self.symbolic else self.alu(Ops.IDIV, x)
+  def __rfloordiv__(self, x): return UOp.const(self.dtype, x).alu(Ops.IDIV, self)
   def __mod__(self, x): return self.alu(Ops.MOD, x)
   def __neg__(self): return self.alu(Ops.NEG)
   def lt(self, x) -> UOp: return self.alu(Ops.CMPLT, x)
@@ -93,6 +96,48 @@ class UOp(metaclass=_UOpMeta):
   # identity equality and hashing: structurally equal nodes are the same object
   __eq__ = object.__eq__
   __hash__ = object.__hash__
+
+  # ---- symbolic ints: a shape entry that depends on a Variable (DEFINE_VAR, or BIND in a tensor graph)
+  @functools.cached_property
+  def symbolic(self) -> bool:
+    """Whether this integer node depends on a variable (its value is only known at launch)."""
+    return any(n.op in (Ops.DEFINE_VAR, Ops.BIND) for n in self.toposort)  # iterative: graphs may be deep
+
+  def bind(self, value: int) -> UOp:
+    """This Variable bound to `value` (a BIND node), usable as a dimension; ValueError outside [min, max]."""
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not {self.op}")
+    name, lo, hi = self.arg
+    if isinstance(value, bool) or not isinstance(value, int): raise TypeError(f"bind {name} to an int, not {value!r}")
+    if not lo <= value <= hi: raise ValueError(f"cannot bind {name} to {value}: it ranges over [{lo}, {hi}]")
+    return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+
+  def unbind(self) -> tuple[UOp, int]:
+    """(the Variable, its value) of a BIND node."""
+    if self.op is not Ops.BIND: raise TypeError(f"only a bound Variable can be unbound, not {self.op}")
+    return self.src[0], self.src[1].arg
+
+  def ssimplify(self) -> UOp | int:
+    """A symbolic int whose Variables cancel (n + (8 - n)) as that int; otherwise itself."""
+    terms: dict[UOp, int] = {}
+    const = _linear(self, 1, terms)
+    return const if all(k == 0 for k in terms.values()) else self
+
+  @property
+  def expr(self) -> str:
+    """The name of a Variable (bound or not)."""
+    return (self.src[0] if self.op is Ops.BIND else self).arg[0]
+
+  @property
+  def val(self) -> int:
+    """The value a BIND node binds."""
+    return self.unbind()[1]
+
+  # comparisons of symbolic ints decide by the bounds of the difference over every value the variables
+  # may take (so a shape check made once holds for all of them); undecidable ones raise
+  def __lt__(self, x: UOp | int) -> bool: return _sint_cmp(self, x, lambda lo, hi: hi < 0, lambda lo, hi: lo >= 0)
+  def __le__(self, x: UOp | int) -> bool: return _sint_cmp(self, x, lambda lo, hi: hi <= 0, lambda lo, hi: lo > 0)
+  def __gt__(self, x: UOp | int) -> bool: return _sint_cmp(self, x, lambda lo, hi: lo > 0, lambda lo, hi: hi <= 0)
+  def __ge__(self, x: UOp | int) -> bool: return _sint_cmp(self, x, lambda lo, hi: lo >= 0, lambda lo, hi: hi < 0)
 
   # ---- graph queries
   @functools.cached_property
@@ -111,6 +156,9 @@ class UOp(metaclass=_UOpMeta):
   def vmax(self) -> int | float: return _bounds(self)[1]
 
   def __repr__(self) -> str:
+    if self.op is Ops.DEFINE_VAR: return f"Variable({self.arg[0]!r}, {self.arg[1]}, {self.arg[2]})"
+    if self.op is Ops.BIND: return f"Variable({self.expr!r}={self.val})"
+    if self.symbolic and self.op in _INFIX: return f"({_sym_str(self.src[0])}{_INFIX[self.op]}{_sym_str(self.src[1])})"
     src = ", ".join(f"{s.op.name}#{id(s) % 10000}" for s in self.src)
     return f"UOp({self.op}, {self.dtype}, src=({src}), arg={self.arg!r})"
 
@@ -126,6 +174,55 @@ class UOp(metaclass=_UOpMeta):
       dt = f":{n.dtype.name}" if n.dtype is not None else ""
       lines.append(f"%{num[n]:<3} {n.op.name}{dt}{arg} {srcs}".rstrip())
     return "\n".join(lines)
+
+
+# how a symbolic int prints (a shape entry such as (n*4))
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
+
+
+def _sym_str(u: UOp) -> str: return str(u.arg) if u.op is Ops.CONST else repr(u)
+
+
+def _is_int(x: Any, value: int) -> bool: return type(x) is int and x == value
+
+
+def Variable(name: str, min_val: int, max_val: int) -> UOp:  # noqa: N802 (tinygrad's name for it)
+  """A symbolic int that ranges over [min_val, max_val]: `Variable("i", 1, 10).bind(3)` is a dimension whose
+  kernels are compiled once for every value in the range and take the bound value at launch."""
+  if not isinstance(name, str) or not name.isidentifier():
+    raise ValueError(f"a Variable's name is an identifier, not {name!r}")
+  if not (isinstance(min_val, int) and isinstance(max_val, int)) or not 0 <= min_val <= max_val:
+    raise ValueError(f"Variable {name}: need 0 <= min <= max, got [{min_val}, {max_val}]")
+  return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))
+
+
+def _linear(u: UOp | int, sign: int, terms: dict[UOp, int]) -> int:
+  """Add sign*u to `terms` as sum(coeff * node); return the constant part."""
+  if isinstance(u, int): return sign * u
+  if u.op is Ops.CONST: return sign * u.arg
+  if u.op is Ops.ADD: return _linear(u.src[0], sign, terms) + _linear(u.src[1], sign, terms)
+  if u.op is Ops.SUB: return _linear(u.src[0], sign, terms) + _linear(u.src[1], -sign, terms)
+  if u.op is Ops.MUL and u.src[1].op is Ops.CONST: return _linear(u.src[0], sign * u.src[1].arg, terms)
+  if u.op is Ops.BIND: u = u.src[0]  # bounds hold for every value: compare the variables
+  terms[u] = terms.get(u, 0) + sign
+  return 0
+
+
+Decide = Callable[[int, int], bool]
+
+
+def _sint_cmp(a: UOp | int, b: UOp | int, true_if: Decide, false_if: Decide) -> bool:
+  """A comparison of a and b decided by the bounds (lo, hi) of a - b over every value of the variables;
+  TypeError when the answer depends on those values."""
+  terms: dict[UOp, int] = {}
+  lo = hi = _linear(a, 1, terms) + _linear(b, -1, terms)
+  for t, k in terms.items():
+    if k == 0: continue
+    x, y = k * t.vmin, k * t.vmax
+    lo, hi = lo + min(x, y), hi + max(x, y)
+  if true_if(lo, hi): return True
+  if false_if(lo, hi): return False
+  raise TypeError(f"cannot compare {a!r} and {b!r}: the answer depends on the values of their variables")
 
 
 def toposort(roots: Iterable[UOp], descend: Callable[[UOp], bool] | None = None) -> tuple[UOp, ...]:
@@ -157,6 +254,8 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
   if u.op is Ops.CONST: return u.arg, u.arg
   if u.op is Ops.RANGE: return 0, max(u.src[0].vmax - 1, 0)
   if u.op is Ops.SPECIAL: return 0, u.arg[2] - 1
+  if u.op is Ops.DEFINE_VAR: return u.arg[1], u.arg[2]
+  if u.op is Ops.BIND: return u.src[0].arg[1], u.src[0].arg[2]
   if u.op is Ops.CAST and u.src[0].dtype is not None and not u.src[0].dtype.is_float:
     s = u.src[0]
     if dt.min <= s.vmin and s.vmax <= dt.max: return s.vmin, s.vmax

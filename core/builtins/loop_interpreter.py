@@ -89,7 +89,7 @@ class LoopInterpreter:
   ACCUMULATE updates a DEFINE_ACC. A violation raises MalformedProgram when it is built.
 
   :param name: the kernel's name, for error messages.
-  :param global_size: the launch grid.
+  :param global_size: the launch grid (-1 for a size given at each launch: it depends on a Variable).
   :param prog: the program, one (op, dtype, arg, source positions) per UOp in execution order.
   """
 
@@ -106,6 +106,7 @@ class LoopInterpreter:
     self.depth = max((lp.depth + 1 for lp in self.loops.values()), default=0)  # of the deepest loop nest
     self.ndim = self.depth + len(self.grid)
     self.lanes = max((dt.count for _, dt, _, _ in prog if dt is not None), default=1)
+    self.var_pcs = [pc for pc, ins in enumerate(prog) if ins[0] is Ops.DEFINE_VAR]  # in the order values are passed
 
   # ---------------------------------------------------------------- analysis
 
@@ -242,24 +243,33 @@ class LoopInterpreter:
 
   # ---------------------------------------------------------------- execution
 
-  def run(self, bufs: tuple[np.ndarray, ...], local_size: tuple[int, ...] | None = None) -> None:
+  def run(self, bufs: tuple[np.ndarray, ...], local_size: tuple[int, ...] | None = None,
+          global_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = ()) -> None:
     """Run the program on the byte buffers `bufs` (one per PARAM index) for every thread of the grid.
 
     :param local_size: the work-group size per dimension (None: one group spans each dimension).
+    :param global_size: the grid of this launch (None: the program's own; needed when it depends on a Variable).
+    :param vals: the values of the program's DEFINE_VARs, in program order.
     """
-    _Run(self, bufs, tuple(local_size) if local_size else self.grid).block(self.body)
+    if len(vals) != len(self.var_pcs):
+      raise ValueError(f"{self.name} takes {len(self.var_pcs)} Variable value(s), got {len(vals)}")
+    grid = tuple(global_size) if global_size is not None else self.grid
+    if len(grid) != len(self.grid) or any(g < 0 for g in grid):
+      raise ValueError(f"{self.name}: launch grid {grid} for a program launched on {self.grid}")
+    _Run(self, bufs, tuple(local_size) if local_size else grid, grid, dict(zip(self.var_pcs, vals))).block(self.body)
 
 
 class _Run:
   """The state of one launch: every value as an array over the grid and the open loops' axes."""
 
-  def __init__(self, interp: LoopInterpreter, bufs: tuple[np.ndarray, ...], local: tuple[int, ...]):
-    self.interp, self.bufs, self.local = interp, bufs, local
+  def __init__(self, interp: LoopInterpreter, bufs: tuple[np.ndarray, ...], local: tuple[int, ...],
+               grid: tuple[int, ...], var_vals: dict[int, int]):
+    self.interp, self.bufs, self.local, self.grid, self.var_vals = interp, bufs, local, grid, var_vals
     self.vals: list[Any] = [None] * len(interp.prog)
-    self.shape = [1] * interp.depth + list(interp.grid)  # current extent of every axis
+    self.shape = [1] * interp.depth + list(grid)  # current extent of every axis
     self.chunkable = True  # every open loop runs one iteration at a time, so the next may run in chunks
     # each thread's work-group coordinates, which pick its group's copy of local memory
-    pairs = list(zip(interp.grid, local))
+    pairs = list(zip(grid, local))
     self.group_of = tuple(self._along(interp.depth + d, np.arange(g) // lo) for d, (g, lo) in enumerate(pairs))
     self.groups = tuple(g // lo for g, lo in pairs)
 
@@ -306,9 +316,10 @@ class _Run:
       # the allocator rounds empty buffers up to one byte: view exactly the param's elements
       vals[pc] = self.bufs[arg[0]][:arg[1] * dt.itemsize].view(dt.storage_np)
     elif op is Ops.CONST: vals[pc] = to_np_compute(arg, dt)
+    elif op is Ops.DEFINE_VAR: vals[pc] = to_np_compute(self.var_vals[pc], dt)
     elif op is Ops.SPECIAL:
       name, d, _ = arg
-      index = np.arange(ip.grid[d], dtype=dt.np)
+      index = np.arange(self.grid[d], dtype=dt.np)
       vals[pc] = self._along(ip.depth + d, index % self.local[d] if name.startswith("lidx") else index)
     elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
     elif op is Ops.ACCUMULATE: vals[src[0]] = self.fold(pc)

@@ -11,6 +11,9 @@ reduction costing about what the split kernels do.
 
 It takes vector ops (Capabilities.vector_ops), so the core tests run the vectorised lowering: a
 vector of n lanes is an array with one more axis, of n, in front.
+
+A kernel with Variables (symbolic shapes) is launched with `vals`, their values in DEFINE_VAR order; its
+header writes a launch size that depends on them as -1, and the launch's own global size is used.
 """
 from __future__ import annotations
 
@@ -57,7 +60,8 @@ class PythonRenderer(Renderer):
 
   def render(self, prog: LoopProgram) -> str:
     num = {u: i for i, u in enumerate(prog.uops)}
-    head = [f"# {prog.name}", "global " + " ".join(map(str, prog.global_size)),
+    # a launch size that depends on a Variable is written as -1: the launch gives it
+    head = [f"# {prog.name}", "global " + " ".join(str(g) if isinstance(g, int) else "-1" for g in prog.global_size),
             "params " + " ".join(f"{p.index}:{p.dtype.name}:{p.size}" for p in prog.params)]
     body = [f"{u.op.name} {_enc_dtype(u.dtype)} {_enc_arg(u.arg)} | {' '.join(str(num[s]) for s in u.src)}"
             for u in prog.uops]
@@ -109,9 +113,11 @@ class PythonProgram(Program):
     self.global_size, prog = _parse(src)
     self.interpreter = LoopInterpreter(name, self.global_size, prog)
 
-  def __call__(self, *bufs: np.ndarray, global_size=None, local_size=None, wait: bool = False) -> float | None:
+  def __call__(self, *bufs: np.ndarray, global_size=None, local_size=None, vals: tuple[int, ...] = (),
+               wait: bool = False) -> float | None:
     st = time.perf_counter()
-    self.interpreter.run(bufs, local_size)
+    # the grid of a program with Variables is the launch's (its sizes may depend on them)
+    self.interpreter.run(bufs, local_size, global_size if vals else None, vals)
     return time.perf_counter() - st if wait else None
 
 

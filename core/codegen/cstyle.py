@@ -6,6 +6,8 @@ The defaults render plain C (GCC/Clang, C11) whose kernels loop over their launc
 
 The rendered kernel takes its buffers in PARAM order, named data0, data1, ...; the written ones (Param.written:
 data0, or data0..data(n-1) in a kernel with n outputs) are not const.
+A kernel with Variables (DEFINE_VAR) takes their values after the buffers, one `int` each named
+var_NAME, in the program's order (`LoopProgram.vars`): the runtime passes the `vals` of its launch there.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ class CStyleRenderer(Renderer):
   - `launch_as_loops`: True when the device has no launch dimensions (SPECIALs become loops);
   - `types`: the C name of each dtype; `bf16_storage`: bfloat16 kept as 16-bit storage and
     computed as float (dialects with a native bfloat16 type set it False);
-  - `render_special`, `render_param`, `render_signature`, `render_cast`, `render_bitcast`,
+  - `render_special`, `render_param`, `render_var_param`, `render_signature`, `render_cast`, `render_bitcast`,
     `render_math` and `prelude` for what differs more deeply.
   """
   kernel_prefix = ""
@@ -86,8 +88,17 @@ class CStyleRenderer(Renderer):
     const = "" if p.written else "const "
     return f"{self.buffer_prefix}{const}{self.storage_type(p.dtype)}* {self.restrict}data{p.index}"
 
+  def render_var_param(self, var: UOp, position: int) -> str:
+    """The kernel parameter holding a Variable's value; `position` counts every parameter before it."""
+    return f"const int {var_name(var)}"
+
+  def render_params(self, prog: LoopProgram) -> list[str]:
+    """The buffer parameters, then one per Variable."""
+    return [self.render_param(p) for p in prog.params] + \
+      [self.render_var_param(v, len(prog.params) + i) for i, v in enumerate(prog.vars)]
+
   def render_signature(self, prog: LoopProgram) -> str:
-    return f"{self.kernel_prefix}void {prog.name}({', '.join(self.render_param(p) for p in prog.params)})"
+    return f"{self.kernel_prefix}void {prog.name}({', '.join(self.render_params(prog))})"
 
   def render_special(self, u: UOp, prog: LoopProgram) -> str:
     """The statement defining a launch index on a device with launch dimensions."""
@@ -196,10 +207,14 @@ class CStyleRenderer(Renderer):
     def line(s: str) -> None: body.append("  " * depth + s)
 
     specials = [u for u in prog.uops if u.op is Ops.SPECIAL]
+    # with hardware launch indices a symbolic launch size (a SPECIAL's src) is the runtime's business, not code
+    skip = set() if self.launch_as_loops else launch_size_only(prog)
     loops_open = 0
     for u in prog.uops:
+      if u in skip: continue
       op = u.op
       if op is Ops.PARAM: names[u] = f"data{u.arg[0]}"
+      elif op is Ops.DEFINE_VAR: names[u] = var_name(u)
       elif op is Ops.CONST: names[u] = self.render_const(u.arg, u.dtype)
       elif op is Ops.SPECIAL:
         names[u] = u.arg[0]
@@ -207,7 +222,7 @@ class CStyleRenderer(Renderer):
         elif u is specials[-1]:
           # open the launch loops outermost (highest dim) first, for locality
           for s in reversed(specials):
-            line(self.render_loop(s.arg[0], str(s.arg[2]), s.dtype))
+            line(self.render_loop(s.arg[0], names[s.src[0]] if s.src else str(s.arg[2]), s.dtype))
             depth += 1
             loops_open += 1
       elif op is Ops.RANGE:
@@ -265,6 +280,22 @@ class CStyleRenderer(Renderer):
     return "\n".join(self.prelude(prog) + [self.render_signature(prog) + " {"] + body + ["}"]) + "\n"
 
 
+def launch_size_only(prog: LoopProgram) -> set[UOp]:
+  """The ALU nodes whose only use is a symbolic launch size (a SPECIAL's src), transitively."""
+  users: dict[UOp, list[UOp]] = {u: [] for u in prog.uops}
+  for u in prog.uops:
+    for s in u.src: users[s].append(u)
+  only: set[UOp] = set()
+  for u in reversed(prog.uops):
+    if u.op in GroupOp.ALU and users[u] and all(v.op is Ops.SPECIAL or v in only for v in users[u]): only.add(u)
+  return only
+
+
+def var_name(var: UOp) -> str:
+  """The C name of a Variable's parameter (prefixed, so no name a user picks clashes with the kernel's own)."""
+  return f"var_{var.arg[0]}"
+
+
 def int_abs_idiom(u: UOp) -> tuple[UOp, bool] | None:
   """(x, negated) when the signed-integer WHERE `u` computes |x| (negated: -|x|) for every x, as
   `x < c ? -x : x` (c = 0 or 1) and `x > c ? x : -x` (c = 0 or -1) do, with either arm order."""
@@ -288,4 +319,4 @@ BF16_HELPERS_C = [
   "if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
 ]
 
-__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom"]
+__all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom", "var_name", "launch_size_only"]

@@ -54,7 +54,7 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
         end = emit(r.src[0], open_ranges, mult)
         emitted[r] = UOp(Ops.RANGE, r.dtype, (end,), r.arg)
         out.append(emitted[r])
-        inner_mult *= r.src[0].arg
+        inner_mult *= r.src[0].vmax  # a loop bound by a Variable: counted at its largest
       for g, acc in zip(group, group_accs):
         value = emit(g.src[0], open_ranges | set(ranges), inner_mult)
         out.append(UOp(Ops.ACCUMULATE, g.dtype, (acc, value), g.arg))
@@ -70,8 +70,14 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
 
   # parameters and launch indices come first, in a fixed order
   for n in sorted((n for n in nodes if n.op is Ops.PARAM), key=lambda p: p.arg[0]): emit(n, frozenset(), launch)
+  # the integer parameters (Variables) follow the buffers, ordered by name: the launch passes their values so
+  for n in sorted((n for n in nodes if n.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]): emit(n, frozenset(), launch)
   for n in sorted((n for n in nodes if n.op is Ops.DEFINE_LOCAL), key=lambda s: s.arg[0]): emit(n, frozenset(), launch)
-  for n in sorted((n for n in nodes if n.op is Ops.SPECIAL), key=lambda s: s.arg[1]): emit(n, frozenset(), launch)
+  specials = sorted((n for n in nodes if n.op is Ops.SPECIAL), key=lambda s: s.arg[1])
+  # symbolic launch sizes before any launch index: a device that loops over them opens every loop at once
+  for n in specials:
+    for s in n.src: emit(s, frozenset(), launch)
+  for n in specials: emit(n, frozenset(), launch)
   old_limit = sys.getrecursionlimit()
   sys.setrecursionlimit(max(old_limit, 20000))
   try:

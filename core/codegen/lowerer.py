@@ -61,9 +61,10 @@ class _Lowering:
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
 
-  def new_range(self, size: int) -> UOp:
-    """A fresh loop variable over 0..size-1."""
-    r = UOp(Ops.RANGE, self.idx_dtype, (UOp.const(self.idx_dtype, size),), self.ranges)
+  def new_range(self, size: int | UOp) -> UOp:
+    """A fresh loop variable over 0..size-1 (a symbolic size: a loop bound by the kernel's Variables)."""
+    end = size.cast(self.idx_dtype) if isinstance(size, UOp) else UOp.const(self.idx_dtype, size)
+    r = UOp(Ops.RANGE, self.idx_dtype, (end,), self.ranges)
     self.ranges += 1
     return r
 
@@ -72,7 +73,7 @@ class _Lowering:
     if key in memo: return memo[key]
     if n.op is Ops.PARAM:
       ret = UOp(Ops.LOAD, n.dtype, (n, idx[0]) if valid.op is Ops.CONST and valid.arg else (n, idx[0], valid))
-    elif n.op is Ops.CONST: ret = n
+    elif n.op in (Ops.CONST, Ops.DEFINE_VAR): ret = n  # a Variable's value (a symbolic count, as in a mean)
     elif n.op in GroupOp.Movement:
       new_idx, new_valid = view_index(n, idx, valid, self.zero())
       inner = self.lower(n.src[0], new_idx, new_valid, memo)
@@ -99,10 +100,10 @@ class _Lowering:
           inner_idx[ax] = r * width + lane[0]
           continue
         amount = self.unroll.get((n, ax), 1)
-        if amount >= size:  # written out in full
+        if isinstance(size, int) and amount >= size:  # written out in full
           unrolled.append((ax, [UOp.const(self.idx_dtype, v) for v in range(size)]))
           continue
-        r = self.new_range(size // amount) if reuse is None else next(reuse)
+        r = self.new_range(size // amount if amount > 1 else size) if reuse is None else next(reuse)
         ranges.append(r)
         if amount == 1: inner_idx[ax] = r
         else: unrolled.append((ax, [r * amount + k if k else r * amount for k in range(amount)]))
@@ -136,25 +137,72 @@ class _Lowering:
     return out
 
 
+def _live(s: int | UOp) -> bool:
+  """Whether an axis of this size is a real one (a symbolic size counts even where it may be 1)."""
+  return not isinstance(s, int) or s > 1
+
+
+def _smax(s: int | UOp) -> int:
+  """A size, or the largest value a symbolic one takes."""
+  return s if isinstance(s, int) else int(s.vmax)
+
+
+def _maybe_lt(a: int | UOp, b: int | UOp) -> bool:
+  """a < b where that is known; True (keep the modulo, always correct) where it depends on the Variables."""
+  try:
+    return bool(a < b)
+  except TypeError:
+    return True
+
+
+def _special(name: str, dim: int, size: int | UOp, dtype: DType) -> UOp:
+  """A launch index; a symbolic size is its source (evaluated at launch) and its largest value the arg's."""
+  if isinstance(size, int): return UOp(Ops.SPECIAL, dtype, (), (name, dim, size))
+  return UOp(Ops.SPECIAL, dtype, (size.cast(dtype),), (name, dim, _smax(size)))
+
+
+def _symbolic_locals(dims: list[tuple[list[int], int | UOp]], caps: Capabilities) -> dict[int, int]:
+  """Work-group sizes for the launch dimensions whose size depends on a Variable (on a device with work-groups):
+  the launch rounds such a size up to whole groups and the threads past it are gated off."""
+  if not caps.launch_dims or not caps.max_local_size: return {}
+  budget, out = caps.max_workgroup_threads, {}
+  for d, (_, size) in enumerate(dims):
+    if isinstance(size, int): continue
+    group = min(caps.max_local_size[d] if d < len(caps.max_local_size) else 1, 32 if d == 0 else 8, budget)
+    if group > 1: out[d], budget = group, budget // group
+  return out
+
+
+def symbolic_ast(ast: UOp) -> bool:
+  """Whether a kernel AST has a shape that depends on a Variable."""
+  return any(isinstance(d, UOp) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE) for d in n.shape)
+
+
 def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[int], int]]:
   """Group the output's axes into launch dimensions: [(axes, size)], innermost axis first."""
-  axes = [i for i, s in enumerate(shape) if s > 1]
+  axes = [i for i, s in enumerate(shape) if _live(s)]
   if caps.launch_dims == 0: return [([a], shape[a]) for a in reversed(axes)]
   groups = [[a] for a in reversed(axes)]
   while len(groups) > caps.launch_dims: groups[-2:] = [groups[-1] + groups[-2]]  # merge the outermost
   dims = [(sorted(g), prod(shape[a] for a in g)) for g in groups]
-  if any(size > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
+  if any(_smax(size) > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
     dims = [(sorted(axes), prod(shape[a] for a in axes))]  # one flat dimension
-    if dims[0][1] > caps.max_global_size[0]: raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
+    if _smax(dims[0][1]) > caps.max_global_size[0]:
+      raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
   return dims
 
 
-def _local_size(global_size: tuple[int, ...], caps: Capabilities) -> tuple[int, ...] | None:
+def _local_size(global_size: tuple[int, ...], caps: Capabilities, fixed: dict[int, int] | None = None) \
+    -> tuple[int, ...] | None:
   """Work-group sizes that divide the global sizes (so no thread falls outside), largest first
-  on the innermost dimension."""
+  on the innermost dimension; `fixed` gives those of the dimensions whose size depends on a Variable."""
   if not caps.max_local_size: return None
   budget, local = caps.max_workgroup_threads, []
   for d, g in enumerate(global_size):
+    if not isinstance(g, int):  # a size known only at launch, rounded up to whole work-groups of the fixed size
+      local.append((fixed or {}).get(d, 1))
+      budget //= local[-1]
+      continue
     cap = min(caps.max_local_size[d] if d < len(caps.max_local_size) else 1, budget, 256 if d == 0 else 16)
     size = max(x for x in range(1, cap + 1) if g % x == 0) if cap > 0 else 1
     local.append(size)
@@ -174,7 +222,8 @@ def kernel_name(ast: UOp) -> str:
   """A readable kernel name: r_ for kernels with reductions, E_ for elementwise, then the output shape."""
   value = ast.src[0].src[1]
   kind = "r" if any(n.op is Ops.REDUCE_AXIS for n in ast.toposort) else "E"
-  shape = "_".join(str(s) for s in value.shape) or "1"
+  shape = "_".join(str(s) if isinstance(s, int) else "".join(v.arg[0] for v in s.toposort if v.op is Ops.DEFINE_VAR)
+                   for s in value.shape) or "1"
   return f"{kind}_{shape}"
 
 
@@ -222,7 +271,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     lane = None
     gids: list[UOp] = []
     for d, (axes, size) in enumerate(dims):
-      gid = UOp(Ops.SPECIAL, lw.idx_dtype, (), (f"gidx{d}", d, size))
+      gid = _special(f"gidx{d}", d, size, lw.idx_dtype)
       gids.append(gid)
       if d == 0 and len(axes) == 1: lane = gid
       for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
@@ -237,10 +286,12 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                   if d and lane_loads and all(g not in ld.src[1].toposort for ld in lane_loads))
   axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
-  return KernelFeatures(dims=tuple((len(axes), size) for axes, size in dims), group_dims_ok=group_ok,
+  # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
+  # an Opt whose amount would have to divide it
+  return KernelFeatures(dims=tuple((len(axes), _smax(size)) for axes, size in dims), group_dims_ok=group_ok,
                         outputs=len(values),
-                        reduce_axes=tuple(r.src[0].shape[ax] for r, ax in axes), reduces=len(reduces),
-                        nested=nested, out_size=prod(shape), itemsize=value.dtype.itemsize,
+                        reduce_axes=tuple(_smax(r.src[0].shape[ax]) for r, ax in axes), reduces=len(reduces),
+                        nested=nested, out_size=_smax(prod(shape)), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse)
@@ -250,7 +301,7 @@ def _index_dtype(ast: UOp) -> DType:
   """int32 unless some buffer or intermediate of the kernel has 2**31 - 1 elements or more."""
   params = [n for n in ast.toposort if n.op is Ops.PARAM]
   big = max([p.arg[1] for p in params] +
-            [prod(n.shape) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
+            [_smax(prod(n.shape)) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
   return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
 
 
@@ -313,10 +364,14 @@ def _split_loops(ranges: tuple[UOp, ...], lw: _Lowering, block: int) -> _Split:
   loops: list[UOp] = []  # the loops after splitting, outermost first
   split: list[UOp] = []  # the loops that replace split ones
   for r in ranges:
-    size, pieces = r.src[0].arg, []
-    while size > block:  # split off inner blocks until the outer loop is short too
-      outer, inner = _block_split(size, block)
-      pieces.insert(0, (inner, outer * inner != size, size))
+    size, pieces = r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0], []
+    while _smax(size) > block:  # split off inner blocks until the outer loop is short too
+      if isinstance(size, int):
+        outer, inner = _block_split(size, block)
+        pieces.insert(0, (inner, outer * inner != size, size))
+      else:  # a length known at launch: blocks of `block`, the last one gated
+        outer, inner = (size + (block - 1)) // block, block
+        pieces.insert(0, (inner, True, size))
       size = outer
     if not pieces:
       loops.append(r)
@@ -348,7 +403,7 @@ def _cascade(red: UOp, lw: _Lowering, block: int, splits: dict[tuple[UOp, ...], 
   # group the loops from the innermost, each group's trip count at most `block`: one accumulator per group
   groups: list[list[UOp]] = []
   for r in reversed(loops):
-    if groups and prod(x.src[0].arg for x in groups[-1]) * r.src[0].arg <= block: groups[-1].insert(0, r)
+    if groups and prod(x.src[0].vmax for x in groups[-1]) * r.src[0].vmax <= block: groups[-1].insert(0, r)
     else: groups.append([r])
   for g in groups: body = UOp(Ops.REDUCE, red.dtype, (body, *g), red.arg)
   return body
@@ -367,7 +422,7 @@ def split_accumulators(value: UOp, lw: _Lowering, block: int = 0) -> UOp:
   running in one loop (nesting a max, a min or an integer reduction is exact)."""
   block = block or ACC_BLOCK
   long_sums = {n.src[1:] for n in value.toposort if n.op is Ops.REDUCE and n.arg is Ops.ADD and
-               n.dtype.scalar().is_float and prod(r.src[0].arg for r in n.src[1:]) > block}
+               n.dtype.scalar().is_float and prod(r.src[0].vmax for r in n.src[1:]) > block}  # a Variable: its max
   if not long_sums: return value
   new: dict[UOp, UOp] = {}
   splits: dict[tuple[UOp, ...], _Split] = {}
@@ -390,6 +445,7 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   :raises OptError: when `opts` does not apply to the kernel.
   """
   if opts is not None: return _lower(ast, caps, tuple(opts), extra_rules, checker, acc_block)
+  if symbolic_ast(ast): return _lower_symbolic(ast, caps, extra_rules, checker, acc_block)
   *better, last = hand_coded_optimizations(kernel_features(ast, caps), caps)
   for plan in better:
     try:
@@ -397,6 +453,23 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
     except OptError:
       pass  # e.g. a VECTORIZE whose lanes would only gather: the next plan is the scalar one
   return _lower(ast, caps, last, extra_rules, checker, acc_block)
+
+
+def _lower_symbolic(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None, checker,
+                    acc_block: int) -> LoopProgram:
+  """`lower` of a kernel with Variables: it serves every value, so only Opts on its concrete sizes apply (an
+  amount cannot divide a symbolic size); the first of the heuristic's plans that applies, else the plain one."""
+  try:
+    plans = hand_coded_optimizations(kernel_features(ast, caps), caps)
+  except TypeError:  # a size the heuristic had to compare with a Variable's
+    plans = []
+  for plan in plans:
+    if not plan: break
+    try:
+      return _lower(ast, caps, plan, extra_rules, checker, acc_block)
+    except (OptError, TypeError):
+      pass  # an Opt on a symbolic size (undecidable, or an amount that cannot divide it): the next plan
+  return _lower(ast, caps, (), extra_rules, checker, acc_block)
 
 
 def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabilities) -> None:
@@ -435,6 +508,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   value = outputs[0][1]
   params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
   idx_dtype = _index_dtype(ast)
+  if idx_dtype != dtypes.int32 and symbolic_ast(ast):
+    raise NotImplementedError(f"kernel {kernel_name(ast)}: symbolic shapes with 2**31 elements or more (int64 indices)")
   axes_list = reduce_axes(ast)
   _check_opts(opts, axes_list, caps)
   lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL},
@@ -467,23 +542,36 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   idx: list[UOp] = [lw.zero()] * len(shape)
   # upcast dims get a placeholder now; each output copy substitutes gidx*factor + offset for it
   placeholders: dict[int, tuple[UOp, UOp, int]] = {}
+  sym_local = {} if threads else _symbolic_locals(dims, caps)
+  launch: list[int | UOp] = [size for _, size in dims]  # threads per launch dimension (before upcasts)
+  guards: list[UOp] = []  # gid < size for a dimension rounded up to whole work-groups
   for d, (axes, size) in enumerate(dims):
     if d < len(upcasts) and upcasts[d] > 1:
       f = upcasts[d]
-      gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d}", d, size // f))
+      gid = _special(f"gidx{d}", d, size // f, idx_dtype)
       placeholders[axes[0]] = (UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{d}", d, size)), gid, f)
       idx[axes[0]] = placeholders[axes[0]][0]
       continue
-    gid = UOp(Ops.SPECIAL, idx_dtype, (), (f"gidx{d + first}", d + first, size))
+    if (group := sym_local.get(d)) is not None and not (d < len(upcasts) and upcasts[d] > 1):
+      launch[d] = (size + (group - 1)) // group * group
+    gid = _special(f"gidx{d + first}", d + first, launch[d], idx_dtype)
+    if launch[d] is not size: guards.append(gid.lt(size))
     for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
       v = gid // st if st != 1 else gid
-      idx[a] = v % shape[a] if st * shape[a] < size else v
+      idx[a] = v % shape[a] if _maybe_lt(st * shape[a], size) else v
   memo: dict = {}  # shared by the outputs: what they read alike is lowered (and loaded) once
   out_values = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for _, v in outputs]
+  gate: tuple[UOp, ...] = ()
+  if guards:  # the threads past a symbolic size read and write nothing
+    valid = functools.reduce(lambda a, b: a.logical_and(b), guards)
+    both = UOp(Ops.SINK, None, tuple(out_values))
+    out_values = list(substitute(both, {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2
+                                                          else valid)) for n in both.toposort if n.op is Ops.LOAD}).src)
+    gate = (valid,)
   group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in toposort(out_values))
   # split together: reductions that share their loops keep sharing them
   if not group_reduce: out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(out_values)), lw, acc_block).src)
-  out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if s > 1), start=lw.zero())
+  out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if _live(s)), start=lw.zero())
   rules = symbolic + vector_rules if caps.vector_ops else symbolic
   for r in extra_rules or []: rules = rules + r
   if placeholders:
@@ -508,10 +596,10 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
       sub = {ph: UOp.const(idx_dtype, off) if gid is None else gid * f + off if off else gid * f
              for (ph, gid, f), off in zip(copies, offsets)}
-      stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub))) for p, i, v in triples]
+      stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub)) + gate) for p, i, v in triples]
     sink = UOp(Ops.SINK, None, tuple(stores))
-    global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, (_, size) in enumerate(dims))
-    local_size = _local_size(global_size, caps)
+    global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, size in enumerate(launch))
+    local_size = _local_size(global_size, caps, sym_local)
   elif group_reduce:
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
     grouped = _group_reduce(lw, out_values, lid, threads)
@@ -521,13 +609,17 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     global_size = (threads,) + tuple(size for _, size in dims)
     local_size: tuple[int, ...] | None = (threads,) + (1,) * len(dims)
   else:
-    sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v)) for (p, _), v in zip(outputs, out_values)))
-    global_size = tuple(size for _, size in dims)
-    local_size = _local_size(global_size, caps)
+    sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v) + gate) for (p, _), v in zip(outputs, out_values)))
+    global_size = tuple(launch)
+    local_size = _local_size(global_size, caps, sym_local)
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")
   uops, flops = linearize(sink)
+  if any(isinstance(g, UOp) for g in global_size):
+    # the simplifier may have rewritten a symbolic launch size: launch what the program's SPECIALs read
+    sizes = {u.arg[1]: u.src[0] for u in uops if u.op is Ops.SPECIAL and u.src and u.arg[0].startswith("gidx")}
+    global_size = tuple(sizes.get(d, g) for d, g in enumerate(global_size))
   written = {p.arg[0] for p, _ in outputs}
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
@@ -535,4 +627,5 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
 
 
-__all__ = ["lower", "kernel_name", "outputs_of", "kernel_features", "reduce_axes", "split_accumulators", "ACC_BLOCK"]
+__all__ = ["lower", "kernel_name", "outputs_of", "kernel_features", "reduce_axes", "split_accumulators", "symbolic_ast",
+           "ACC_BLOCK"]

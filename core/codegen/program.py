@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Mapping
+
 from plugrad.dtype import DType
+from plugrad.symbolic import sym_infer
 from plugrad.uops import Ops, UOp
 
 
@@ -32,7 +35,9 @@ class LoopProgram:
   optional gate: a LOAD whose gate is false yields 0 and reads nothing; STORE src (buffer, index,
   value[, gate])), DEFINE_LOCAL (work-group memory, arg (id, size)) and BARRIER (src: the STOREs
   into local memory it waits for; a LOAD whose buffer is a BARRIER reads the local memory behind
-  it), and ALU ops. Every source of a UOp comes earlier in the list; a value defined inside a
+  it), DEFINE_VAR (an int32 parameter of the kernel, arg (name, min, max), listed after the PARAMs in name
+  order: the launch passes its value) and ALU ops.
+  Every source of a UOp comes earlier in the list; a value defined inside a
   loop is used only inside it, except accumulators.
 
   Vectors appear only for devices whose Capabilities set `vector_ops`: a value of dtype
@@ -41,7 +46,9 @@ class LoopProgram:
   a vector dtype reads n consecutive elements from its (scalar) index, under a scalar gate; a
   STORE of a vector writes n consecutive elements from its index.
 
-  :param global_size: threads per launch dimension (the sizes of the SPECIALs, in dim order).
+  :param global_size: threads per launch dimension (the sizes of the SPECIALs, in dim order). An entry may be
+    a symbolic int (a UOp over the program's Variables; its SPECIAL then has it as src[0] and the largest
+    size in arg): the engine evaluates it at each launch (`launch_dims`).
   :param local_size: threads per work-group per dimension, None on devices without work-groups.
   :param flops: an estimate of the operations the kernel performs.
   :param bytes_moved: bytes the kernel's buffers hold (an estimate of memory traffic).
@@ -55,6 +62,21 @@ class LoopProgram:
   flops: int
   bytes_moved: int
   opts: tuple = ()
+
+  @property
+  def vars(self) -> tuple[UOp, ...]:
+    """The kernel's Variables (DEFINE_VAR), in the order their values are passed at launch."""
+    return tuple(u for u in self.uops if u.op is Ops.DEFINE_VAR)
+
+  def launch_dims(self, var_vals: Mapping[UOp, int]) -> tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...]]:
+    """(global size, local size, values of `vars`) of a launch with the Variables' values `var_vals`."""
+    vs = self.vars
+    if not vs: return self.global_size, self.local_size, ()
+    try:
+      vals = tuple(var_vals[v] for v in vs)
+    except KeyError as e:
+      raise ValueError(f"kernel {self.name} needs a value for Variable {e.args[0].arg[0]!r}") from None
+    return tuple(sym_infer(g, var_vals) for g in self.global_size), self.local_size, vals
 
   def __str__(self) -> str:
     num = {u: i for i, u in enumerate(self.uops)}

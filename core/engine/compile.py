@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from plugrad.codegen.lowerer import kernel_features, lower
+from plugrad.codegen.lowerer import kernel_features, lower, symbolic_ast
 from plugrad.codegen.opt import Opt
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.opt.search import INFEASIBLE, PlanCache, beam_search, plan_key
@@ -61,7 +61,9 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
   and capabilities are fixed, so another registry's same-named device compiles its own."""
   key = (device, ast)
   if (ck := _compiled.get(key)) is not None: return ck
-  prog, src = render_for(device, ast, searched_plan(device, ast) if device.registry.config.beam else None)
+  # a kernel with Variables keeps its one plan: it cannot be timed for every value it serves
+  beam = device.registry.config.beam and not symbolic_ast(ast)
+  prog, src = render_for(device, ast, searched_plan(device, ast) if beam else None)
   st = time.perf_counter()
   try:
     binary, cached = device.compiler.compile(src)

@@ -9,6 +9,11 @@ buffer is replaced by the new argument's. So, as in tinygrad:
 - the returned tensors are the same objects on every call, their buffers written again by each replay;
 - tensor arguments must keep their shape, dtype, device and view structure between calls (a change
   raises, naming the argument).
+
+Symbolic shapes: a tensor argument whose shape holds a bound Variable (`Variable("n", 1, 64).bind(k)`) matches
+the capture for every value of that Variable, and so does a bound Variable passed as an argument: the replay
+launches the same kernels with the new values (kernels take Variables as parameters), and returned tensors
+whose shape holds the Variable get the new value in their shape.
 """
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from plugrad.engine.run import Capture, Launch, replay, traffic_of
 from plugrad.engine.schedule_cache import structure_key
 from plugrad.registry import get_registry
 from plugrad.scheduler import buffer_of, contiguous_base
-from plugrad.uops import UOp
+from plugrad.symbolic import bind_graph, unbind_graph
+from plugrad.uops import Ops, UOp
 
 R = TypeVar("R")
 
@@ -42,32 +48,57 @@ def _tensors_in(value: Any) -> list[Any]:
   return []
 
 
+def _var_args(args: tuple, kwargs: dict) -> list[tuple[int | str, UOp]]:
+  """The bound Variables passed as arguments, keyed by position or keyword name."""
+  return [(i, a) for i, a in enumerate(args) if isinstance(a, UOp) and a.op is Ops.BIND] + \
+         [(k, v) for k, v in sorted(kwargs.items()) if isinstance(v, UOp) and v.op is Ops.BIND]
+
+
+def _var_vals(inputs: list[tuple[int | str, Any]], var_args: list[tuple[int | str, UOp]]) -> dict[UOp, int]:
+  """The values this call binds its Variables to: in the tensor arguments' shapes and as arguments."""
+  symbolic = [t.uop for _, t in inputs if any(isinstance(s, UOp) for s in t.shape)]
+  if not symbolic: return dict(v.unbind() for _, v in var_args)
+  return unbind_graph(symbolic + [v for _, v in var_args])[1]  # raises when one Variable has two values
+
+
 def _describe(t: Any) -> str: return f"{t.dtype.name} {tuple(t.shape)} on {t.device}"
 
 
 class _Captured:
   """What a capture recorded: the launches, and for each tensor argument its structure and buffer."""
 
-  def __init__(self, launches: list[Launch], inputs: list[tuple[int | str, Any]], ret: Any):
+  def __init__(self, launches: list[Launch], inputs: list[tuple[int | str, Any]], ret: Any,
+               var_args: list[tuple[int | str, UOp]]):
     self.launches, self.ret = launches, ret
     self.traffic = traffic_of(launches)
     self.keys = [k for k, _ in inputs]
+    self.var_keys = [(k, v.src[0]) for k, v in var_args]  # (argument, its Variable)
+    # returned tensors whose shape holds a Variable: a replay binds it to the call's value
+    self.symbolic_outs = [t for t in _tensors_in(ret) if any(u.op is Ops.BIND for u in _shape_nodes(t.uop))]
     self.structures = [_structure(t) for _, t in inputs]
     self.descriptions = [_describe(t) for _, t in inputs]
     self.buffers = [_buffer(t) for _, t in inputs]
 
-  def check(self, inputs: list[tuple[int | str, Any]]) -> None:
+  def check(self, inputs: list[tuple[int | str, Any]], var_args: list[tuple[int | str, UOp]]) -> None:
     keys = [k for k, _ in inputs]
     if keys != self.keys:
       raise TypeError(f"TinyJit: this call passes tensors as arguments {keys}, the captured call passed them as {self.keys}")
+    vkeys = [(k, v.src[0]) for k, v in var_args]
+    if vkeys != self.var_keys:
+      raise TypeError(f"TinyJit: this call passes Variables as arguments {[(k, v.arg[0]) for k, v in vkeys]}, the "
+                      f"captured call passed {[(k, v.arg[0]) for k, v in self.var_keys]}")
     for (key, t), want, desc in zip(inputs, self.structures, self.descriptions):
       if _structure(t) != want:
         raise ValueError(f"TinyJit: tensor argument {key!r} is {_describe(t)}, but the function was captured with {desc} "
                          f"(or another view of its buffer); call .reset() on the jitted function to capture again")
 
-  def run(self, inputs: list[tuple[int | str, Any]]) -> Any:
+  def run(self, inputs: list[tuple[int | str, Any]], var_vals: dict[UOp, int]) -> Any:
     subs = {old: _buffer(t) for old, (_, t) in zip(self.buffers, inputs)}
-    replay(self.launches, {o: n for o, n in subs.items() if o is not n}, get_registry(), self.traffic)
+    replay(self.launches, {o: n for o, n in subs.items() if o is not n}, get_registry(), self.traffic,
+           var_vals or None)
+    for t in self.symbolic_outs:
+      unbound, old = unbind_graph([t.uop])
+      t.uop = bind_graph(unbound, {**old, **var_vals})[0]
     return self.ret
 
 
@@ -78,8 +109,14 @@ def _buffer(t: Any) -> Buffer:
 
 
 def _structure(t: Any) -> Hashable:
-  found = structure_key([t.uop], t.device)
+  # with its Variables unbound: a symbolic shape matches the capture for every value of its Variables
+  found = structure_key(unbind_graph([t.uop])[0], t.device)
   return None if found is None else found[0]
+
+
+def _shape_nodes(u: UOp) -> list[UOp]:
+  """The nodes of the symbolic ints in the shape of `u`."""
+  return [n for s in u.shape if isinstance(s, UOp) for n in s.toposort]
 
 
 class TinyJit(Generic[R]):
@@ -106,18 +143,18 @@ class TinyJit(Generic[R]):
     return self if obj is None else functools.partial(self.__call__, obj)
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
-    inputs = _tensor_args(args, kwargs)
+    inputs, var_args = _tensor_args(args, kwargs), _var_args(args, kwargs)
     if inputs: inputs[0][1].realize(*[t for _, t in inputs[1:]])
     if self.captured is not None:
-      self.captured.check(inputs)
+      self.captured.check(inputs, var_args)
       self.cnt += 1
-      return self.captured.run(inputs)
+      return self.captured.run(inputs, _var_vals(inputs, var_args))
     if self.cnt == 0:
       ret = self._run(args, kwargs)
     else:
       with Capture() as cap: ret = self._run(args, kwargs)
       if not cap.launches: raise RuntimeError("TinyJit: the captured call launched no kernel: nothing to replay")
-      self.captured = _Captured(cap.launches, inputs, ret)
+      self.captured = _Captured(cap.launches, inputs, ret, var_args)
     self.cnt += 1
     return ret
 

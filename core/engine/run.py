@@ -3,13 +3,14 @@ tell the observers; and the list of launches a JIT captures and replays."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
 
 from plugrad.device import Buffer, DeviceError
 from plugrad.engine.compile import CompiledKernel, compile_for
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
+from plugrad.uops import UOp
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Launch:
   device: str
   bufs: tuple[Buffer, ...]
   outs: int = 1
+  var_vals: Mapping[UOp, int] = field(default_factory=dict)  # the Variables' values it ran with
 
 
 class Capture:
@@ -55,9 +57,9 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
     else:
       device = registry.device(it.device)
       ck = compile_for(device, it.ast)
-      _launch(ck, device.name, it.bufs, registry, timing)
+      _launch(ck, device.name, it.bufs, registry, timing, it.var_vals)
       kernels += 1
-      if capture is not None: capture.launches.append(Launch(ck, device.name, it.bufs, it.outs))
+      if capture is not None: capture.launches.append(Launch(ck, device.name, it.bufs, it.outs, it.var_vals))
     for k in it.kernels: mark_done(k)
     if capture is None:
       for b in it.frees: b.deallocate(final=True)
@@ -82,15 +84,18 @@ def traffic_of(launches: list[Launch]) -> Traffic:
                  sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]))
 
 
-def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry, traffic: Traffic | None = None) -> None:
+def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry, traffic: Traffic | None = None,
+           var_vals: Mapping[UOp, int] | None = None) -> None:
   """Run captured launches again, with each buffer in `subs` replaced by its value (new inputs). `traffic`:
-  `traffic_of(launches)`, computed once by the caller that replays the same list again and again."""
+  `traffic_of(launches)`, computed once by the caller that replays the same list again and again. `var_vals`:
+  new values of the Variables (None: those of the capture)."""
   timing = registry.wants_timing()
   st = time.perf_counter()
   for ln in launches:
     bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
     if ln.kernel is None: _copy(bufs[0], bufs[1], registry)
-    else: _launch(ln.kernel, ln.device, bufs, registry, timing)
+    else: _launch(ln.kernel, ln.device, bufs, registry, timing,
+                  ln.var_vals if var_vals is None else {**ln.var_vals, **var_vals})
   if timing:
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
   t = traffic or traffic_of(launches)
@@ -106,14 +111,19 @@ def _copy(dest: Buffer, src: Buffer, registry: Registry) -> None:
                   seconds=time.perf_counter() - t0)
 
 
-def _launch(ck: CompiledKernel, device: str, bufs: tuple[Buffer, ...], registry: Registry, timing: bool) -> None:
+def _launch(ck: CompiledKernel, device: str, bufs: tuple[Buffer, ...], registry: Registry, timing: bool,
+            var_vals: Mapping[UOp, int]) -> None:
   raws: list[Any] = [b.raw for b in bufs]
   prog = ck.program
+  # a kernel with Variables takes their values after the buffers, and its launch sizes may depend on them
+  global_size, local_size, vals = prog.launch_dims(var_vals)
+  if vals and 0 in global_size: return  # a Variable at 0 left no thread to run (GPU APIs refuse empty launches)
   try:
-    seconds = ck.runner(*raws, global_size=prog.global_size, local_size=prog.local_size, wait=timing)
+    if vals: seconds = ck.runner(*raws, global_size=global_size, local_size=local_size, vals=vals, wait=timing)
+    else: seconds = ck.runner(*raws, global_size=global_size, local_size=local_size, wait=timing)
   except DeviceError:
     raise
   except Exception as e:
     raise DeviceError(f"kernel {prog.name} failed on {device}: {type(e).__name__}: {e}") from e
   registry.notify("plugrad_kernel_ran", device=device, name=prog.name, seconds=seconds, flops=prog.flops,
-                  bytes_moved=prog.bytes_moved, global_size=prog.global_size, local_size=prog.local_size)
+                  bytes_moved=prog.bytes_moved, global_size=global_size, local_size=local_size)

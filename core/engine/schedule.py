@@ -12,6 +12,7 @@ from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, struc
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, create_schedule, kernelize, record_applied
 from plugrad.spec import tensor_spec
+from plugrad.symbolic import bind_graph, unbind_graph
 from plugrad.uops import UOp, check_spec
 
 #: The buffers the caller's live handles hold (read after `Rebind`): they must outlive the schedule.
@@ -53,9 +54,27 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
              limit_device: str | None = None) -> list[ScheduleItem]:
   """The pending kernels (and copies) `roots` need, in order; `rebind` is told what each node became
   before buffers are planned, so `live` then answers for the handles' new nodes. A graph whose
-  structure was scheduled before reuses that schedule on its new buffers."""
+  structure was scheduled before reuses that schedule on its new buffers.
+
+  Bound Variables are unbound first (their values go to every item's `var_vals`), so graphs that differ only
+  in those values share one schedule and one compiled kernel; the nodes handed to `rebind` have them bound."""
   if registry.config.check_spec:
     for r in roots: check_spec(r, tensor_spec, "tensor graph")
+  unbound, var_vals = unbind_graph(roots)
+  if unbound is roots: return _schedule(roots, devices, live, rebind, registry, limit_device)
+  originals = dict(zip(unbound, roots))
+
+  def rebind_bound(becomes: dict[UOp, UOp]) -> None:
+    # a live handle holds a bound graph: only the roots can be mapped back to it
+    rebind({originals[old]: bind_graph([new], var_vals)[0] for old, new in becomes.items() if old in originals})
+  items = _schedule(unbound, devices, live, rebind_bound, registry, limit_device)
+  for it in items: it.var_vals = var_vals
+  return items
+
+
+def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry,
+              limit_device: str | None) -> list[ScheduleItem]:
+  """`schedule` of a graph without bound Variables."""
   cache = _caches.setdefault(registry, ScheduleCache())
   found = structure_key(roots, (tuple(devices), limit_device, HFUSE.value))
   if found is not None and (template := cache.get(found[0])) is not None:

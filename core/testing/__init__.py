@@ -46,6 +46,7 @@ def run_lowered(out: Any, caps: Any, **lower_options: Any) -> tuple[np.ndarray, 
     check_program(prog)
     programs.append(prog)
     runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
-    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    global_size, local_size, vals = prog.launch_dims(item.var_vals)
+    runner(*(b.raw for b in item.bufs), global_size=global_size, local_size=local_size, vals=vals)
     for k in item.kernels: mark_done(k)
   return out.numpy(), programs  # the kernels ran: realizing reads their buffers

@@ -176,6 +176,27 @@ def test_launch_shapes(device, shape):
   np.testing.assert_allclose(t.sum(-1).numpy(), x.sum(-1), rtol=1e-4, atol=1e-3)
 
 
+# ------------------------------------------------------------------ symbolic shapes (Variables)
+
+def test_kernel_with_a_variable_runs_for_every_value(device):
+  # one compiled kernel per graph, launched with the Variable's value (`vals`) and the launch sizes it gives
+  from plugrad import Variable
+  from plugrad.engine import compile as engine
+  v = Variable("n", 1, 40)
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((40, 6)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)
+  ta, tb = Tensor(a, device=device).realize(), Tensor(b, device=device).realize()
+  compiled = None
+  for k in (1, 7, 40, 13):
+    n = v.bind(k)
+    x, y = ta[:n], tb.shrink(((0, n), None))
+    np.testing.assert_allclose((x * y + 1).numpy(), a[:k] * b[:k] + 1, rtol=1e-6)
+    np.testing.assert_allclose(x.sum(0).numpy(), a[:k].sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((x.T @ y).numpy(), a[:k].T @ b[:k], rtol=1e-4, atol=1e-4)
+    if compiled is None: compiled = len(engine._compiled)
+    assert len(engine._compiled) == compiled, "a new value of the Variable compiled a new kernel"
+
+
 # ------------------------------------------------------------------ compiler
 
 def test_compile_cache_hits_and_survives_corruption(device, tmp_path):

@@ -18,9 +18,10 @@ class CProgram(Program):
       os.unlink(path)
     self.name, self.fn = name, getattr(self.lib, name)
 
-  def __call__(self, *bufs, global_size, local_size, wait: bool = False):
+  def __call__(self, *bufs, global_size, local_size, vals=(), wait: bool = False):
     st = time.perf_counter()
-    self.fn(*(b.ctypes.data_as(ctypes.c_void_p) for b in bufs))
+    # the buffers, then the Variables' values as C ints (the renderer's `const int var_NAME` parameters)
+    self.fn(*(b.ctypes.data_as(ctypes.c_void_p) for b in bufs), *(ctypes.c_int(v) for v in vals))
     return time.perf_counter() - st if wait else None
 
 

@@ -1,6 +1,7 @@
 """The renderer role: loop program -> LLVM IR text.
 
-A kernel becomes `void @k_NAME(ptr %d0, ..., ptr %dN-1, i64 %start, i64 %end)`. The CPU has no
+A kernel becomes `void @k_NAME(ptr %d0, ..., ptr %dN-1, i32 %var_NAME..., i64 %start, i64 %end)` (one i32 per
+Variable of the kernel, in the program's order, between the buffers and the range). The CPU has no
 launch dimensions, so each SPECIAL becomes a loop, the highest dimension outermost (dimension 0
 is the fastest-varying one, so the innermost loop walks memory contiguously); the outermost one
 runs only start..end-1, which is how the runtime splits a launch across cores. RANGE/ENDRANGE
@@ -100,7 +101,9 @@ class LLVMRenderer(Renderer):
     main = _Kernel(prog, fn, "full")
     funcs = [main.render()]
     decls = set(main.decls)
+    # a symbolic outer launch size ("outer_dim" names its dimension) comes from the launch's global size
     meta: dict[str, Any] = {"fn": fn, "nparams": len(prog.params), "outer": main.specials[0].arg[2] if main.specials else 1,
+                            "nvars": len(prog.vars), "outer_dim": main.specials[0].arg[1] if main.specials else None,
                             "splittable": bool(main.specials), "cost": prog.flops + prog.bytes_moved, "reduce_split": None}
     if (plan := reduce_split_plan(prog)) is not None:
       # a kernel with one output element: its outer reduce loop is split in pieces that write
@@ -259,14 +262,18 @@ class _Kernel:
         lo, hi = "%start", "%end"
         if ty != "i64": lo, hi = self.op(f"trunc i64 %start to {ty}"), self.op(f"trunc i64 %end to {ty}")
         self.outer_bounds = (lo, hi)
-      else: lo, hi = "0", str(s.arg[2])
+      else: lo, hi = "0", self.special_size(s)
       self.open_loop(name, ty, lo, hi)
       self.vals[s] = f"%{name}"
     self.specials_open = True
 
   def close_specials(self) -> None:
     for i, s in reversed(list(enumerate(self.specials))):
-      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), self.outer_bounds[1] if i == 0 else str(s.arg[2]))
+      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), self.outer_bounds[1] if i == 0 else self.special_size(s))
+
+  def special_size(self, s: UOp) -> str:
+    """The trip count of a launch loop: its size, or the value of its symbolic size (src[0])."""
+    return self.val(s.src[0]) if s.src else str(s.arg[2])
 
   # ---------------------------------------------------------------- the kernel
 
@@ -289,6 +296,7 @@ class _Kernel:
     # only element alignment is promised: Tensor.from_numpy hands kernels numpy's memory, aligned to the
     # element only (for loads, the unaligned vector moves cost the same as the aligned ones)
     args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params]
+    args += [f"i32 %var_{v.arg[0]}" for v in prog.vars]  # the Variables' values, after the buffers
     args += {"full": ["i64 %start", "i64 %end"], "part": ["i64 %start", "i64 %end", "ptr noalias %partial"],
              "fin": ["ptr noalias %partials", "i64 %nparts"]}[self.mode]
     body = [f"define void @{self.fn}({', '.join(args)}) #0 {{", "entry:"]
@@ -307,6 +315,7 @@ class _Kernel:
   def render_uop(self, u: UOp) -> None:
     op = u.op
     if op is Ops.PARAM: self.vals[u] = f"%d{u.arg[0]}"
+    elif op is Ops.DEFINE_VAR: self.vals[u] = f"%var_{u.arg[0]}"
     elif op is Ops.CONST: self.vals[u] = render_const(u.arg, u.dtype)
     elif op is Ops.SPECIAL:
       if not self.specials_open: self.open_specials()

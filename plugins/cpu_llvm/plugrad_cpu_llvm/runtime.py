@@ -89,6 +89,7 @@ class CPUProgram(Program):
     self.name, self.meta, self._engine = name, meta, engine  # the engine owns the code: keep it alive
     self.fn, self.threads = fns["full"], threads
     self.nparams: int = meta["nparams"]
+    self.nvars: int = meta.get("nvars", 0)
     self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
     big = meta["cost"] >= SPLIT_THRESHOLD and threads > 1
     self.chunks = _pieces(self.outer, _chunk_count(self.outer, meta["cost"], threads) if meta["splittable"] else 1)
@@ -101,12 +102,17 @@ class CPUProgram(Program):
     self.part, self.fin = fns.get("part"), fns.get("fin")
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] | None = None,
-               wait: bool = False) -> float | None:
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     if len(bufs) != self.nparams:
       raise DeviceError(f"CPU kernel {self.name} takes {self.nparams} buffers, got {len(bufs)}")
+    if len(vals) != self.nvars:
+      raise DeviceError(f"CPU kernel {self.name} takes {self.nvars} Variable value(s), got {len(vals)}")
     st = time.perf_counter() if wait else 0.0
-    ptrs = [b.addr for b in bufs]
+    ptrs = [b.addr for b in bufs] + list(vals)  # the Variables' values follow the buffers
     fn, chunks = self.fn, self.chunks
+    if self.nvars and self.meta["outer_dim"] is not None:  # the outer launch loop's length may depend on a Variable
+      outer = global_size[self.meta["outer_dim"]]
+      chunks = _pieces(outer, _chunk_count(outer, self.meta["cost"], self.threads) if self.meta["splittable"] else 1)
     if self.reduce_chunks is not None:
       pieces = self.reduce_chunks
       partials = self._partials_type()  # one 8-byte slot per piece: the sum's order never depends on who ran it
@@ -114,7 +120,7 @@ class CPUProgram(Program):
       _run_pulled(self.part, ptrs, pieces, self.threads, lambda i: base + 8 * i)
       self.fin(*ptrs, base, len(pieces))
     elif len(chunks) == 1:
-      fn(*ptrs, 0, self.outer)
+      fn(*ptrs, *chunks[0])
     else:
       _run_pulled(fn, ptrs, chunks, self.threads)
     return time.perf_counter() - st if wait else None
@@ -149,9 +155,9 @@ class CPURuntime(Runtime):
       engine.finalize_object()
       addr = engine.get_function_address(meta["fn"])
       if not addr: raise DeviceError(f"CPU kernel {name}: symbol {meta['fn']} not found in its object file")
-      fns = {"full": ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * meta["nparams"]), ctypes.c_int64, ctypes.c_int64)(addr)}
+      bufs = [ctypes.c_void_p] * meta["nparams"] + [ctypes.c_int32] * meta.get("nvars", 0)
+      fns = {"full": ctypes.CFUNCTYPE(None, *bufs, ctypes.c_int64, ctypes.c_int64)(addr)}
       if (split := meta.get("reduce_split")) is not None:
-        bufs = [ctypes.c_void_p] * meta["nparams"]
         fns["part"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(
           engine.get_function_address(split["part"]))
         fns["fin"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(split["fin"]))

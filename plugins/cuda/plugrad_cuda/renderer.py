@@ -67,8 +67,7 @@ class CUDARenderer(CStyleRenderer):
   def render_signature(self, prog: LoopProgram) -> str:
     threads = 1
     for s in prog.local_size or (): threads *= s
-    params = ", ".join(self.render_param(p) for p in prog.params)
-    return f"{self.kernel_prefix}void __launch_bounds__({threads}) {prog.name}({params})"
+    return f"{self.kernel_prefix}void __launch_bounds__({threads}) {prog.name}({', '.join(self.render_params(prog))})"
 
   def render_special(self, u: UOp, prog: LoopProgram) -> str:
     name, dim, _ = u.arg

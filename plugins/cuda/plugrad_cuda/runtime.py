@@ -61,14 +61,14 @@ class CUDAProgram(Program):
     self.prepared = False  # the argument format (one pointer per buffer) is set on the first call
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
-               wait: bool = False) -> float | None:
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     local = tuple(local_size or (1,) * len(global_size))
     grid = tuple(g // l for g, l in zip(global_size, local)) + (1,) * (3 - len(global_size))
     block = local + (1,) * (3 - len(local))
-    args = [int(b) for b in bufs]
+    args = [int(b) for b in bufs] + [int(v) for v in vals]  # the Variables' values (int) follow the buffers
     with self.ctx as cuda:
       if not self.prepared:
-        self.function.prepare("P" * len(args))
+        self.function.prepare("P" * len(bufs) + "i" * len(vals))
         self.prepared = True
       if not wait:
         self.function.prepared_call(grid, block, *args)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes, var_name
 
 #: Metal binds at most 31 buffers to one compute kernel (argument table entries 0..30).
 MAX_BUFFERS = 31
@@ -78,8 +78,9 @@ def check_launch(prog: LoopProgram) -> None:
   for u in prog.uops:
     if u.op is not Ops.SPECIAL: continue
     name, dim, size = u.arg
+    if u.src: size = u.src[0]  # a size that depends on a Variable: the launch evaluates the same expression
     sizes = prog.global_size if name.startswith("gidx") else (prog.local_size or ())
-    if dim >= len(sizes) or sizes[dim] != size:
+    if dim >= len(sizes) or sizes[dim] is not size and sizes[dim] != size:
       raise InvalidProgramError(f"kernel {prog.name}: launch index {name} (dimension {dim}, size {size}) does not match the "
                                 f"launch global={prog.global_size} local={prog.local_size}: the lowering produced an "
                                 f"inconsistent program (a plugrad core bug, please report it)")
@@ -123,9 +124,13 @@ class MetalRenderer(CStyleRenderer):
     if len(prog.params) > MAX_BUFFERS:
       raise ValueError(f"kernel {prog.name} binds {len(prog.params)} buffers; Metal allows {MAX_BUFFERS} "
                        f"(the scheduler should have split it: this is a plugrad bug, please report it)")
-    args = [self.render_param(p) for p in prog.params]
+    args = self.render_params(prog)
     args += ["uint3 gid [[thread_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]"]
     return f"kernel void {prog.name}({', '.join(args)})"
+
+  def render_var_param(self, var: UOp, position: int) -> str:
+    # a scalar argument is bytes at the next buffer index (the runtime sets them with setBytes)
+    return f"constant int& {var_name(var)} [[buffer({position})]]"
 
   def render_special(self, u: UOp, prog: LoopProgram) -> str:
     name, dim, _ = u.arg

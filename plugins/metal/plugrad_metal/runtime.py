@@ -9,6 +9,7 @@ returns the GPU's own start-to-end time (GPUStartTime/GPUEndTime).
 from __future__ import annotations
 
 import platform
+import struct
 import threading
 from math import prod
 from typing import Any
@@ -112,7 +113,7 @@ class MetalProgram(Program):
     if self.pipeline is None: raise DeviceError(f"Metal could not build a pipeline for {name}: {_describe(err)}")
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
-               wait: bool = False) -> float | None:
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     Metal, ctx = self.ctx.Metal, self.ctx
     gs, ls = _pad3(global_size), _pad3(local_size)
     if any(g % l for g, l in zip(gs, ls)):
@@ -124,6 +125,8 @@ class MetalProgram(Program):
     enc = cb.computeCommandEncoder()
     enc.setComputePipelineState_(self.pipeline)
     for i, b in enumerate(bufs): enc.setBuffer_offset_atIndex_(b, 0, i)
+    # the Variables' values: 4-byte ints at the buffer indices after the buffers
+    for i, v in enumerate(vals): enc.setBytes_length_atIndex_(struct.pack("<i", v), 4, len(bufs) + i)
     enc.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSize(*(g // l for g, l in zip(gs, ls))), Metal.MTLSize(*ls))
     enc.endEncoding()
     cb.commit()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from plugrad.plugin import DeviceError, Program, Runtime
 
 from plugrad_opencl_qcom.cldevice import CLDevice
@@ -52,7 +54,7 @@ class CLProgram(Program):
     self.uses_local = int(self.kernel.get_work_group_info(wi.LOCAL_MEM_SIZE, cldev.device)) > 0
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
-               wait: bool = False) -> float | None:
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     import pyopencl as cl
     gsz = tuple(global_size) or (1,)
     lsz = tuple(local_size) if local_size else None
@@ -64,7 +66,7 @@ class CLProgram(Program):
           raise DeviceError(f"kernel {self.name} needs work-groups of {math.prod(lsz)} threads with local memory, but "
                             f"{self.cldev.info.name} allows only {self.max_threads} for it")
         lsz = _fit_local(gsz, lsz, self.max_threads)
-    self.kernel.set_args(*bufs)
+    self.kernel.set_args(*bufs, *(np.int32(v) for v in vals))  # the Variables' values follow the buffers
     event = cl.enqueue_nd_range_kernel(self.cldev.queue, self.kernel, gsz, lsz)
     if not wait: return None
     event.wait()

@@ -133,6 +133,18 @@ def test_multi_output_kernel_on_cl(cl_registry):
     np.testing.assert_allclose(o.numpy(), e, rtol=1e-5, atol=1e-4)
 
 
+def test_symbolic_shapes_launch_with_the_variables_value(cl_registry):
+  # one kernel per graph for every value: its int parameter and the global size it gives come at launch
+  from plugrad import Variable
+  v = Variable("n", 1, 37)
+  a = np.random.default_rng(1).uniform(-2, 2, (37, 5)).astype(np.float32)
+  t = Tensor(a, device=CL).realize()
+  for k in (1, 9, 37):
+    x = t[:v.bind(k)]
+    np.testing.assert_allclose((x * 2).numpy(), a[:k] * 2, rtol=1e-6)
+    np.testing.assert_allclose((x.T @ x).numpy(), a[:k].T @ a[:k], rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.usefixtures("needs_cl")
 def test_missing_device_index_says_how_many():
   with pytest.raises(RuntimeError, match="only"): open_device("CL:99", Config.from_env({}))
