@@ -3,6 +3,7 @@ roles that plugins implement. Public methods check and explain; plugins implemen
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import weakref
@@ -288,12 +289,16 @@ def host_memory_bytes() -> int:
   return total
 
 
+_buffer_uids = itertools.count()
+
+
 class Buffer:
   """A device buffer of `size` elements of `dtype`. Memory is allocated on first use and returned
   to the allocator when the Buffer is garbage collected or `deallocate`d."""
 
   def __init__(self, device: str, size: int, dtype: DType, allocator: Allocator, options: Any = None):
     self.device, self.size, self.dtype, self.options = device, size, dtype, options
+    self.uid = next(_buffer_uids)  # what a graph's BUFFER node names it by
     self.allocator = allocator
     self._raw: Any = None
     self._freed = False

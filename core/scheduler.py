@@ -37,16 +37,18 @@ class Kernel:
   """What a KERNEL node runs: a compute AST, or a copy between devices (`ast` is None). Whether it
   has run is kept outside the graph (`mark_done`), so the graph stays a value.
 
-  :param buffer: the buffer the kernel writes.
+  :param out: the BUFFER node of the buffer the kernel writes.
   :param seq: when the kernel was made: writes into one buffer are made in program order (an assign's
     target, the previous version, is kernelized before it), so this orders them in a schedule."""
   ast: UOp | None
   device: str
-  buffer: Buffer
+  out: UOp
   seq: int = field(default_factory=itertools.count().__next__)
 
   @property
   def is_copy(self) -> bool: return self.ast is None
+  @property
+  def buffer(self) -> Buffer: return buffer_of(self.out)
 
   def __repr__(self) -> str: return f"<Kernel {'copy' if self.is_copy else 'compute'} {self.device} -> {self.buffer}>"
 
@@ -108,8 +110,21 @@ def is_buffer_node(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL)
 
 
+# BUFFER node -> its Buffer. A node's arg names its buffer by value, (uid, device, size), so a graph holds no
+# live memory; the Buffer lives here as long as its node does (a weak key), like a graph that held it itself.
+_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+
+def buffer_node(buf: Buffer) -> UOp:
+  """The BUFFER node of `buf` (one node per buffer while it lives: UOps are hash-consed)."""
+  u = UOp(Ops.BUFFER, buf.dtype, (), (buf.uid, buf.device, buf.size))
+  _buffers[u] = buf
+  return u
+
+
 def buffer_of(u: UOp) -> Buffer:
-  return u.arg if u.op is Ops.BUFFER else u.src[0].arg
+  """The Buffer of a buffer node (BUFFER, or the ASSIGN(BUFFER, KERNEL) a kernel writes)."""
+  return _buffers[u if u.op is Ops.BUFFER else u.src[0]]
 
 
 def contiguous_base(u: UOp) -> UOp | None:
@@ -161,7 +176,7 @@ def device_of(u: UOp, default: str) -> str:
     n = stack.pop()
     if n in seen: continue
     seen.add(n)
-    if n.op is Ops.BUFFER: return n.arg.device
+    if n.op is Ops.BUFFER: return n.arg[1]
     if n.op is Ops.COPY: return n.arg
     if n.op is Ops.ASSIGN and n.src[1].op is Ops.KERNEL: return n.src[1].arg.device
     stack.extend(n.src)
@@ -174,7 +189,7 @@ def _device_map(nodes: Iterable[UOp]) -> dict[UOp, str]:
   below them are left out (they compute on the default device)."""
   devices: dict[UOp, str] = {}
   for n in nodes:
-    if n.op is Ops.BUFFER: devices[n] = n.arg.device
+    if n.op is Ops.BUFFER: devices[n] = n.arg[1]
     elif n.op is Ops.COPY: devices[n] = n.arg
     elif n.op is Ops.ASSIGN and n.src[1].op is Ops.KERNEL: devices[n] = n.src[1].arg.device
     elif (d := next((devices[x] for x in reversed(n.src) if x in devices), None)) is not None: devices[n] = d
@@ -532,11 +547,11 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
   if n.op is Ops.COPY:
     src = new[n.src[0]]
     base = contiguous_base(src) if contiguous_base(src) is not None else src
-    out = new_buffer(n.arg, _smax(prod(n.shape)), n.dtype)
+    out = buffer_node(new_buffer(n.arg, _smax(prod(n.shape)), n.dtype))
     kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
-    return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), out), kern)), n.shape)
+    return _reshape(UOp(Ops.ASSIGN, n.dtype, (out, kern)), n.shape)
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
-    return _reshape(UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, 0, n.dtype)), n.shape)
+    return _reshape(buffer_node(new_buffer(device, 0, n.dtype)), n.shape)
   if n.op is Ops.ASSIGN:
     previous = contiguous_base(new[n.src[0]])
     target = buffer_of(previous)
@@ -544,19 +559,19 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
     after = (previous,) if pending_kernel(previous) is not None else ()
     if isinstance(target.options, ImageSpec):
       # kernels only read images: compute into a plain buffer, then copy that into the image
-      tmp = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, target.size, n.dtype))
+      tmp = buffer_node(new_buffer(device, target.size, n.dtype))
       ast, inputs = _build_ast(n.src[1], new, tmp)  # the image is no PARAM 0 here: it is read as an input
-      computed = UOp(Ops.ASSIGN, n.dtype, (tmp, UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, tmp.arg))))
-      copy = UOp(Ops.KERNEL, None, (computed,), Kernel(None, device, target))
-      return _reshape(UOp(Ops.ASSIGN, n.dtype, (UOp(Ops.BUFFER, n.dtype, (), target), copy) + after), n.shape)
-    out_node = UOp(Ops.BUFFER, n.dtype, (), target)
+      computed = UOp(Ops.ASSIGN, n.dtype, (tmp, UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, tmp))))
+      copy = UOp(Ops.KERNEL, None, (computed,), Kernel(None, device, buffer_node(target)))
+      return _reshape(UOp(Ops.ASSIGN, n.dtype, (buffer_node(target), copy) + after), n.shape)
+    out_node = buffer_node(target)
     value = n.src[1]
   else:
     # a symbolic shape gets a buffer for the Variables' largest values, so one buffer serves them all
-    out_node = UOp(Ops.BUFFER, n.dtype, (), new_buffer(device, _smax(prod(n.shape)), n.dtype))
+    out_node = buffer_node(new_buffer(device, _smax(prod(n.shape)), n.dtype))
     value, previous, after = n.src[0] if n.op is Ops.CONTIGUOUS else n, None, ()
   ast, inputs = _build_ast(value, new, out_node, previous)
-  kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node.arg))
+  kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node))
   return _reshape(UOp(Ops.ASSIGN, n.dtype, (out_node, kern) + after), n.shape)
 
 
@@ -603,7 +618,7 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp, previous: UOp | N
       src = memo[n.src[0]]
       memo[n] = _reshape(src.src[0] if src.op is Ops.RESHAPE else src, n.shape)
     else: memo[n] = n.replace(src=tuple(memo[s] for s in n.src))
-  store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg.size)), memo[value]))
+  store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg[2])), memo[value]))
   return UOp(Ops.SINK, None, (store,)), inputs
 
 
@@ -662,7 +677,7 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: 
         src = buffer_of(s)
         copy = Buffer(src.device, src.size, src.dtype, src.allocator, src.options)
         c = snapshots[s] = len(kernels)
-        kernels.append(Kernel(None, src.device, copy))
+        kernels.append(Kernel(None, src.device, buffer_node(copy)))
         ins.append([src])
         deps.append({index[s]} if s in index else set())
         deps[w].add(c)

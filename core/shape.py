@@ -36,8 +36,8 @@ def _sint(x):
 def infer_shape(u: UOp) -> Shape:
   """The shape of a tensor-graph node (movement ops carry their output shape or enough to derive it)."""
   op, arg = u.op, u.arg
-  if op is Ops.BUFFER: return (arg.size,)
-  if op is Ops.KERNEL: return (arg.buffer.size,)
+  if op is Ops.BUFFER: return (arg[2],)  # arg: (uid, device, size)
+  if op is Ops.KERNEL: return (arg.out.arg[2],)
   if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
   if op is Ops.PARAM: return (arg[1],)
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)

@@ -7,7 +7,6 @@ turns it on), so a pass that produces an ill-formed graph fails at that pass.
 from __future__ import annotations
 
 from plugrad.codegen.program import LoopProgram
-from plugrad.device import Buffer
 from plugrad.dtype import DType, dtypes
 from plugrad.uops import GroupOp, Ops, PatternMatcher, SpecError, UOp, UPat
 
@@ -90,7 +89,9 @@ def _reduce_axis_ok(u: UOp) -> bool:
 
 # what may appear in a tensor graph (before and after kernelize)
 tensor_spec = PatternMatcher([
-  (UPat(Ops.BUFFER, name="u"), lambda u: isinstance(u.arg, Buffer) and u.src == () and u.dtype == u.arg.dtype),
+  # arg (uid, device, size): the buffer by value; the Buffer itself lives outside the graph (scheduler.buffer_of)
+  (UPat(Ops.BUFFER, name="u"), lambda u: isinstance(u.arg, tuple) and len(u.arg) == 3 and isinstance(u.arg[0], int)
+   and isinstance(u.arg[1], str) and isinstance(u.arg[2], int) and u.src == ()),
   (UPat(Ops.CONST, name="u"), lambda u: u.src == () and u.dtype is not None),
   (UPat(GroupOp.Movement, name="u"), _movement_ok),
   (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),

@@ -23,7 +23,7 @@ from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar,
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.gradient import compute_gradient
 from plugrad.registry import canonical_device, get_registry
-from plugrad.scheduler import ScheduleItem, buffer_of, contiguous_base, pending_kernel, version_base
+from plugrad.scheduler import ScheduleItem, buffer_node, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
 from plugrad.symbolic import sym_infer, symbolic, unbind_graph
 from plugrad.uops import GroupOp, Ops, UOp, graph_rewrite
@@ -332,7 +332,7 @@ class Tensor(metaclass=_TensorMeta):
     if buf is None:
       raise ValueError(f"from_numpy cannot share this array: {dev_name}'s kernels cannot use host memory in place; "
                        f"Tensor(arr, device={dev_name!r}) copies it")
-    return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape)), dev_name)
+    return Tensor._from(_reshape(buffer_node(buf), tuple(arr.shape)), dev_name)
 
   @staticmethod
   def _from(uop: UOp, device: str) -> Tensor:
@@ -373,7 +373,7 @@ class Tensor(metaclass=_TensorMeta):
     shape = _shape_args(shape)
     size = prod(shape)  # a symbolic shape gets a buffer for the Variables' largest values
     buf = Buffer(dev, size if isinstance(size, int) else int(size.vmax), dt, get_registry().device(dev).allocator)
-    return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), shape), dev).requires_grad_(requires_grad)
+    return Tensor._from(_reshape(buffer_node(buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod
   def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
@@ -646,7 +646,7 @@ class Tensor(metaclass=_TensorMeta):
     graph, so without this two parameters would share their gradient and, once realized, their buffer."""
     if requires_grad is not None and (contiguous_base(self.uop) is None or self.uop.op is Ops.CONST):
       buf = Buffer(self.device, prod(self.shape), self.dtype, get_registry().device(self.device).allocator)
-      self.uop = UOp(Ops.ASSIGN, self.dtype, (_reshape(UOp(Ops.BUFFER, self.dtype, (), buf), self.shape), self.uop))
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (_reshape(buffer_node(buf), self.shape), self.uop))
     self.requires_grad = requires_grad
     return self
 
@@ -3076,7 +3076,7 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   check_supported(device, dev.caps, {dt})
   buf = Buffer(device, raw.size, dt, dev.allocator, image_spec_for(tuple(arr.shape), dt, dev.caps))
   buf.copyin(raw)
-  return _reshape(UOp(Ops.BUFFER, dt, (), buf), tuple(arr.shape))
+  return _reshape(buffer_node(buf), tuple(arr.shape))
 
 
 def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:

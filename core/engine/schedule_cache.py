@@ -15,8 +15,8 @@ from typing import Callable, Collection, Hashable
 
 from plugrad.device import Buffer
 from plugrad.dtype import DType
-from plugrad.scheduler import (Kernel, ScheduleItem, _plan_frees, applied_as, buffer_of, contiguous_base, output_ast,
-                               pending_kernel)
+from plugrad.scheduler import (Kernel, ScheduleItem, _plan_frees, applied_as, buffer_node, buffer_of, contiguous_base,
+                               output_ast, pending_kernel)
 from plugrad.uops import Ops, UOp, _key_arg, toposort
 
 # a buffer of a template: ("leaf", i) is the i-th distinct input buffer, ("out", j) the j-th one it creates
@@ -37,7 +37,7 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buf
     # a template would leave that tensor pointing at the assign, and a later realize would apply it again
     if n.op is Ops.ASSIGN and (n not in root_set or applied_as(n) is not None): return None
     if n.op is Ops.BUFFER:
-      buf = n.arg
+      buf = buffer_of(n)
       if buf not in leaf_index:
         leaf_index[buf] = len(leaves)
         leaves.append(buf)
@@ -94,7 +94,7 @@ class ScheduleTemplate:
     """The schedule on these leaves with fresh outputs, and each root's new node (None: unchanged)."""
     created = [new_buffer(*spec) for spec in self.outputs]
     buffer = {("leaf", i): b for i, b in enumerate(leaves)} | {("out", j): b for j, b in enumerate(created)}
-    node: dict[Ref, UOp] = {ref: UOp(Ops.BUFFER, b.dtype, (), b) for ref, b in buffer.items()}
+    node: dict[Ref, UOp] = {ref: buffer_node(b) for ref, b in buffer.items()}
     items = []
     for st in self.steps:
       srcs = tuple(node[r] for r in st.ins)
@@ -103,11 +103,11 @@ class ScheduleTemplate:
         out = buffer[ref]
         # each output's graph node gets a kernel of its own, which alone would compute it from every input
         ast = st.ast if len(st.outs) == 1 or st.ast is None else output_ast(st.ast, j)
-        kernels.append(kernel := Kernel(ast, st.device, out))
+        kernels.append(kernel := Kernel(ast, st.device, buffer_node(out)))
         k = UOp(Ops.KERNEL, None, srcs, kernel)
         # a step writing a buffer an earlier step wrote (in place) runs after it, even when it binds no input
         after = (node[ref],) if node[ref].op is Ops.ASSIGN else ()
-        node[ref] = UOp(Ops.ASSIGN, out.dtype, (UOp(Ops.BUFFER, out.dtype, (), out), k) + after)
+        node[ref] = UOp(Ops.ASSIGN, out.dtype, (kernel.out, k) + after)
       items.append(ScheduleItem(st.ast, st.device, tuple(buffer[r] for r in st.outs + st.ins), kernels[0],
                                 outs=len(st.outs), siblings=tuple(kernels[1:])))
     _plan_frees(items, live, set(created) - {buffer[r[0]] for r in self.roots if r is not None})
