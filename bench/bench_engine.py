@@ -12,6 +12,7 @@ import argparse
 import numpy as np
 
 from plugrad import Tensor, TinyJit, nn
+from plugrad.config import Context
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
 
@@ -92,9 +93,13 @@ def main() -> None:
   print(f"tiny graph (a*b+1, 3 elements) realize   {t_tiny * 1e6:8.1f} us"
         + (f"   torch eager (2 ops) {t_torch_tiny * 1e6:6.1f} us   ratio {t_tiny / t_torch_tiny:5.1f}x" if torch else ""))
   per_kernel, n = replay_overhead(dev, r)
-  print(f"TinyJit replay, per kernel ({n} kernels)   {per_kernel * 1e6:8.1f} us")
+  with Context(GRAPH=0): per_kernel_py, _ = replay_overhead(dev, r)
+  print(f"TinyJit replay, per kernel ({n} kernels)   {per_kernel * 1e6:8.1f} us   "
+        f"(from Python, without the device's graph role: {per_kernel_py * 1e6:.1f} us)")
   t_eager, t_jit = train_step(dev, False, r), train_step(dev, True, r)
-  line = f"MLP 64-128-10 Adam step, batch 64         eager {t_eager * 1e3:7.3f} ms   TinyJit {t_jit * 1e3:7.3f} ms"
+  with Context(GRAPH=0): t_jit_py = train_step(dev, True, r)
+  line = (f"MLP 64-128-10 Adam step, batch 64         eager {t_eager * 1e3:7.3f} ms   TinyJit {t_jit * 1e3:7.3f} ms "
+          f"(from Python {t_jit_py * 1e3:.3f} ms)")
   if torch:
     t_torch = torch_train_step(r)
     line += f"   torch eager {t_torch * 1e3:7.3f} ms   TinyJit vs torch {t_torch / t_jit:5.2f}x (>1: faster)"

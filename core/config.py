@@ -157,3 +157,6 @@ TRAINING = ContextVar("TRAINING", 0)
 # 0 inside `with Context(HFUSE=0):`: no horizontal fusion, each sibling kernel of a realize runs on its own (for
 # comparing, as bench_cpu does; the schedule cache keys on it)
 HFUSE = ContextVar("HFUSE", 1)
+# 0 inside `with Context(GRAPH=0):`: TinyJit replays its captures from Python even where the device's graph role
+# could run them natively (for comparing, as bench_engine does)
+GRAPH = ContextVar("GRAPH", 1)

@@ -474,6 +474,32 @@ class Compiler:
     if (kc := self.cache()) is not None: kc.discard(self.cache_key(src))
 
 
+# ---------------------------------------------------------------- graph
+
+@dataclass(frozen=True)
+class GraphLaunch:
+  """One launch of a captured list: a loaded program, the positions of its buffers (in PARAM order) in the
+  list of raw buffers each replay passes, and its launch sizes."""
+  program: Program
+  buffers: tuple[int, ...]
+  global_size: tuple[int, ...]
+  local_size: tuple[int, ...] | None
+
+
+class Graph:
+  """Replays a captured list of kernel launches natively (a CUDA graph; on CPU, generated code calling
+  the kernels in order), so a TinyJit replay spends no Python per kernel. Plugins implement `_prepare`."""
+
+  def prepare(self, launches: list[GraphLaunch], nbuffers: int) -> Callable[[list[Any]], None] | None:
+    """A function running every launch in order on the raw buffers it is called with (a list of `nbuffers`
+    allocator objects, numbered as in the launches' `buffers`), or None when this list is not worth or not
+    possible to replay natively (the engine then replays it from Python)."""
+    return self._prepare(launches, nbuffers) if launches else None
+
+  def _prepare(self, launches: list[GraphLaunch], nbuffers: int) -> Callable[[list[Any]], None] | None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _prepare")
+
+
 # ---------------------------------------------------------------- runtime
 
 class Program:

@@ -7,7 +7,7 @@ so every such hook must return None for devices it does not own; implement one w
 `@hookimpl(tryfirst=True)` to take over a single role of another plugin's device.
 
 Phases, in the order a kernel meets them:
-discover -> limits -> lower -> render -> compile -> allocate -> transfer -> run -> observe.
+discover -> limits -> lower -> render -> compile -> allocate -> transfer -> graph -> run -> observe.
 
 Plugins import what they use from `plugrad.plugin` (and `plugrad`) only; `plugrad.plugin.DevicePlugin`
 implements the role hooks below for the device names a plugin owns.
@@ -24,7 +24,7 @@ import pluggy
 if TYPE_CHECKING:
   from plugrad.codegen.renderer import Renderer
   from plugrad.config import Config, ConfigOption
-  from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Runtime, Transfer
+  from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Graph, Runtime, Transfer
   from plugrad.uops import PatternMatcher, UOp
 
 #: The version of this contract. A plugin built for another version is refused with a message.
@@ -114,6 +114,18 @@ def plugrad_transfer(src_device: str, dest_device: str, config: Config) -> Trans
   in again once): a peer copy between two GPUs, a mapped buffer.
 
   :return: a Transfer, or None to leave the pair to other plugins and the fallback.
+  """
+
+
+# -------------------------------------------------------------------------------- graph
+
+@hookspec(firstresult=True)
+def plugrad_graph(device: str, config: Config) -> Graph | None:
+  """How `device` replays a captured list of launches natively (optional): TinyJit hands each capture to it
+  once and calls what `Graph.prepare` returns on every replay; without one (or when it returns None) the
+  engine replays the launches from Python.
+
+  :return: a Graph, or None when this plugin does not own `device` or has no native replay.
   """
 
 

@@ -9,7 +9,8 @@ against them.
   device names a plugin owns), `DeviceDecl`, `Capabilities`, `default_dtypes_without`, `Config`,
   `ConfigOption`;
 - roles: `Renderer`, `CStyleRenderer` (the C-family base; `var_name` the C name of a Variable's parameter),
-  `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Runtime`, `Program`, `Buffer`, `ImageSpec`;
+  `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Graph` and `GraphLaunch` (optional native replay of a
+  TinyJit capture), `Runtime`, `Program`, `Buffer`, `ImageSpec`;
 - what a renderer reads: `LoopProgram`, `Param` (a loop program and its buffer parameters), `UOp`, `Ops`,
   `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`;
 - errors: `CompileError`, `DeviceError`, `UnsupportedError`.
@@ -28,8 +29,9 @@ from plugrad.codegen.cstyle import CStyleRenderer, var_name
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
-from plugrad.device import (Allocator, Buffer, Capabilities, CompileError, Compiler, DeviceDecl, DeviceError, ImageSpec,
-                            LRUAllocator, Program, Runtime, Transfer, UnsupportedError, default_dtypes_without)
+from plugrad.device import (Allocator, Buffer, Capabilities, CompileError, Compiler, DeviceDecl, DeviceError, Graph,
+                            GraphLaunch, ImageSpec, LRUAllocator, Program, Runtime, Transfer, UnsupportedError,
+                            default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
@@ -66,6 +68,7 @@ class DevicePlugin:
   def compiler(self, device: str, config: Config) -> Compiler | None: return None
   def allocator(self, device: str, config: Config) -> Allocator | None: return None
   def runtime(self, device: str, config: Config) -> Runtime | None: return None
+  def graph(self, device: str, config: Config) -> Graph | None: return None
 
   # ---------------------------------------------------------------- the hooks
 
@@ -99,8 +102,12 @@ class DevicePlugin:
   def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
     return self.runtime(device, config) if self.owns(device) else None
 
+  @hookimpl
+  def plugrad_graph(self, device: str, config: Config) -> Graph | None:
+    return self.graph(device, config) if self.owns(device) else None
+
 
 __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
-           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Runtime",
-           "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat",
-           "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError", "var_name"]
+           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Graph",
+           "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp",
+           "PatternMatcher", "UPat", "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError", "var_name"]

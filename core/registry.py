@@ -22,7 +22,8 @@ import pluggy
 from plugrad import hookspecs
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config
-from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, HostTransfer, Runtime, Transfer
+from plugrad.device import (Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, Graph, HostTransfer, Runtime,
+                            Transfer)
 from plugrad.builtins.debug import DebugPlugin
 from plugrad.builtins.python_device import PythonDevicePlugin
 from plugrad.uops import PatternMatcher
@@ -404,6 +405,16 @@ class Device:
     return self._roles["plugrad_allocator"]
   @property
   def runtime(self) -> Runtime: return self._role("plugrad_runtime", Runtime, "runtime")
+
+  @property
+  def graph(self) -> Graph | None:
+    """The device's native replay of captured launches, None when its plugin has none (an optional role)."""
+    if "plugrad_graph" not in self._roles:
+      g = self.registry.pm.hook.plugrad_graph(device=self.name, config=self.registry.config)
+      if g is not None and not isinstance(g, Graph):
+        raise DeviceError(f"plugrad_graph for device {self.name} returned {type(g).__name__}, expected Graph")
+      self._roles["plugrad_graph"] = g
+    return self._roles["plugrad_graph"]
 
   @property
   def buffer_limit(self) -> int | None:

@@ -21,7 +21,7 @@ import functools
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
 from plugrad.device import Buffer
-from plugrad.engine.run import Capture, Launch, replay, traffic_of
+from plugrad.engine.run import Capture, Launch, prepare_native, replay, traffic_of
 from plugrad.engine.schedule_cache import structure_key
 from plugrad.registry import get_registry
 from plugrad.scheduler import buffer_of, contiguous_base
@@ -71,6 +71,7 @@ class _Captured:
                var_args: list[tuple[int | str, UOp]]):
     self.launches, self.ret = launches, ret
     self.traffic = traffic_of(launches)
+    self.native = prepare_native(launches, get_registry())  # None: replayed from Python
     self.keys = [k for k, _ in inputs]
     self.var_keys = [(k, v.src[0]) for k, v in var_args]  # (argument, its Variable)
     # returned tensors whose shape holds a Variable: a replay binds it to the call's value
@@ -95,7 +96,7 @@ class _Captured:
   def run(self, inputs: list[tuple[int | str, Any]], var_vals: dict[UOp, int]) -> Any:
     subs = {old: _buffer(t) for old, (_, t) in zip(self.buffers, inputs)}
     replay(self.launches, {o: n for o, n in subs.items() if o is not n}, get_registry(), self.traffic,
-           var_vals or None)
+           var_vals or None, self.native)
     for t in self.symbolic_outs:
       unbound, old = unbind_graph([t.uop])
       t.uop = bind_graph(unbound, {**old, **var_vals})[0]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
-from plugrad.device import Buffer, DeviceError
+from plugrad.config import GRAPH
+from plugrad.device import Buffer, DeviceError, GraphLaunch
 from plugrad.engine.compile import CompiledKernel, compile_for
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
@@ -84,18 +85,48 @@ def traffic_of(launches: list[Launch]) -> Traffic:
                  sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]))
 
 
+class NativeReplay:
+  """A captured launch list as its device's graph role prepared it: one call runs every launch."""
+
+  def __init__(self, run: Callable[[list[Any]], None], buffers: list[Buffer]):
+    self.run, self.buffers = run, buffers
+
+  def __call__(self, subs: dict[Buffer, Buffer]) -> None:
+    self.run([subs.get(b, b).raw for b in self.buffers] if subs else [b.raw for b in self.buffers])
+
+
+def prepare_native(launches: list[Launch], registry: Registry) -> NativeReplay | None:
+  """The native replay of `launches` when they are kernels without Variables on one device whose plugin has
+  a graph role that takes them (`Graph.prepare`); None otherwise (they are replayed from Python)."""
+  if not GRAPH or not launches or any(ln.kernel is None or ln.var_vals for ln in launches): return None
+  if len(devices := {ln.device for ln in launches}) != 1 or (graph := registry.device(devices.pop()).graph) is None:
+    return None
+  index: dict[Buffer, int] = {}
+  steps = []
+  for ln in launches:
+    assert ln.kernel is not None
+    prog = ln.kernel.program
+    steps.append(GraphLaunch(ln.kernel.runner, tuple(index.setdefault(b, len(index)) for b in ln.bufs),
+                             prog.global_size, prog.local_size))
+  run = graph.prepare(steps, len(index))
+  return None if run is None else NativeReplay(run, list(index))
+
+
 def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry, traffic: Traffic | None = None,
-           var_vals: Mapping[UOp, int] | None = None) -> None:
+           var_vals: Mapping[UOp, int] | None = None, native: NativeReplay | None = None) -> None:
   """Run captured launches again, with each buffer in `subs` replaced by its value (new inputs). `traffic`:
   `traffic_of(launches)`, computed once by the caller that replays the same list again and again. `var_vals`:
-  new values of the Variables (None: those of the capture)."""
+  new values of the Variables (None: those of the capture). `native`: `prepare_native(launches)`, used unless
+  an observer wants each kernel timed (DEBUG=2)."""
   timing = registry.wants_timing()
   st = time.perf_counter()
-  for ln in launches:
-    bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
-    if ln.kernel is None: _copy(bufs[0], bufs[1], registry)
-    else: _launch(ln.kernel, ln.device, bufs, registry, timing,
-                  ln.var_vals if var_vals is None else {**ln.var_vals, **var_vals})
+  if native is not None and not timing: native(subs)
+  else:
+    for ln in launches:
+      bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
+      if ln.kernel is None: _copy(bufs[0], bufs[1], registry)
+      else: _launch(ln.kernel, ln.device, bufs, registry, timing,
+                    ln.var_vals if var_vals is None else {**ln.var_vals, **var_vals})
   if timing:
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
   t = traffic or traffic_of(launches)

@@ -2,16 +2,16 @@
 
 The one plugin object is `plugin`; the entry point `CPU` in the group `plugrad.devices` names it.
 Its roles live in `renderer` (loop program -> LLVM IR), `compiler` (IR -> optimised object
-file, cached on disk), `allocator` (aligned host memory, reused by size) and `runtime` (MCJIT
-loading, ctypes calls split across cores).
+file, cached on disk), `allocator` (aligned host memory, reused by size), `runtime` (MCJIT
+loading, ctypes calls split across cores) and `graph` (a TinyJit capture replayed by generated code).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
-from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Renderer,
-                            Runtime)
+from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Graph,
+                            Renderer, Runtime)
 
 __version__ = "0.1.0"
 
@@ -66,6 +66,10 @@ class CPULLVMPlugin(DevicePlugin):
       raise ValueError(f"PLUGRAD_CPU_THREADS={raw!r} must be a positive integer") from None
     if threads is not None and threads < 1: raise ValueError(f"PLUGRAD_CPU_THREADS={raw!r} must be a positive integer")
     return CPURuntime(threads)
+
+  def graph(self, device: str, config: Config) -> Graph | None:
+    from plugrad_cpu_llvm.graph import CPUGraph
+    return CPUGraph()
 
 
 @lru_cache(maxsize=None)
