@@ -199,6 +199,21 @@ def test_kernel_with_a_variable_runs_for_every_value(device):
 
 # ------------------------------------------------------------------ compiler
 
+def test_graph_role_replays_like_the_engine(device):
+  # the graph role is optional; where a device has one, TinyJit's replays through it give numpy's results
+  from plugrad import TinyJit
+  if dev_of(device).graph is None: return
+  rng = np.random.default_rng(0)
+  wn = rng.standard_normal((8, 5)).astype(np.float32)
+  xs = [rng.standard_normal((3, 8)).astype(np.float32) for _ in range(5)]
+  w = Tensor(wn, device=device).realize()
+  step = TinyJit(lambda x: ((x @ w).relu().contiguous() * 2 + x.sum()).contiguous().sum(axis=0))
+  for x in xs:
+    got = step(Tensor(x, device=device).realize()).numpy()
+    np.testing.assert_allclose(got, (np.maximum(x @ wn, 0) * 2 + x.sum()).sum(axis=0), rtol=1e-4, atol=1e-4)
+  assert step.captured is not None and step.captured.native is not None, "the graph role prepared nothing to replay"
+
+
 def test_compile_cache_hits_and_survives_corruption(device, tmp_path):
   from plugrad.engine import render_for
   d = dev_of(device)
