@@ -285,6 +285,7 @@ class Registry:
   def device(self, device: str | None = None) -> Device:
     """The Device object for `device` (the default device when None), raising DeviceError with the
     reason and the fix when it cannot run here."""
+    if device and (d := self._devices.get(device)) is not None: return d  # already canonical: every tensor op asks
     device = canonical_device(device) if device else self.default_device()
     if (d := self._devices.get(device)) is not None: return d
     with self._lock:

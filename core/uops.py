@@ -18,10 +18,14 @@ from plugrad.ops import GroupOp, Ops
 from plugrad.shape import infer_shape
 
 
+_PLAIN = (int, str, bool, type(None))
+
+
 def _key_arg(arg: Any) -> Any:
   # -0.0 == 0.0 and nan != nan would break hash-consing of float constants; key them by bits
   if isinstance(arg, float): return ("float", arg.hex())
-  if isinstance(arg, tuple): return tuple(_key_arg(a) for a in arg)
+  if isinstance(arg, tuple):
+    return arg if all(isinstance(a, _PLAIN) for a in arg) else tuple(_key_arg(a) for a in arg)  # shapes, buffers
   return arg
 
 
