@@ -184,6 +184,9 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.CONTIGUOUS_BACKWARD), lambda ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
   (UPat(Ops.COPY, name="ret"), _copy_gradient),                                           # back to the source device
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),                                            # to the value written
+  # a sharded tensor is a leaf of the logical graph: its gradient is that of the MULTI node (sharded like the
+  # rest of the logical graph when realized); nothing flows into the per-device shards below it
+  (UPat(Ops.MULTI, name="ret"), lambda ret: (None,) * len(ret.src)),
 ])
 
 

@@ -9,7 +9,7 @@ against them.
   device names a plugin owns), `DeviceDecl`, `Capabilities`, `default_dtypes_without`, `Config`,
   `ConfigOption`;
 - roles: `Renderer`, `CStyleRenderer` (the C-family base), `Compiler`, `Allocator`, `LRUAllocator`,
-  `Transfer`, `Runtime`, `Program`, `Buffer`, `ImageSpec`;
+  `Transfer`, `Collective` (with `REDUCE_OPS`, the reductions it takes), `Runtime`, `Program`, `Buffer`, `ImageSpec`;
 - what a renderer reads: `LoopProgram`, `Param` (a loop program and its buffer parameters), `UOp`, `Ops`,
   `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`;
 - errors: `CompileError`, `DeviceError`, `UnsupportedError`.
@@ -22,8 +22,9 @@ from plugrad.codegen.cstyle import CStyleRenderer
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
-from plugrad.device import (Allocator, Buffer, Capabilities, CompileError, Compiler, DeviceDecl, DeviceError, ImageSpec,
-                            LRUAllocator, Program, Runtime, Transfer, UnsupportedError, default_dtypes_without)
+from plugrad.device import (Allocator, Buffer, Capabilities, Collective, CompileError, Compiler, DeviceDecl, DeviceError,
+                            ImageSpec, LRUAllocator, Program, REDUCE_OPS, Runtime, Transfer, UnsupportedError,
+                            default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
@@ -95,6 +96,6 @@ class DevicePlugin:
 
 
 __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
-           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Runtime",
+           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective", "REDUCE_OPS", "Runtime",
            "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat",
            "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError"]
