@@ -558,5 +558,6 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
 
 
 __all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
-           "DeviceError", "Allocator", "Collective", "REDUCE_OPS", "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
+           "DeviceError", "Allocator", "Collective", "REDUCE_OPS",
+           "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
            "Runtime", "default_dtypes_without", "dtypes"]

@@ -44,7 +44,8 @@ _DEVICE_BOUND = {Ops.BUFFER, Ops.COPY, Ops.ASSIGN, Ops.KERNEL}
 
 def shard_bounds(size: int, count: int) -> list[tuple[int, int]]:
   """The [start, end) of each of `count` shards of an axis of `size`: nearly equal, the larger ones first."""
-  if size < count: raise ValueError(f"cannot shard an axis of size {size} over {count} devices: each needs at least one row")
+  if size < count:
+    raise ValueError(f"cannot shard an axis of size {size} over {count} devices: each needs at least one row")
   return [(size * i // count, size * (i + 1) // count) for i in range(count)]
 
 

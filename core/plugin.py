@@ -22,8 +22,8 @@ from plugrad.codegen.cstyle import CStyleRenderer
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
-from plugrad.device import (Allocator, Buffer, Capabilities, Collective, CompileError, Compiler, DeviceDecl, DeviceError,
-                            ImageSpec, LRUAllocator, Program, REDUCE_OPS, Runtime, Transfer, UnsupportedError,
+from plugrad.device import (Allocator, Buffer, Capabilities, Collective, CompileError, Compiler, DeviceDecl,
+                            DeviceError, ImageSpec, LRUAllocator, Program, REDUCE_OPS, Runtime, Transfer, UnsupportedError,
                             default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
@@ -36,7 +36,8 @@ class DevicePlugin:
   so no plugin repeats the "is this device mine?" test. A role method left out answers nothing, leaving
   the role to another plugin.
 
-  The role methods receive the full device string (`"CUDA:1"`) and the session's Config.
+  The role methods receive the full device string (`"CUDA:1"`) and the session's Config; `collective` receives
+  the devices of its buffers and is asked only when the plugin owns all of them.
   """
   PLUGRAD_CONTRACT: ClassVar[int]
   names: ClassVar[tuple[str, ...]] = ()
@@ -61,6 +62,7 @@ class DevicePlugin:
   def compiler(self, device: str, config: Config) -> Compiler | None: return None
   def allocator(self, device: str, config: Config) -> Allocator | None: return None
   def runtime(self, device: str, config: Config) -> Runtime | None: return None
+  def collective(self, devices: tuple[str, ...], config: Config) -> Collective | None: return None
 
   # ---------------------------------------------------------------- the hooks
 
@@ -94,8 +96,13 @@ class DevicePlugin:
   def plugrad_runtime(self, device: str, config: Config) -> Runtime | None:
     return self.runtime(device, config) if self.owns(device) else None
 
+  @hookimpl
+  def plugrad_collective(self, devices: tuple[str, ...], config: Config) -> Collective | None:
+    return self.collective(devices, config) if all(self.owns(d) for d in devices) else None
+
 
 __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
-           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective", "REDUCE_OPS", "Runtime",
+           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective",
+           "REDUCE_OPS", "Runtime",
            "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat",
            "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError"]

@@ -22,8 +22,8 @@ import pluggy
 from plugrad import hookspecs
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config
-from plugrad.device import (Allocator, Capabilities, Collective, Compiler, DeviceDecl, DeviceError, HostTransfer, Runtime,
-                            Transfer)
+from plugrad.device import (Allocator, Capabilities, Collective, Compiler, DeviceDecl, DeviceError, HostTransfer,
+                            Runtime, Transfer)
 from plugrad.builtins.debug import DebugPlugin
 from plugrad.builtins.python_device import PythonDevicePlugin
 from plugrad.multi import SingleProcess, TransferCollective

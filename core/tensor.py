@@ -295,7 +295,8 @@ class Tensor(metaclass=_TensorMeta):
       raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
     if spread is not None:
       if contiguous_base(self.uop) is not None or self.uop.op is Ops.MULTI:
-        raise TypeError(f"a tensor on several devices is made from data or from a constant, not from {type(data).__name__}")
+        raise TypeError(f"a tensor on several devices is made from data or from a constant, not from "
+                        f"{type(data).__name__}")
       self.device = spread
     if requires_grad is not None: self.requires_grad_(requires_grad)
 
@@ -595,7 +596,8 @@ class Tensor(metaclass=_TensorMeta):
   def to(self, device: str | Sequence[str]) -> Tensor:
     """This tensor on `device` (a copy is scheduled when the device differs); a tuple of devices gives a copy on
     each (replicated, `shard(devices)`); a sharded tensor `.to` one device gathers its shards there."""
-    if isinstance(device, (tuple, list)): return self.shard(device) if _canonical_devices(device) != self.device else self
+    if isinstance(device, (tuple, list)):
+      return self.shard(device) if _canonical_devices(device) != self.device else self
     device = canonical_device(device)
     if device == self.device: return self
     if isinstance(self.device, tuple):  # the shards copied to `device` and put side by side
@@ -623,7 +625,8 @@ class Tensor(metaclass=_TensorMeta):
       shards = _multi.lower(value.shard(self.device, axis).uop, self.device).shards if low.axis != axis else low.shards
       if self.uop.op is Ops.MULTI and all(version_base(s) is not None for s in self.uop.src):
         # each shard's buffer is written in place, as a one-device tensor's is: graphs built before read the new value
-        shards = tuple(UOp(Ops.ASSIGN, self.dtype, (old, new), next(_assign_ids)) for old, new in zip(self.uop.src, shards))
+        shards = tuple(UOp(Ops.ASSIGN, self.dtype, (old, new), next(_assign_ids))
+                       for old, new in zip(self.uop.src, shards))
       self.uop = _multi.multi(shards, self.device, axis)  # else nothing aliases it: the new value replaces it
       return self
     # each assign is its own node (a unique arg): the scheduler records which writes it applied (see
