@@ -49,8 +49,9 @@ def _own_buffers(tensors: Sequence[Tensor]) -> list[Buffer]:
 
 
 def all_reduce_(tensors: Sequence[Tensor], op: str = "sum", average: bool = False) -> list[Tensor]:
-  """Combine each tensor with the same tensor of every other process, in place: realized, then replaced by
-  op(every process's value) (`average`: the sum divided by the number of processes).
+  """Combine each tensor with the same tensor of every other process, in place: each is replaced by op(every
+  process's value) (`average`: the sum divided by the number of processes). Tensors of one dtype travel together
+  as one flat buffer, so a model's gradients cost one collective per dtype, not one per tensor.
 
   :param tensors: tensors on one device each, of the same shapes and dtypes in every process, in the same order.
   :param op: "sum", "prod", "max" or "min".
@@ -59,9 +60,18 @@ def all_reduce_(tensors: Sequence[Tensor], op: str = "sum", average: bool = Fals
   group = world()
   if group.size == 1 or not tensors: return list(tensors)
   if average and op != "sum": raise ValueError(f"average=True averages a sum, not {op!r}")
-  for b in _own_buffers(tensors): group.all_reduce([b], op)
-  if average:
-    for t in tensors: t.uop = (t / group.size).cast(t.dtype).realize().uop
+  buckets: dict[tuple, list[Tensor]] = {}
+  for t in tensors: buckets.setdefault((t.dtype, t.device), []).append(t)
+  flats = [ts[0].flatten().cat(*[t.flatten() for t in ts[1:]]) if len(ts) > 1 else ts[0].flatten()
+           for ts in buckets.values()]
+  for b in _own_buffers(flats): group.all_reduce([b], op)
+  for ts, flat in zip(buckets.values(), flats):
+    if average: flat = (flat / group.size).cast(flat.dtype)
+    start = 0
+    for t in ts:  # each tensor becomes its part of the reduced buffer
+      t.uop = flat[start:start + t.numel()].reshape(t.shape).uop
+      start += t.numel()
+  Tensor.realize(*tensors)
   return list(tensors)
 
 
