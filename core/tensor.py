@@ -30,6 +30,8 @@ from plugrad.shape import prod
 from plugrad.uops import GroupOp, Ops, UOp
 
 ShapeArg = int | Sequence[int]
+#: A device ("CPU:1"), or several for a tensor on each of them (replicated; see `Tensor.shard`)
+DeviceArg = str | tuple[str, ...]
 # reductions of at least this many elements to at most this many outputs run in two stages
 SPLIT_REDUCE_MIN = 1 << 16
 SPLIT_REDUCE_MAX_OUTPUT = 64
@@ -256,7 +258,7 @@ class Tensor(metaclass=_TensorMeta):
     except (AttributeError, KeyError, TypeError):  # never fully made, or the interpreter is shutting down
       pass
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+  def __init__(self, data: Any, device: DeviceArg | None = None, dtype: DType | str | None = None,
                requires_grad: bool | None = None):
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = None
@@ -393,17 +395,21 @@ class Tensor(metaclass=_TensorMeta):
   # ------------------------------------------------------------------ creation
 
   @staticmethod
-  def empty(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def empty(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
     """An uninitialised tensor (a fresh buffer)."""
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
-    dev = canonical_device(device) if device else get_registry().default_device()
     shape = _shape_args(shape)
+    if isinstance(device, (tuple, list)):  # a fresh buffer on each device (replicated: only its shape is defined)
+      devs = _canonical_devices(device)
+      parts = [Tensor.empty(*shape, dtype=dt, device=d).uop for d in devs]
+      return Tensor._from(_multi.multi(parts, devs, None), devs).requires_grad_(requires_grad)
+    dev = canonical_device(device) if device else get_registry().default_device()
     buf = Buffer(dev, prod(shape), dt, get_registry().device(dev).allocator)
     return Tensor._from(_reshape(UOp(Ops.BUFFER, dt, (), buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod
-  def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
+  def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
     """A tensor of `shape` filled with `fill_value` (lazy: a broadcast constant)."""
     shape = _shape_args((shape,) if isinstance(shape, int) else tuple(shape))
@@ -411,29 +417,29 @@ class Tensor(metaclass=_TensorMeta):
     return (c.reshape((1,) * len(shape)).expand(shape) if shape else c).requires_grad_(requires_grad)
 
   @staticmethod
-  def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
     return Tensor.full(_shape_args(shape), 0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
     return Tensor.full(_shape_args(shape), 1, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
-  def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device)
-  def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def zeros_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return self.full_like(0, dtype, device)
-  def ones_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def ones_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return self.full_like(1, dtype, device)
-  def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def empty_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
-  def rand_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def rand_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return Tensor.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)
 
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1,
-             dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+             dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange step must not be zero")
@@ -445,7 +451,7 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor(start + np.arange(n, dtype=np.float64 if dt.is_float else np.int64) * step, device=device, dtype=dt)
 
   @staticmethod
-  def eye(n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def eye(n: int, m: int | None = None, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """The n x m identity matrix (lazy: ones on the diagonal made from a pad and a reshape)."""
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye needs nonnegative sizes, got {n}, {m}")
@@ -464,14 +470,14 @@ class Tensor(metaclass=_TensorMeta):
       _RNG.counters = {}
 
   @staticmethod
-  def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [0, 1)."""
     return Tensor.uniform(*shape, low=0.0, high=1.0, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
   def uniform(*shape: ShapeArg, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
-              device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+              device: DeviceArg | None = None, requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [low, high), drawn on the device."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     if not dt.is_float: raise TypeError(f"uniform draws floats; use randint for {dt.name}")
@@ -482,14 +488,14 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   @staticmethod
-  def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
     """Standard normal random values."""
     return Tensor.normal(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
   def normal(*shape: ShapeArg, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None,
-             device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+             device: DeviceArg | None = None, requires_grad: bool | None = None) -> Tensor:
     """Normal random values with `mean` and `std` (Box-Muller on the device, computed in float32)."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     if not dt.is_float: raise TypeError(f"normal draws floats, not {dt.name}")
@@ -501,7 +507,7 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def randint(*shape: ShapeArg, low: int = 0, high: int = 10, dtype: DType | str | None = None,
-              device: str | None = None) -> Tensor:
+              device: DeviceArg | None = None) -> Tensor:
     """Random integers in [low, high), drawn on the device."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_int
     if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer))):
@@ -1487,7 +1493,7 @@ class Tensor(metaclass=_TensorMeta):
     return prod(shape[1:]), shape[0]
 
   @staticmethod
-  def glorot_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def glorot_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
                      requires_grad: bool | None = None) -> Tensor:
     """Glorot (Xavier) uniform: U(-b, b) with b = sqrt(6 / (shape[0] + prod(shape[1:])))."""
     fan_in, fan_out = Tensor._fans(_shape_args(shape))
@@ -1495,7 +1501,8 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def kaiming_uniform(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None, device: str | None = None,
+  def kaiming_uniform(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None,
+                      device: DeviceArg | None = None,
                       requires_grad: bool | None = None) -> Tensor:
     """Kaiming (He) uniform for a leaky ReLU of slope `a`: U(-b, b), b = sqrt(6 / ((1 + a²) prod(shape[1:])))."""
     fan_in, _ = Tensor._fans(_shape_args(shape))
@@ -1503,7 +1510,8 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def kaiming_normal(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None, device: str | None = None,
+  def kaiming_normal(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None,
+                     device: DeviceArg | None = None,
                      requires_grad: bool | None = None) -> Tensor:
     """Kaiming (He) normal for a leaky ReLU of slope `a`: N(0, 2 / ((1 + a²) prod(shape[1:])))."""
     fan_in, _ = Tensor._fans(_shape_args(shape))
@@ -1511,7 +1519,7 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor.normal(*shape, mean=0.0, std=std, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def scaled_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def scaled_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
                      requires_grad: bool | None = None) -> Tensor:
     """U(-1, 1) scaled by 1/sqrt(number of elements)."""
     b = prod(_shape_args(shape)) ** -0.5
@@ -2529,7 +2537,7 @@ class Tensor(metaclass=_TensorMeta):
     norm = (x != 0).cast(x.dtype).sum(dim, keepdim=True) if p == 0 else x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
     return x / norm.maximum(eps)
 
-  def clone(self, device: str | None = None) -> Tensor:
+  def clone(self, device: DeviceArg | None = None) -> Tensor:
     """A copy in a buffer of its own (on `device` when given): writes to either never show in the other."""
     src = self if device is None else self.to(device)
     return Tensor.empty(src.shape, dtype=src.dtype, device=src.device).assign(src)
@@ -2690,7 +2698,7 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
-               device: str | None = None) -> Tensor:
+               device: DeviceArg | None = None) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included (float32 unless dtype is given)."""
     if not isinstance(steps, (int, np.integer)) or steps < 0:
       raise ValueError(f"linspace needs steps >= 0, got {steps!r}")
@@ -2699,13 +2707,13 @@ class Tensor(metaclass=_TensorMeta):
     vals = np.linspace(start, stop, int(steps), dtype=np.float64)
     return Tensor(vals if dt.is_float else np.trunc(vals), device=device, dtype=dt)
 
-  def randn_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def randn_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """Standard normal values of this shape (and dtype unless given)."""
     return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else dtypes.default_float),
                         device=device or self.device)
 
   @staticmethod
-  def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
+  def randperm(n: int, device: DeviceArg | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
     """A random permutation of 0..n-1 (from the generator manual_seed seeds)."""
     if not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"randperm needs n >= 0, got {n!r}")
     return Tensor.rand(int(n), device=device).argsort().cast(dtype).realize()
@@ -2716,7 +2724,7 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | str | None = None,
-                device: str | None = None) -> Tensor:
+                device: DeviceArg | None = None) -> Tensor:
     """A tensor holding a copy of prod(shape) values at host address `ptr` (tinygrad aliases the memory; plugrad
     copies it, since its buffers belong to device allocators)."""
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
@@ -2783,12 +2791,13 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   @staticmethod
-  def const(b: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def const(b: Any, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """A 0-d constant tensor."""
     return Tensor(b, device=device, dtype=dtype)
 
   @staticmethod
-  def from_url(url: str, gunzip: bool = False, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def from_url(url: str, gunzip: bool = False, dtype: DType | str | None = None,
+               device: DeviceArg | None = None) -> Tensor:
     """The bytes at `url` (http(s), file, ...) as a 1-D uint8 tensor (or reinterpreted as `dtype`); gunzip
     decompresses them first. tinygrad caches the download on disk; plugrad reads it each call."""
     with urllib.request.urlopen(url) as response: data = response.read()
@@ -3080,7 +3089,7 @@ def _finish_sharded(tensors: list[Tensor]) -> None:
       t.uop = _multi.multi(views, t.device, t.uop.arg[1])
 
 
-def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
+def _schedule(tensors: list[Tensor], limit_device: DeviceArg | None = None) -> list[ScheduleItem]:
   """Kernelize the tensors and list their pending kernels (rebinding them); `limit_device` takes the
   buffer limit from another device (to render for it elsewhere)."""
   roots, devices, rebind = _graph_roots(tensors)

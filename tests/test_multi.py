@@ -179,3 +179,75 @@ def test_transfer_collective_fallback(devs):
 def test_process_group_alone_is_a_group_of_one():
   g = get_registry().process_group()
   assert g.size >= 1 and 0 <= g.rank < g.size
+
+
+def test_realized_shards_are_held_while_their_tensor_lives(devs):
+  """The memory planner must not write into a live sharded tensor's buffers (an elementwise kernel may reuse an
+  input buffer that dies in it)."""
+  a = _x(4, 6)
+  t = (Tensor(a).shard(devs, axis=0) * 2).realize()
+  assert all(s.op.name in ("BUFFER", "RESHAPE") for s in t.uop.src)
+  u = ((t + 1).exp() * 3).realize()
+  np.testing.assert_allclose(t.numpy(), a * 2)
+  np.testing.assert_allclose(u.numpy(), np.exp(a * 2 + 1) * 3, rtol=1e-5)
+
+
+def test_creation_on_several_devices(devs):
+  assert Tensor.zeros(3, 2, device=devs).device == Tensor(np.ones(3), device=devs).device
+  np.testing.assert_array_equal(Tensor.arange(6, device=devs).numpy(), np.arange(6))
+  np.testing.assert_array_equal(Tensor(np.ones((2, 2)), device=devs).numpy(), np.ones((2, 2)))
+  e = Tensor.empty(3, device=devs)
+  assert e.shape == (3,) and isinstance(e.device, tuple)
+  r = Tensor.rand(4, 3, device=devs)
+  assert r.shard_axis is None and r.numpy().shape == (4, 3)
+
+
+def test_tinyjit_refuses_sharded_arguments_clearly(devs):
+  from plugrad import TinyJit
+
+  @TinyJit
+  def f(x): return (x * 2).realize()
+  with pytest.raises(NotImplementedError, match="TinyJit does not capture sharded tensors"):
+    for _ in range(3): f(Tensor(_x(4, 2)).shard(devs, axis=0))
+
+
+def test_a_plugin_may_provide_the_collectives():
+  from plugrad.builtins.python_device import PythonDevicePlugin
+  from plugrad.config import Config
+  from plugrad.device import Collective, DeviceError
+  from plugrad.hookspecs import hookimpl
+  from plugrad.multi import SingleProcess, TransferCollective
+  from plugrad.registry import Registry
+
+  class Ring(Collective):
+    def _all_reduce(self, bufs, op): pass
+
+  class Job(Collective):
+    rank, size = 1, 4
+
+  class Better:
+    PLUGRAD_CONTRACT = 2
+
+    @hookimpl
+    def plugrad_collective(self, devices, config): return Ring() if devices == ("PYTHON", "PYTHON:1") else None
+
+    @hookimpl
+    def plugrad_process_group(self, config): return Job()
+
+  reg = Registry(Config.from_env({}), builtins=[PythonDevicePlugin(), Better()], entry_points=lambda g: [])
+  assert isinstance(reg.collective(("PYTHON", "PYTHON:1")), Ring)
+  assert isinstance(reg.collective(("PYTHON:2", "PYTHON:3")), TransferCollective)  # the fallback
+  assert reg.process_group().size == 4
+  assert isinstance(Registry(Config.from_env({}), builtins=[PythonDevicePlugin()], entry_points=lambda g: [])
+                    .process_group(), SingleProcess)
+
+  class Junk:
+    PLUGRAD_CONTRACT = 2
+
+    @hookimpl
+    def plugrad_collective(self, devices, config): return "fast"
+  bad = Registry(Config.from_env({}), builtins=[PythonDevicePlugin(), Junk()], entry_points=lambda g: [])
+  with pytest.raises(DeviceError, match="plugrad_collective returned str, expected Collective"):
+    bad.collective(("PYTHON", "PYTHON:1"))
+  with pytest.raises(NotImplementedError, match="Ring must implement _broadcast"):
+    Ring().broadcast([Buffer("PYTHON", 1, Tensor([1.0]).dtype, get_registry().device("PYTHON").allocator)])

@@ -20,7 +20,7 @@ from plugrad.engine.run import Capture, Launch, replay, traffic_of
 from plugrad.engine.schedule_cache import structure_key
 from plugrad.registry import get_registry
 from plugrad.scheduler import buffer_of, contiguous_base
-from plugrad.uops import UOp
+from plugrad.uops import Ops, UOp
 
 R = TypeVar("R")
 
@@ -72,6 +72,9 @@ class _Captured:
 
 
 def _buffer(t: Any) -> Buffer:
+  if t.uop.op is Ops.MULTI:
+    raise NotImplementedError(f"TinyJit does not capture sharded tensors yet (an argument is {_describe(t)}); call the "
+                              f"function without TinyJit")
   base = contiguous_base(t.uop)
   if base is None: raise ValueError(f"TinyJit: a tensor argument ({_describe(t)}) did not realize into a buffer")
   return buffer_of(base)
