@@ -16,6 +16,9 @@ tensor: shapes, argument checks and gradient rules are the ordinary ones, and a 
 - reductions run shard by shard; over the sharded axis the partial results are combined by an all-reduce and
   the result is replicated.
 
+Gradients: the logical graph's rules apply; a MULTI node's rule (plugrad.gradient) hands each shard its slice of
+the gradient, lowered per device, so gradients also reach a tensor that was sharded.
+
 Inside one process the all-reduce and all-gather are graph nodes: copies (the transfer role, `Registry.transfer`)
 and adds, so they stay lazy and the scheduler fuses around them. Collectives over buffers that exist already,
 across devices or processes (MPI), go through the collective role (`Collective`, hook `plugrad_collective` and
@@ -133,7 +136,7 @@ def all_reduce(x: Lowered, op: Ops, devices: Devices) -> Lowered:
   return Lowered(tuple(out), None)
 
 
-def _to_axis(x: Lowered, axis: int | None, sizes: list[int], devices: Devices) -> tuple[UOp, ...]:
+def to_axis(x: Lowered, axis: int | None, sizes: list[int], devices: Devices) -> tuple[UOp, ...]:
   """`x` as shards along `axis` with `sizes` (None: replicated)."""
   if x.axis == axis: return x.shards
   whole = all_gather(x, devices)
@@ -157,7 +160,7 @@ def _lower_node(n: UOp, xs: list[Lowered], devices: Devices) -> Lowered:
   op = n.op
   if op in _ELEMENTWISE or op in (Ops.CAST, Ops.BITCAST):
     ref = next((x for x in xs if x.axis is not None), xs[0])
-    srcs = [_to_axis(x, ref.axis, ref.sizes(), devices) for x in xs]
+    srcs = [to_axis(x, ref.axis, ref.sizes(), devices) for x in xs]
     return Lowered(tuple(n.replace(src=tuple(s[i] for s in srcs)) for i in range(len(devices))), ref.axis)
   x = xs[0]
   axis, sizes = x.axis, x.sizes()
@@ -264,5 +267,5 @@ class SingleProcess(Collective):
     for d, s in zip(dest, src): d.copyin(s.numpy()[:d.size])
 
 
-__all__ = ["Lowered", "lower", "shard", "shard_bounds", "multi", "all_gather", "all_reduce", "gather_numpy",
+__all__ = ["Lowered", "lower", "shard", "shard_bounds", "multi", "all_gather", "all_reduce", "to_axis", "gather_numpy",
            "TransferCollective", "SingleProcess"]

@@ -251,3 +251,13 @@ def test_a_plugin_may_provide_the_collectives():
     bad.collective(("PYTHON", "PYTHON:1"))
   with pytest.raises(NotImplementedError, match="Ring must implement _broadcast"):
     Ring().broadcast([Buffer("PYTHON", 1, Tensor([1.0]).dtype, get_registry().device("PYTHON").allocator)])
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_gradient_flows_through_shard_to_the_unsharded_tensor(devs, axis):
+  a = _x(4, 6)
+  x = Tensor(a, device=devs[1], requires_grad=True)
+  loss = (x.shard(devs, axis=axis).exp() * 2).sum()
+  loss.backward()
+  assert x.grad.device == get_registry().device(devs[1]).name
+  np.testing.assert_allclose(x.grad.numpy(), np.exp(a) * 2, rtol=1e-5)
