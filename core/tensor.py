@@ -210,10 +210,12 @@ class _Handles:
         for t in self.tensors_at(u): t.uop = view
 
 
-def _bases(u: UOp) -> list[UOp]:
+def _bases(u: UOp) -> tuple[UOp, ...]:
   """The buffer nodes a tensor's node holds: its own, or each shard's of a sharded tensor."""
-  nodes = u.src if u.op is Ops.MULTI else (u,)
-  return [b for n in nodes if (b := contiguous_base(n)) is not None]
+  if u.op is not Ops.MULTI:  # the common case, on every tensor made: no list built
+    base = contiguous_base(u)
+    return () if base is None else (base,)
+  return tuple(b for n in u.src if (b := contiguous_base(n)) is not None)
 
 
 _handles = _Handles()
