@@ -419,6 +419,58 @@ class HostTransfer(Transfer):
     else: dest.copyin(src.numpy())
 
 
+# ---------------------------------------------------------------- collective
+
+#: The reductions a Collective combines with.
+REDUCE_OPS = ("sum", "prod", "max", "min")
+
+
+class Collective:
+  """Collectives over a group: buffers of several devices of this process, or one buffer per process of a job
+  (MPI). Plugins implement the `_` methods; the public ones check their arguments.
+
+  :attr rank: this process's place in a group of processes (0 for devices of one process).
+  :attr size: how many processes the group has (1 for devices of one process).
+  """
+  rank: int = 0
+  size: int = 1
+
+  def all_reduce(self, bufs: list[Buffer], op: str = "sum") -> None:
+    """Replace every buffer with op(all of them), element by element, in place."""
+    self._check(bufs, op)
+    self._all_reduce(bufs, op)
+
+  def all_gather(self, dest: list[Buffer], src: list[Buffer]) -> None:
+    """Fill each of `dest` with every member's `src` one after another (rank or buffer order)."""
+    self._check(dest + src)
+    self._all_gather(dest, src)
+
+  def broadcast(self, bufs: list[Buffer], root: int = 0) -> None:
+    """Copy the buffer of member `root` into every other member's buffer."""
+    self._check(bufs)
+    self._broadcast(bufs, root)
+
+  def reduce_scatter(self, dest: list[Buffer], src: list[Buffer], op: str = "sum") -> None:
+    """op(all `src`), cut into consecutive pieces, piece i into `dest[i]` (into this rank's one across processes)."""
+    self._check(dest + src, op)
+    self._reduce_scatter(dest, src, op)
+
+  def _check(self, bufs: list[Buffer], op: str = "sum") -> None:
+    if op not in REDUCE_OPS: raise ValueError(f"collective reduction {op!r} is none of {', '.join(REDUCE_OPS)}")
+    if not bufs: raise ValueError("a collective needs at least one buffer")
+    if len({b.dtype for b in bufs}) > 1:
+      raise ValueError(f"a collective's buffers must share one dtype, got {sorted({b.dtype.name for b in bufs})}")
+
+  def _all_reduce(self, bufs: list[Buffer], op: str) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _all_reduce")
+  def _all_gather(self, dest: list[Buffer], src: list[Buffer]) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _all_gather")
+  def _broadcast(self, bufs: list[Buffer], root: int) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _broadcast")
+  def _reduce_scatter(self, dest: list[Buffer], src: list[Buffer], op: str) -> None:
+    raise NotImplementedError(f"{type(self).__name__} must implement _reduce_scatter")
+
+
 # ---------------------------------------------------------------- compiler
 
 class CompileError(RuntimeError):
@@ -542,5 +594,6 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
 
 
 __all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
-           "DeviceError", "Allocator", "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
+           "DeviceError", "Allocator", "Collective", "REDUCE_OPS",
+           "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
            "Runtime", "default_dtypes_without", "dtypes"]

@@ -15,6 +15,7 @@ import math
 from typing import Any, Iterable
 
 from plugrad.dtype import DType, dtypes
+from plugrad.multi import lower, to_axis
 from plugrad.scheduler import device_of
 from plugrad.uops import Ops, PatternMatcher, UOp, UPat, toposort
 
@@ -145,6 +146,16 @@ def _copy_gradient(ctx: UOp, ret: UOp) -> tuple[UOp]:
   return (ctx if home == ret.arg else UOp(Ops.COPY, ctx.dtype, (ctx,), home),)
 
 
+def _multi_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+  # a sharded tensor's shards are per-device graphs: each gets its slice of the (logical) gradient, made per device
+  # as a realize would; from there the gradient flows on, through the shard's copy and shrink, to what was sharded.
+  # Replicas are one logical value: the gradient goes to the first only (to each, it would count n times)
+  devices, axis = ret.arg
+  sizes = [s.shape[axis] for s in ret.src] if axis is not None else []
+  grads = to_axis(lower(ctx, devices), axis, sizes, devices)
+  return grads if axis is not None else (grads[0],) + (None,) * (len(grads) - 1)
+
+
 # integer-valued, piecewise constant or not a value: nothing flows (IDIV of floats is trunc(a/b))
 _NO_GRADIENT = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.IDIV,
                 Ops.BITCAST, Ops.TRUNC, Ops.DETACH, Ops.KERNEL)
@@ -184,6 +195,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.CONTIGUOUS_BACKWARD), lambda ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
   (UPat(Ops.COPY, name="ret"), _copy_gradient),                                           # back to the source device
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),                                            # to the value written
+  (UPat(Ops.MULTI, name="ret"), _multi_gradient),                                        # each shard its slice
 ])
 
 

@@ -7,13 +7,15 @@ so every such hook must return None for devices it does not own; implement one w
 `@hookimpl(tryfirst=True)` to take over a single role of another plugin's device.
 
 Phases, in the order a kernel meets them:
-discover -> limits -> lower -> render -> compile -> allocate -> transfer -> graph -> run -> observe.
+discover -> limits -> lower -> render -> compile -> allocate -> transfer -> collective -> graph -> run -> observe.
 
 Plugins import what they use from `plugrad.plugin` (and `plugrad`) only; `plugrad.plugin.DevicePlugin`
 implements the role hooks below for the device names a plugin owns.
 
 Contract 2 (from 1): `plugrad_buffer_limit` is gone (the limit is `Capabilities.max_buffers`, one fact in
-one place); `plugrad_rewrite_rules` belongs to the lower phase; the transfer role is new.
+one place); `plugrad_rewrite_rules` belongs to the lower phase; the transfer role is new; the collective phase
+(`plugrad_collective`, `plugrad_process_group`) came later within contract 2: optional hooks, so plugins written
+before it are unchanged.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import pluggy
 if TYPE_CHECKING:
   from plugrad.codegen.renderer import Renderer
   from plugrad.config import Config, ConfigOption
-  from plugrad.device import Allocator, Capabilities, Compiler, DeviceDecl, Graph, Runtime, Transfer
+  from plugrad.device import Allocator, Capabilities, Collective, Compiler, DeviceDecl, Graph, Runtime, Transfer
   from plugrad.uops import PatternMatcher, UOp
 
 #: The version of this contract. A plugin built for another version is refused with a message.
@@ -114,6 +116,29 @@ def plugrad_transfer(src_device: str, dest_device: str, config: Config) -> Trans
   in again once): a peer copy between two GPUs, a mapped buffer.
 
   :return: a Transfer, or None to leave the pair to other plugins and the fallback.
+  """
+
+
+# -------------------------------------------------------------------------------- collective
+
+@hookspec(firstresult=True)
+def plugrad_collective(devices: tuple[str, ...], config: Config) -> Collective | None:
+  """Collectives (all-reduce, all-gather, broadcast, reduce-scatter) over buffers on `devices`, all of this
+  process, when this plugin knows a better way than plugrad's fallback (copies through the host with the
+  transfer role): NCCL among GPUs, a ring over peer copies.
+
+  :param devices: the devices of the buffers, one per member, in member order.
+  :return: a Collective, or None to leave these devices to other plugins and the fallback.
+  """
+
+
+@hookspec(firstresult=True)
+def plugrad_process_group(config: Config) -> Collective | None:
+  """The group of processes this one runs in (a job started by `mpirun -np N`), for data-parallel training:
+  collectives over one buffer per process, `rank` and `size` set. An existing engine provides it (MPI through
+  plugrad-mpi), never a transport of plugrad's own.
+
+  :return: a Collective, or None when this plugin finds no job (plugrad then runs as a group of one).
   """
 
 

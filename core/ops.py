@@ -21,6 +21,7 @@ class Ops(Enum):
   DETACH = auto()      # tensor graph: src's value, through which no gradient flows (removed by kernelize)
   CONTIGUOUS_BACKWARD = auto()  # tensor graph: src's value; its gradient is made contiguous (removed by kernelize)
   ASSIGN = auto()      # tensor graph: write src[1] into the buffer src[0]
+  MULTI = auto()       # tensor graph: a sharded tensor, src one graph per device, arg (devices, axis): plugrad.multi
   KERNEL = auto()      # tensor graph after kernelize: the value of a scheduled kernel (arg: Kernel)
   SINK = auto()        # groups the outputs of a graph
   DEFINE_VAR = auto()  # a symbolic int (tinygrad's Variable): arg (name, min, max); a kernel's integer parameter

@@ -9,8 +9,9 @@ against them.
   device names a plugin owns), `DeviceDecl`, `Capabilities`, `default_dtypes_without`, `Config`,
   `ConfigOption`;
 - roles: `Renderer`, `CStyleRenderer` (the C-family base; `var_name` the C name of a Variable's parameter),
-  `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Graph` and `GraphLaunch` (optional native replay of a
-  TinyJit capture), `Runtime`, `Program`, `Buffer`, `ImageSpec`;
+  `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Collective` (with `REDUCE_OPS`, the reductions it takes),
+  `Graph` and `GraphLaunch` (optional native replay of a TinyJit capture), `Runtime`, `Program`, `Buffer`,
+  `ImageSpec`;
 - what a renderer reads: `LoopProgram`, `Param` (a loop program and its buffer parameters), `UOp`, `Ops`,
   `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`;
 - errors: `CompileError`, `DeviceError`, `UnsupportedError`.
@@ -29,9 +30,9 @@ from plugrad.codegen.cstyle import CStyleRenderer, var_name
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
-from plugrad.device import (Allocator, Buffer, Capabilities, CompileError, Compiler, DeviceDecl, DeviceError, Graph,
-                            GraphLaunch, ImageSpec, LRUAllocator, Program, Runtime, Transfer, UnsupportedError,
-                            default_dtypes_without)
+from plugrad.device import (REDUCE_OPS, Allocator, Buffer, Capabilities, Collective, CompileError, Compiler, DeviceDecl,
+                            DeviceError, Graph, GraphLaunch, ImageSpec, LRUAllocator, Program, Runtime, Transfer,
+                            UnsupportedError, default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
@@ -43,7 +44,8 @@ class DevicePlugin:
   so no plugin repeats the "is this device mine?" test. A role method left out answers nothing, leaving
   the role to another plugin.
 
-  The role methods receive the full device string (`"CUDA:1"`) and the session's Config.
+  The role methods receive the full device string (`"CUDA:1"`) and the session's Config; `collective` receives
+  the devices of its buffers and is asked only when the plugin owns all of them.
   """
   PLUGRAD_CONTRACT: ClassVar[int]
   names: ClassVar[tuple[str, ...]] = ()
@@ -69,6 +71,7 @@ class DevicePlugin:
   def allocator(self, device: str, config: Config) -> Allocator | None: return None
   def runtime(self, device: str, config: Config) -> Runtime | None: return None
   def graph(self, device: str, config: Config) -> Graph | None: return None
+  def collective(self, devices: tuple[str, ...], config: Config) -> Collective | None: return None
 
   # ---------------------------------------------------------------- the hooks
 
@@ -106,8 +109,13 @@ class DevicePlugin:
   def plugrad_graph(self, device: str, config: Config) -> Graph | None:
     return self.graph(device, config) if self.owns(device) else None
 
+  @hookimpl
+  def plugrad_collective(self, devices: tuple[str, ...], config: Config) -> Collective | None:
+    return self.collective(devices, config) if all(self.owns(d) for d in devices) else None
+
 
 __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
-           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Graph",
-           "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp",
-           "PatternMatcher", "UPat", "DType", "dtypes", "CompileError", "DeviceError", "UnsupportedError", "var_name"]
+           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective",
+           "REDUCE_OPS", "Graph", "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp",
+           "Ops", "GroupOp", "PatternMatcher", "UPat", "DType", "dtypes", "CompileError", "DeviceError",
+           "UnsupportedError", "var_name"]

@@ -22,10 +22,11 @@ import pluggy
 from plugrad import hookspecs
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config
-from plugrad.device import (Allocator, Capabilities, Compiler, DeviceDecl, DeviceError, Graph, HostTransfer, Runtime,
-                            Transfer)
+from plugrad.device import (Allocator, Capabilities, Collective, Compiler, DeviceDecl, DeviceError, Graph,
+                            HostTransfer, Runtime, Transfer)
 from plugrad.builtins.debug import DebugPlugin
 from plugrad.builtins.python_device import PythonDevicePlugin
+from plugrad.multi import SingleProcess, TransferCollective
 from plugrad.uops import PatternMatcher
 
 DEVICE_GROUP = "plugrad.devices"
@@ -90,6 +91,8 @@ class Registry:
     self._loaded: dict[str, list[PluginInfo]] = {}   # device name -> plugins loaded for it
     self._devices: dict[str, Device] = {}
     self._transfers: dict[tuple[str, str], Transfer] = {}
+    self._collectives: dict[tuple[str, ...], Collective] = {}
+    self._process_group: Collective | None = None
     self._general_loaded = False
     self._general: list[PluginInfo] = []
     self.plugin_errors: list[PluginInfo] = []
@@ -321,6 +324,32 @@ class Registry:
                           f"Transfer (plugins implementing it: {', '.join(names)})")
       self._transfers[key] = t
     return t
+
+  def collective(self, devices: tuple[str, ...]) -> Collective:
+    """Collectives over buffers on `devices` of this process: a plugin's collective role for them, else plugrad's
+    fallback through the host (decided once per tuple of devices)."""
+    key = tuple(devices)
+    if (c := self._collectives.get(key)) is None:
+      self.load_general_plugins()
+      c = self.pm.hook.plugrad_collective(devices=key, config=self.config) or TransferCollective()
+      self._check_collective(c, "plugrad_collective")
+      self._collectives[key] = c
+    return c
+
+  def process_group(self) -> Collective:
+    """The group of processes this one belongs to (a plugin's, e.g. MPI under mpirun), else a group of one."""
+    if self._process_group is None:
+      self.load_general_plugins()
+      g = self.pm.hook.plugrad_process_group(config=self.config) or SingleProcess()
+      self._check_collective(g, "plugrad_process_group")
+      self._process_group = g
+    return self._process_group
+
+  def _check_collective(self, c: object, hook: str) -> None:
+    if not isinstance(c, Collective):
+      names = [self.pm.get_name(i.plugin) for i in getattr(self.pm.hook, hook).get_hookimpls()]
+      raise DeviceError(f"{hook} returned {type(c).__name__}, expected Collective (plugins implementing it: "
+                        f"{', '.join(names)})")
 
   def first_result(self, hook: str, expected: type | tuple[type, ...], device: str, what: str) -> Any:
     """Call a first-result hook for `device` and check the type of what it returns."""

@@ -40,6 +40,10 @@ def infer_shape(u: UOp) -> Shape:
   if op is Ops.KERNEL: return (arg.out.arg[2],)
   if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
   if op is Ops.PARAM: return (arg[1],)
+  if op is Ops.MULTI:  # the whole tensor: shards side by side along the sharded axis (all alike when replicated)
+    first, axis = u.src[0].shape, arg[1]
+    if axis is None: return first
+    return first[:axis] + (sum(s.shape[axis] for s in u.src),) + first[axis + 1:]
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)

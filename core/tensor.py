@@ -21,7 +21,9 @@ from plugrad.config import TRAINING, Context
 from plugrad.device import Buffer, check_supported, image_spec_for, pinned_buffer
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
+from plugrad.engine.schedule import Rebind
 from plugrad.gradient import compute_gradient
+from plugrad import multi as _multi
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_node, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
@@ -29,6 +31,8 @@ from plugrad.symbolic import sym_infer, symbolic, unbind_graph
 from plugrad.uops import GroupOp, Ops, UOp, graph_rewrite
 
 ShapeArg = int | Sequence[int]
+#: A device ("CPU:1"), or several for a tensor on each of them (replicated; see `Tensor.shard`)
+DeviceArg = str | tuple[str, ...]
 # reductions of at least this many elements to at most this many outputs run in two stages
 SPLIT_REDUCE_MIN = 1 << 16
 SPLIT_REDUCE_MAX_OUTPUT = 64
@@ -169,8 +173,9 @@ def _hash32(x: Tensor) -> Tensor:
   return x ^ (x >> 16)
 
 
-def _random_bits(shape: tuple[int, ...], device: str | None) -> Tensor:
+def _random_bits(shape: tuple[int, ...], device: str | tuple[str, ...] | None) -> Tensor:
   """Uniform random uint32 values of `shape` (lazy: realize to draw)."""
+  if isinstance(device, tuple): return _random_bits(shape, device[0]).shard(device)  # drawn once, copied to each
   device = canonical_device(device) if device else get_registry().default_device()
   n = prod(shape)
   with _RNG.lock:
@@ -206,13 +211,13 @@ class _Handles:
       refs = self.at[old]
       del refs[id(t)]
       if not refs: del self.at[old]
-      if (base := contiguous_base(old)) is not None:
+      for base in _bases(old):
         b = buffer_of(base)
         if (n := self.held[b] - 1): self.held[b] = n
         else: del self.held[b]
     if new is not None:
       self.at.setdefault(new, {})[id(t)] = weakref.ref(t)
-      if (base := contiguous_base(new)) is not None:
+      for base in _bases(new):
         b = buffer_of(base)
         self.held[b] = self.held.get(b, 0) + 1
 
@@ -233,6 +238,14 @@ class _Handles:
       self.kernelized.discard(u)
       if (view := realized_view(u)) is not None:
         for t in self.tensors_at(u): t.uop = view
+
+
+def _bases(u: UOp) -> tuple[UOp, ...]:
+  """The buffer nodes a tensor's node holds: its own, or each shard's of a sharded tensor."""
+  if u.op is not Ops.MULTI:  # the common case, on every tensor made: no list built
+    base = contiguous_base(u)
+    return () if base is None else (base,)
+  return tuple(b for n in u.src if (b := contiguous_base(n)) is not None)
 
 
 _handles = _Handles()
@@ -257,6 +270,8 @@ class Tensor(metaclass=_TensorMeta):
     the tensor is reached by `backward` (tinygrad's rule).
   """
   __slots__ = ("_uop", "device", "grad", "requires_grad", "__weakref__")
+  #: a device name ("CPU:1"), or a tuple of them for a tensor sharded (or replicated) over several devices
+  device: str | tuple[str, ...]
   __hash__ = object.__hash__
 
   @property
@@ -275,11 +290,21 @@ class Tensor(metaclass=_TensorMeta):
     except (AttributeError, KeyError, TypeError):  # never fully made, or the interpreter is shutting down
       pass
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+  def __init__(self, data: Any, device: DeviceArg | None = None, dtype: DType | str | None = None,
                requires_grad: bool | None = None):
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = None
     dt = dtypes.from_any(dtype) if dtype is not None else None
+    if isinstance(device, (tuple, list)):  # several devices: made on the first, then copied to every one
+      devices = _canonical_devices(device)
+      if isinstance(data, (list, tuple, np.ndarray)):
+        made = Tensor(data, device=devices[0], dtype=dtype).shard(devices)
+        self.uop, self.device = made.uop, made.device
+        if requires_grad is not None: self.requires_grad_(requires_grad)
+        return
+      # a scalar (a constant) has no device: its graph is on every device as it is (replicated)
+      device, spread = (devices[0], None) if len(devices) == 1 else (None, devices)
+    else: spread = None
     self.device = canonical_device(device) if device else get_registry().default_device()
     if isinstance(data, UOp):
       self.uop = data if dt is None or data.dtype == dt else data.cast(dt)
@@ -302,6 +327,11 @@ class Tensor(metaclass=_TensorMeta):
       self.uop = _upload(arr, dt, self.device)
     else:
       raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
+    if spread is not None:
+      if contiguous_base(self.uop) is not None or self.uop.op is Ops.MULTI:
+        raise TypeError(f"a tensor on several devices is made from data or from a constant, not from "
+                        f"{type(data).__name__}")
+      self.device = spread
     if requires_grad is not None: self.requires_grad_(requires_grad)
 
   @staticmethod
@@ -335,14 +365,46 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor._from(_reshape(buffer_node(buf), tuple(arr.shape)), dev_name)
 
   @staticmethod
-  def _from(uop: UOp, device: str) -> Tensor:
-    caps = get_registry().device(device).caps
-    if uop.dtype.scalar() not in caps.dtypes: check_supported(device, caps, {uop.dtype.scalar()})  # fail at the call
+  def _from(uop: UOp, device: str | tuple[str, ...]) -> Tensor:
+    for d in device if isinstance(device, tuple) else (device,):
+      caps = get_registry().device(d).caps
+      if uop.dtype.scalar() not in caps.dtypes: check_supported(d, caps, {uop.dtype.scalar()})  # fail at the call
     t = object.__new__(Tensor)
     t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
     return t
 
   def _new(self, uop: UOp) -> Tensor: return Tensor._from(uop, self.device)
+
+  # ------------------------------------------------------------------ several devices (plugrad.multi)
+
+  def shard(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+    """This tensor split over `devices` along `axis` (None: a whole copy on each device, replicated), as tinygrad's
+    `shard`. Ops on the result run on every device on its shard; `.device` is the tuple of devices."""
+    devs = _canonical_devices(devices)
+    if axis is not None: axis = _norm_axis(axis, self.ndim)
+    if isinstance(self.device, tuple):
+      if self.device == devs and self.shard_axis == axis: return self
+      return self.to(devs[0]).shard(devs, axis)  # resharding: gathered on one device, split again
+    src = None if contiguous_base(self.uop) is None and not _multi._bound(self.uop) else self.device
+    return Tensor._from(_multi.shard(self.uop, src, devs, axis), devs)
+
+  def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+    """`shard` in place: this tensor becomes the sharded one (for parameters: shard them, then train)."""
+    out = self.shard(devices, axis)
+    self.uop, self.device = out.uop, out.device
+    return self
+
+  def shard_like(self, y: Tensor) -> Tensor:
+    """This tensor sharded as `y` is (same devices and axis); unchanged when `y` is on one device."""
+    if not isinstance(y.device, tuple): return self.to(y.device)
+    return self.shard(y.device, y.shard_axis)
+
+  @property
+  def shard_axis(self) -> int | None:
+    """The axis a sharded tensor is split along (None: replicated, or on one device)."""
+    if not isinstance(self.device, tuple): return None
+    if self.uop.op is Ops.MULTI: return self.uop.arg[1]
+    return _multi.lower(self.uop, self.device).axis
 
   # ------------------------------------------------------------------ properties
 
@@ -365,18 +427,22 @@ class Tensor(metaclass=_TensorMeta):
   # ------------------------------------------------------------------ creation
 
   @staticmethod
-  def empty(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def empty(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
     """An uninitialised tensor (a fresh buffer)."""
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
-    dev = canonical_device(device) if device else get_registry().default_device()
     shape = _shape_args(shape)
+    if isinstance(device, (tuple, list)):  # a fresh buffer on each device (replicated: only its shape is defined)
+      devs = _canonical_devices(device)
+      parts = [Tensor.empty(*shape, dtype=dt, device=d).uop for d in devs]
+      return Tensor._from(_multi.multi(parts, devs, None), devs).requires_grad_(requires_grad)
+    dev = canonical_device(device) if device else get_registry().default_device()
     size = prod(shape)  # a symbolic shape gets a buffer for the Variables' largest values
     buf = Buffer(dev, size if isinstance(size, int) else int(size.vmax), dt, get_registry().device(dev).allocator)
     return Tensor._from(_reshape(buffer_node(buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod
-  def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: str | None = None,
+  def full(shape: ShapeArg, fill_value: Any, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
     """A tensor of `shape` filled with `fill_value` (lazy: a broadcast constant)."""
     shape = _shape_args((shape,) if isinstance(shape, int) else tuple(shape))
@@ -384,29 +450,29 @@ class Tensor(metaclass=_TensorMeta):
     return (c.reshape((1,) * len(shape)).expand(shape) if shape else c).requires_grad_(requires_grad)
 
   @staticmethod
-  def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
     return Tensor.full(_shape_args(shape), 0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
     return Tensor.full(_shape_args(shape), 1, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
-  def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device)
-  def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def zeros_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return self.full_like(0, dtype, device)
-  def ones_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def ones_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return self.full_like(1, dtype, device)
-  def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def empty_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
-  def rand_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def rand_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     return Tensor.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)
 
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1,
-             dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+             dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange."""
     if stop is None: start, stop = 0, start
     if isinstance(start, UOp) or isinstance(stop, UOp) or isinstance(step, UOp):
@@ -429,7 +495,7 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor(start + np.arange(n, dtype=np.float64 if dt.is_float else np.int64) * step, device=device, dtype=dt)
 
   @staticmethod
-  def eye(n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def eye(n: int, m: int | None = None, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """The n x m identity matrix (lazy: ones on the diagonal made from a pad and a reshape)."""
     m = n if m is None else m
     if n < 0 or m < 0: raise ValueError(f"eye needs nonnegative sizes, got {n}, {m}")
@@ -448,14 +514,14 @@ class Tensor(metaclass=_TensorMeta):
       _RNG.counters = {}
 
   @staticmethod
-  def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [0, 1)."""
     return Tensor.uniform(*shape, low=0.0, high=1.0, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
   def uniform(*shape: ShapeArg, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
-              device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+              device: DeviceArg | None = None, requires_grad: bool | None = None) -> Tensor:
     """Uniform random values in [low, high), drawn on the device."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     if not dt.is_float: raise TypeError(f"uniform draws floats; use randint for {dt.name}")
@@ -466,14 +532,14 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   @staticmethod
-  def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def randn(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
     """Standard normal random values."""
     return Tensor.normal(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
   def normal(*shape: ShapeArg, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None,
-             device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+             device: DeviceArg | None = None, requires_grad: bool | None = None) -> Tensor:
     """Normal random values with `mean` and `std` (Box-Muller on the device, computed in float32)."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
     if not dt.is_float: raise TypeError(f"normal draws floats, not {dt.name}")
@@ -485,7 +551,7 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def randint(*shape: ShapeArg, low: int = 0, high: int = 10, dtype: DType | str | None = None,
-              device: str | None = None) -> Tensor:
+              device: DeviceArg | None = None) -> Tensor:
     """Random integers in [low, high), drawn on the device."""
     shape, dt = _shape_args(shape), dtypes.from_any(dtype) if dtype is not None else dtypes.default_int
     if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer))):
@@ -506,22 +572,31 @@ class Tensor(metaclass=_TensorMeta):
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
     tensors = [self, *others]
-    if unbind_graph([t.uop for t in tensors])[1]:  # the kernels would lose the values they are bound to
+    roots, devices, rebind = _graph_roots(tensors)
+    if unbind_graph(roots)[1]:  # the kernels would lose the values they are bound to
       raise NotImplementedError("kernelize of a graph with bound Variables: realize() or schedule() it instead")
-    _handles.rebind(kernelize_roots([t.uop for t in tensors], [t.device for t in tensors], get_registry()))
+    rebind(kernelize_roots(roots, devices, get_registry()))
     return self
 
   def realize(self, *others: Tensor) -> Tensor:
     """Run everything these tensors need; afterwards they are plain buffers."""
     tensors = [self, *others]
-    engine_realize([t.uop for t in tensors], [t.device for t in tensors], _handles.held.keys, _handles.rebind, get_registry())
+    roots, devices, rebind = _graph_roots(tensors)
+    engine_realize(roots, devices, _handles.held.keys, rebind, get_registry())
     _handles.finish()
+    _finish_sharded(tensors)
     return self
 
   def numpy(self) -> np.ndarray:
     """The values as a numpy array (bfloat16 comes back as float32)."""
     shape = _concrete(self.shape)  # a symbolic shape: at the values its Variables are bound to
     if prod(shape) == 0: return np.zeros(shape, dtype=self.dtype.np)  # no values: nothing to run or read
+    if isinstance(self.device, tuple):  # every shard's values, side by side (a replicated tensor: the first copy)
+      self.realize()
+      u, devs = self.uop, self.device
+      shards, axis = (u.src, u.arg[1]) if u.op is Ops.MULTI else ((u,), None)
+      first = shards if axis is not None else shards[:1]
+      return _multi.gather_numpy([Tensor._from(s, d).numpy() for s, d in zip(first, devs)], axis)
     self.realize()
     u = self.uop
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
@@ -551,6 +626,7 @@ class Tensor(metaclass=_TensorMeta):
   def _host_view(self) -> np.ndarray | None:
     """The realized values as an array over the buffer's memory, or None where that is not possible."""
     if self.numel() == 0 or self.dtype == dtypes.bfloat16: return None  # bfloat16: numpy sees float32 copies
+    if isinstance(self.device, tuple): return None  # the shards' buffers are no one array
     self.realize()
     base = contiguous_base(self.uop)
     if base is None: return None
@@ -571,10 +647,17 @@ class Tensor(metaclass=_TensorMeta):
     """The values as a memoryview of a numpy array."""
     return memoryview(np.ascontiguousarray(self.numpy()))
 
-  def to(self, device: str) -> Tensor:
-    """This tensor on `device` (a copy is scheduled when the device differs)."""
+  def to(self, device: str | Sequence[str]) -> Tensor:
+    """This tensor on `device` (a copy is scheduled when the device differs); a tuple of devices gives a copy on
+    each (replicated, `shard(devices)`); a sharded tensor `.to` one device gathers its shards there."""
+    if isinstance(device, (tuple, list)):
+      return self.shard(device) if _canonical_devices(device) != self.device else self
     device = canonical_device(device)
     if device == self.device: return self
+    if isinstance(self.device, tuple):  # the shards copied to `device` and put side by side
+      low = _multi.lower(self.uop, self.device)
+      parts = [Tensor._from(s, d).to(device) for s, d in zip(low.shards, self.device)]
+      return parts[0] if low.axis is None else parts[0].cat(*parts[1:], dim=low.axis)
     get_registry().device(device)  # fail now, with the reason, if the device cannot run here
     return Tensor._from(UOp(Ops.COPY, self.dtype, (self.uop,), device), device)
 
@@ -590,6 +673,16 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
     value = x.cast(self.dtype)._broadcast_to(self.shape)
     if value.uop is self.uop: return self  # writing a tensor into itself changes nothing
+    if isinstance(self.device, tuple):
+      axis = self.shard_axis
+      low = _multi.lower(value.uop, self.device)
+      shards = _multi.lower(value.shard(self.device, axis).uop, self.device).shards if low.axis != axis else low.shards
+      if self.uop.op is Ops.MULTI and all(version_base(s) is not None for s in self.uop.src):
+        # each shard's buffer is written in place, as a one-device tensor's is: graphs built before read the new value
+        shards = tuple(UOp(Ops.ASSIGN, self.dtype, (old, new), next(_assign_ids))
+                       for old, new in zip(self.uop.src, shards))
+      self.uop = _multi.multi(shards, self.device, axis)  # else nothing aliases it: the new value replaces it
+      return self
     # each assign is its own node (a unique arg): the scheduler records which writes it applied (see
     # scheduler._applied), and two assigns of equal values at different times are two writes
     if version_base(self.uop) is not None:  # a buffer, or a pending write into one: write in place
@@ -644,7 +737,11 @@ class Tensor(metaclass=_TensorMeta):
     True or False also makes the tensor a leaf: unless it already is a buffer, it gets one of its own,
     filled by the next realize. Two tensors built alike (two `Tensor.zeros(3)`) are one node of the
     graph, so without this two parameters would share their gradient and, once realized, their buffer."""
-    if requires_grad is not None and (contiguous_base(self.uop) is None or self.uop.op is Ops.CONST):
+    if requires_grad is not None and isinstance(self.device, tuple):
+      if self.uop.op is not Ops.MULTI or any(contiguous_base(s) is None for s in self.uop.src):
+        low = _multi.lower(self.uop, self.device)  # each shard gets a buffer of its own
+        self.uop = _multi.multi([_leaf(s, d) for s, d in zip(low.shards, self.device)], self.device, low.axis)
+    elif requires_grad is not None and (contiguous_base(self.uop) is None or self.uop.op is Ops.CONST):
       buf = Buffer(self.device, prod(self.shape), self.dtype, get_registry().device(self.device).allocator)
       self.uop = UOp(Ops.ASSIGN, self.dtype, (_reshape(buffer_node(buf), self.shape), self.uop))
     self.requires_grad = requires_grad
@@ -930,7 +1027,9 @@ class Tensor(metaclass=_TensorMeta):
   def _binary_operands(self, other: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
     if isinstance(other, Tensor):
       if other.device != self.device:
-        raise ValueError(f"operands are on different devices ({self.device} and {other.device}); move one with .to()")
+        fix = ("shard both over the same devices (.shard(devices, axis), or .to(devices) for a copy on each)"
+               if isinstance(self.device, tuple) or isinstance(other.device, tuple) else "move one with .to()")
+        raise ValueError(f"operands are on different devices ({self.device} and {other.device}); {fix}")
       dt = promote_types(self.dtype, other.dtype)
       y = other
     elif isinstance(other, (bool, int, float, np.generic)):
@@ -1219,7 +1318,7 @@ class Tensor(metaclass=_TensorMeta):
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
                         dtype=self.dtype, device=self.device)
-    elif (split := self._split_reduce(op, axes)) is not None: ret = split
+    elif not isinstance(self.device, tuple) and (split := self._split_reduce(op, axes)) is not None: ret = split
     else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
@@ -1496,7 +1595,7 @@ class Tensor(metaclass=_TensorMeta):
     return prod(shape[1:]), shape[0]
 
   @staticmethod
-  def glorot_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def glorot_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
                      requires_grad: bool | None = None) -> Tensor:
     """Glorot (Xavier) uniform: U(-b, b) with b = sqrt(6 / (shape[0] + prod(shape[1:])))."""
     fan_in, fan_out = Tensor._fans(_shape_args(shape))
@@ -1504,7 +1603,8 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def kaiming_uniform(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None, device: str | None = None,
+  def kaiming_uniform(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None,
+                      device: DeviceArg | None = None,
                       requires_grad: bool | None = None) -> Tensor:
     """Kaiming (He) uniform for a leaky ReLU of slope `a`: U(-b, b), b = sqrt(6 / ((1 + a²) prod(shape[1:])))."""
     fan_in, _ = Tensor._fans(_shape_args(shape))
@@ -1512,7 +1612,8 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor.uniform(*shape, low=-b, high=b, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def kaiming_normal(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None, device: str | None = None,
+  def kaiming_normal(*shape: ShapeArg, a: float = 0.01, dtype: DType | str | None = None,
+                     device: DeviceArg | None = None,
                      requires_grad: bool | None = None) -> Tensor:
     """Kaiming (He) normal for a leaky ReLU of slope `a`: N(0, 2 / ((1 + a²) prod(shape[1:])))."""
     fan_in, _ = Tensor._fans(_shape_args(shape))
@@ -1520,7 +1621,7 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor.normal(*shape, mean=0.0, std=std, dtype=dtype, device=device, requires_grad=requires_grad)
 
   @staticmethod
-  def scaled_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: str | None = None,
+  def scaled_uniform(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
                      requires_grad: bool | None = None) -> Tensor:
     """U(-1, 1) scaled by 1/sqrt(number of elements)."""
     b = prod(_shape_args(shape)) ** -0.5
@@ -2576,7 +2677,7 @@ class Tensor(metaclass=_TensorMeta):
     norm = (x != 0).cast(x.dtype).sum(dim, keepdim=True) if p == 0 else x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
     return x / norm.maximum(eps)
 
-  def clone(self, device: str | None = None) -> Tensor:
+  def clone(self, device: DeviceArg | None = None) -> Tensor:
     """A copy in a buffer of its own (on `device` when given): writes to either never show in the other."""
     src = self if device is None else self.to(device)
     return Tensor.empty(src.shape, dtype=src.dtype, device=src.device).assign(src)
@@ -2737,7 +2838,7 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
-               device: str | None = None) -> Tensor:
+               device: DeviceArg | None = None) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included (float32 unless dtype is given)."""
     if not isinstance(steps, (int, np.integer)) or steps < 0:
       raise ValueError(f"linspace needs steps >= 0, got {steps!r}")
@@ -2746,13 +2847,13 @@ class Tensor(metaclass=_TensorMeta):
     vals = np.linspace(start, stop, int(steps), dtype=np.float64)
     return Tensor(vals if dt.is_float else np.trunc(vals), device=device, dtype=dt)
 
-  def randn_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def randn_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """Standard normal values of this shape (and dtype unless given)."""
     return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else dtypes.default_float),
                         device=device or self.device)
 
   @staticmethod
-  def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
+  def randperm(n: int, device: DeviceArg | None = None, dtype: DType | str = dtypes.int32) -> Tensor:
     """A random permutation of 0..n-1 (from the generator manual_seed seeds)."""
     if not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"randperm needs n >= 0, got {n!r}")
     return Tensor.rand(int(n), device=device).argsort().cast(dtype).realize()
@@ -2763,7 +2864,7 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | str | None = None,
-                device: str | None = None) -> Tensor:
+                device: DeviceArg | None = None) -> Tensor:
     """A tensor holding a copy of prod(shape) values at host address `ptr` (tinygrad aliases the memory; plugrad
     copies it, since its buffers belong to device allocators)."""
     dt = dtypes.from_any(dtype) if dtype is not None else dtypes.default_float
@@ -2830,12 +2931,13 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   @staticmethod
-  def const(b: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def const(b: Any, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """A 0-d constant tensor."""
     return Tensor(b, device=device, dtype=dtype)
 
   @staticmethod
-  def from_url(url: str, gunzip: bool = False, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+  def from_url(url: str, gunzip: bool = False, dtype: DType | str | None = None,
+               device: DeviceArg | None = None) -> Tensor:
     """The bytes at `url` (http(s), file, ...) as a 1-D uint8 tensor (or reinterpreted as `dtype`); gunzip
     decompresses them first. tinygrad caches the download on disk; plugrad reads it each call."""
     with urllib.request.urlopen(url) as response: data = response.read()
@@ -3079,11 +3181,59 @@ def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:
   return _reshape(buffer_node(buf), tuple(arr.shape))
 
 
-def _schedule(tensors: list[Tensor], limit_device: str | None = None) -> list[ScheduleItem]:
+def _canonical_devices(devices: Sequence[str]) -> tuple[str, ...]:
+  devs = tuple(canonical_device(d) for d in devices)
+  if not devs: raise ValueError("a tensor needs at least one device")
+  if len(set(devs)) != len(devs): raise ValueError(f"devices {devs} name one device twice")
+  for d in devs: get_registry().device(d)  # fail now, with the reason, if a device cannot run here
+  return devs
+
+
+def _leaf(u: UOp, device: str) -> UOp:
+  """`u` as a buffer of its own on `device` (its value written into it by the next realize)."""
+  if contiguous_base(u) is not None and u.op is not Ops.CONST: return u
+  buf = Buffer(device, prod(u.shape), u.dtype, get_registry().device(device).allocator)
+  return UOp(Ops.ASSIGN, u.dtype, (_reshape(buffer_node(buf), u.shape), u))
+
+
+def _graph_roots(tensors: list[Tensor]) -> tuple[list[UOp], list[str], Rebind]:
+  """The graphs to schedule for `tensors` and their devices: a sharded tensor's graph lowered to one graph per
+  device (plugrad.multi). The rebind it returns also points each sharded tensor at what its shards became, before
+  the memory planner runs, so the shards' buffers count as held."""
+  roots: list[UOp] = []
+  devices: list[str] = []
+  sharded: list[tuple[Tensor, _multi.Lowered]] = []
+  for t in tensors:
+    if isinstance(t.device, tuple):
+      low = _multi.lower(t.uop, t.device)
+      sharded.append((t, low))
+      roots.extend(low.shards)
+      devices.extend(t.device)
+    else:
+      roots.append(t.uop)
+      devices.append(t.device)
+
+  def rebind(becomes: dict[UOp, UOp]) -> None:
+    _handles.rebind(becomes)
+    for t, low in sharded:
+      assert isinstance(t.device, tuple)
+      t.uop = _multi.multi([becomes.get(s, s) for s in low.shards], t.device, low.axis)
+  return roots, devices, rebind
+
+
+def _finish_sharded(tensors: list[Tensor]) -> None:
+  """Sharded tensors whose kernels ran now point at their shards' buffers."""
+  for t in tensors:
+    if isinstance(t.device, tuple) and t.uop.op is Ops.MULTI:
+      views = [v if (v := realized_view(s)) is not None else s for s in t.uop.src]
+      t.uop = _multi.multi(views, t.device, t.uop.arg[1])
+
+
+def _schedule(tensors: list[Tensor], limit_device: DeviceArg | None = None) -> list[ScheduleItem]:
   """Kernelize the tensors and list their pending kernels (rebinding them); `limit_device` takes the
   buffer limit from another device (to render for it elsewhere)."""
-  return engine_schedule([t.uop for t in tensors], [t.device for t in tensors], _handles.held.keys, _handles.rebind,
-                         get_registry(), limit_device)
+  roots, devices, rebind = _graph_roots(tensors)
+  return engine_schedule(roots, devices, _handles.held.keys, rebind, get_registry(), limit_device)
 
 
 def _finish_realize() -> None:

@@ -22,15 +22,20 @@ from plugrad.nn.state import get_parameters, get_state_dict, load_state_dict, sa
 
 
 class DigitsNet:
-  """conv(1->16) bn relu, conv(16->32) bn relu, 2x2 max pool, linear(512->10)."""
-  def __init__(self):
-    self.c1, self.bn1 = nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16)
-    self.c2, self.bn2 = nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32)
+  """conv(1->16) bn relu, conv(16->32) bn relu, 2x2 max pool, linear(512->10).
+
+  :param batchnorm: False leaves the BatchNorm layers out (data-parallel training: batch statistics of each
+    process's part of a batch are not those of the whole batch)."""
+  def __init__(self, batchnorm: bool = True):
+    self.c1, self.bn1 = nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16) if batchnorm else None
+    self.c2, self.bn2 = nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32) if batchnorm else None
     self.fc = nn.Linear(32 * 4 * 4, 10)
 
   def __call__(self, x: Tensor) -> Tensor:
-    x = self.bn1(self.c1(x)).relu()
-    x = self.bn2(self.c2(x)).relu().max_pool2d(2)
+    x = self.c1(x)
+    x = (self.bn1(x) if self.bn1 is not None else x).relu()
+    x = self.c2(x)
+    x = (self.bn2(x) if self.bn2 is not None else x).relu().max_pool2d(2)
     return self.fc(x.flatten(1))
 
 

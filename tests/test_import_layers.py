@@ -13,7 +13,7 @@ LAYERS = [
   ["uops"],
   ["alu", "symbolic", "kernel_cache", "hookspecs", "device"],
   ["codegen", "spec"],
-  ["plugin", "builtins"],
+  ["plugin", "builtins", "multi"],
   ["scheduler", "registry"],
   ["engine"],
   ["gradient", "tensor"],

@@ -36,8 +36,6 @@ unflatten unfold uniform unsqueeze uop uprod usum var var_mean view where zeros 
 
 # name -> why it is not there yet: the issue that brings it
 PENDING = {
-  # issue 20: sharding across devices
-  "shard": "issue 20", "shard_": "issue 20", "shard_like": "issue 20",
   # issue 16: the engine and JIT: tinygrad's captured-call API and schedules with symbolic variables
   "as_param": "issue 16", "call": "issue 16", "callify": "issue 16", "custom_kernel": "issue 16",
   "linear_with_vars": "issue 16", "schedule_linear": "issue 16", "is_param": "issue 16", "is_param_": "issue 16",

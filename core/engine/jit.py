@@ -104,6 +104,9 @@ class _Captured:
 
 
 def _buffer(t: Any) -> Buffer:
+  if t.uop.op is Ops.MULTI:
+    raise NotImplementedError(f"TinyJit does not capture sharded tensors yet (an argument is {_describe(t)}); call the "
+                              f"function without TinyJit")
   base = contiguous_base(t.uop)
   if base is None: raise ValueError(f"TinyJit: a tensor argument ({_describe(t)}) did not realize into a buffer")
   return buffer_of(base)

@@ -18,6 +18,9 @@ __version__ = "0.1.0"
 NAME = "CPU"
 #: PLUGRAD_CPU_THREADS caps the threads one kernel launch uses (default: every core this process may use).
 THREADS = ConfigOption("PLUGRAD_CPU_THREADS", "", "most threads one CPU kernel launch uses (default: all usable cores)")
+#: PLUGRAD_CPU_DEVICES: how many CPU devices (CPU:0 .. CPU:N-1) the plugin declares. Each is its own runtime and
+#: allocator over the same cores, so sharding (Tensor.shard) and copies between devices are tested without GPUs.
+DEVICES = ConfigOption("PLUGRAD_CPU_DEVICES", "2", "how many CPU devices (CPU:0 .. CPU:N-1) there are, for sharding")
 
 
 def _probe() -> str | None:
@@ -35,11 +38,12 @@ class CPULLVMPlugin(DevicePlugin):
   names = (NAME,)
 
   def devices(self, config: Config) -> list[DeviceDecl]:
+    count = _positive(config, DEVICES)
     return [DeviceDecl(NAME, priority=100, probe=_probe, install_hint="pip install llvmlite",
-                       description="host CPU, LLVM via llvmlite, split across cores")]
+                       description="host CPU, LLVM via llvmlite, split across cores", count=lambda: count or 2)]
 
   def options(self) -> list[ConfigOption]:
-    return [THREADS]
+    return [THREADS, DEVICES]
 
   def capabilities(self, device: str, config: Config) -> Capabilities | None:
     from plugrad_cpu_llvm.compiler import host_vector_bytes, host_vector_registers
@@ -59,17 +63,22 @@ class CPULLVMPlugin(DevicePlugin):
 
   def runtime(self, device: str, config: Config) -> Runtime | None:
     from plugrad_cpu_llvm.runtime import CPURuntime
-    raw = config.option(THREADS).strip()
-    try:
-      threads = int(raw) if raw else None
-    except ValueError:
-      raise ValueError(f"PLUGRAD_CPU_THREADS={raw!r} must be a positive integer") from None
-    if threads is not None and threads < 1: raise ValueError(f"PLUGRAD_CPU_THREADS={raw!r} must be a positive integer")
-    return CPURuntime(threads)
+    return CPURuntime(_positive(config, THREADS))
 
   def graph(self, device: str, config: Config) -> Graph | None:
     from plugrad_cpu_llvm.graph import CPUGraph
     return CPUGraph()
+
+
+def _positive(config: Config, opt: ConfigOption) -> int | None:
+  """The option's value as a positive integer, None when it is empty."""
+  raw = config.option(opt).strip()
+  try:
+    value = int(raw) if raw else None
+  except ValueError:
+    raise ValueError(f"{opt.env}={raw!r} must be a positive integer") from None
+  if value is not None and value < 1: raise ValueError(f"{opt.env}={raw!r} must be a positive integer")
+  return value
 
 
 @lru_cache(maxsize=None)
@@ -81,4 +90,4 @@ def _compiler(cache_dir: Path) -> Compiler:
 #: The plugin object the entry point names.
 plugin = CPULLVMPlugin()
 
-__all__ = ["plugin", "CPULLVMPlugin", "NAME", "THREADS"]
+__all__ = ["plugin", "CPULLVMPlugin", "NAME", "THREADS", "DEVICES"]

@@ -38,7 +38,8 @@ def _chunk_count(outer: int, cost: float, threads: int) -> int:
   return max(1, min(outer, threads * CHUNKS_PER_THREAD, max(threads, int(cost // SPLIT_THRESHOLD))))
 
 
-def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, extra: Any = None) -> None:
+def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, extra: Any = None,
+                pool_of: _Pool | None = None) -> None:
   """Run fn(*args, start, end[, extra(i)]) for every piece, on the calling thread and up to `threads` - 1
   pool threads, each pulling the next piece from a shared counter until none is left."""
   counter = itertools.count()  # next() on it is atomic under the GIL
@@ -49,7 +50,7 @@ def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads
       if extra is None: fn(*args, s, e)
       else: fn(*args, s, e, extra(i))
 
-  pool = _POOL.get(max(_POOL_WORKERS, threads - 1))
+  pool = (pool_of or _POOL).get(max(_POOL_WORKERS, threads - 1))
   futs = [pool.submit(work) for _ in range(min(len(pieces), threads) - 1)]
   work()
   for f in futs:
@@ -85,8 +86,10 @@ _POOL_WORKERS = max(1, cpu_count() - 1)
 class CPUProgram(Program):
   """A loaded kernel. `threads` caps how many chunks a launch is split into."""
 
-  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int):
+  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int,
+               pool: _Pool | None = None):
     self.name, self.meta, self._engine = name, meta, engine  # the engine owns the code: keep it alive
+    self.pool = pool
     self.fn, self.threads = fns["full"], threads
     self.nparams: int = meta["nparams"]
     self.nvars: int = meta.get("nvars", 0)
@@ -121,12 +124,12 @@ class CPUProgram(Program):
       pieces = self.reduce_chunks
       partials = self._partials_type()  # one 8-byte slot per piece: the sum's order never depends on who ran it
       base = ctypes.addressof(partials)
-      _run_pulled(self.part, ptrs, pieces, self.threads, lambda i: base + 8 * i)
+      _run_pulled(self.part, ptrs, pieces, self.threads, lambda i: base + 8 * i, self.pool)
       self.fin(*ptrs, base, len(pieces))
     elif len(chunks) == 1:
       fn(*ptrs, *chunks[0])
     else:
-      _run_pulled(fn, ptrs, chunks, self.threads)
+      _run_pulled(fn, ptrs, chunks, self.threads, pool_of=self.pool)
     return time.perf_counter() - st if wait else None
 
 
@@ -138,6 +141,9 @@ class CPURuntime(Runtime):
 
   def __init__(self, threads: int | None = None) -> None:
     self.threads = threads or cpu_count()
+    # each CPU device (CPU:0, CPU:1) has its own runtime and so its own worker threads: two devices' launches
+    # from two threads (sharded work) never wait on one pool
+    self.pool = _Pool()
 
   def load(self, name: str, binary: bytes) -> Program:
     try:
@@ -165,7 +171,7 @@ class CPURuntime(Runtime):
         fns["part"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(
           engine.get_function_address(split["part"]))
         fns["fin"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(split["fin"]))
-    return CPUProgram(name, meta, fns, engine, self.threads)
+    return CPUProgram(name, meta, fns, engine, self.threads, self.pool)
 
 
 def _jit_target_machine() -> Any:

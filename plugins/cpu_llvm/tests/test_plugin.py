@@ -57,6 +57,17 @@ def test_threads_option(tmp_path):
     plugin.plugrad_runtime(device="CPU", config=Config.from_env({"PLUGRAD_CPU_THREADS": "many"}))
 
 
+def test_devices_option():
+  (decl,) = plugin.plugrad_declare_devices(config=Config.from_env({}))
+  assert decl.count() == 2  # CPU:0 and CPU:1, for sharding
+  (decl,) = plugin.plugrad_declare_devices(config=Config.from_env({"PLUGRAD_CPU_DEVICES": "4"}))
+  assert decl.count() == 4
+  with pytest.raises(ValueError, match="PLUGRAD_CPU_DEVICES"):
+    plugin.plugrad_declare_devices(config=Config.from_env({"PLUGRAD_CPU_DEVICES": "0"}))
+  one, two = (plugin.plugrad_runtime(device=d, config=Config.from_env({})) for d in ("CPU", "CPU:1"))
+  assert one is not two and one.pool is not two.pool  # each device has its own worker threads
+
+
 # ------------------------------------------------------------------ rendering
 
 def test_rendered_ir_golden_pieces():
