@@ -8,6 +8,7 @@ import pytest
 from plugrad import CONTRACT_VERSION, Buffer, Tensor, dtypes, hookimpl
 from plugrad.device import ImageSpec
 from plugrad.registry import Registry, set_registry
+from plugrad.scheduler import buffer_of
 
 pytestmark = pytest.mark.usefixtures("needs_images")
 
@@ -33,8 +34,8 @@ def test_uploaded_hw4_tensor_is_an_image(qcom_registry):
   import pyopencl as cl
   t = Tensor(np.zeros((2, 3, 4), np.float32), device="QCOM")
   t2 = Tensor(np.zeros((2, 3, 5), np.float32), device="QCOM")  # not (h, w, 4): a plain buffer
-  raw = [n.arg.raw for n in t.uop.toposort if n.op.name == "BUFFER"]
-  raw2 = [n.arg.raw for n in t2.uop.toposort if n.op.name == "BUFFER"]
+  raw = [buffer_of(n).raw for n in t.uop.toposort if n.op.name == "BUFFER"]
+  raw2 = [buffer_of(n).raw for n in t2.uop.toposort if n.op.name == "BUFFER"]
   assert isinstance(raw[0], cl.Image) and not isinstance(raw2[0], cl.Image)
 
 
