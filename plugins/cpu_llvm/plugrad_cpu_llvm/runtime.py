@@ -24,9 +24,10 @@ from plugrad.plugin import DeviceError, Program, Runtime
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, unpack_binary
 from plugrad_cpu_llvm.support import check_symbols, install_helpers
 
-#: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread:
-#: waking a pool thread costs tens of microseconds.
-SPLIT_THRESHOLD = 1 << 18
+#: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread: handing
+#: chunks to the pool costs 25-35 us (measured on the 2-core machine: a 1M-flop matmul ran in 10 us on
+#: one thread and 38 us cut in four), which only a launch of about 2M cost units or more wins back.
+SPLIT_THRESHOLD = 1 << 21
 #: The most chunks per thread a launch is cut into: enough that a slowed thread's share is small,
 #: few enough that each ctypes call (about a microsecond) stays negligible.
 CHUNKS_PER_THREAD = 8

@@ -233,10 +233,10 @@ def test_split_launches_are_correct():
 
 
 @pytest.mark.parametrize("red", ["sum", "max", "min", "prod", "mean"])
-@pytest.mark.parametrize("shape", [(257 * 263,), (257, 263)], ids=["1d", "2d"])
+@pytest.mark.parametrize("shape", [(653 * 659,), (653, 659)], ids=["1d", "2d"])
 def test_split_reduction_to_one_element(red, shape):
-  # 257 and 263 are primes: the core's two-stage reduce split finds no chunk size and leaves a
-  # one-element kernel with a long loop, which the plugin splits itself (partials + finish)
+  # 653 and 659 are primes (and the launch is big enough to split across threads): the core's two-stage reduce
+  # split finds no chunk size and leaves a one-element kernel with a long loop, which the plugin splits itself
   an = np.random.default_rng(1).uniform(0.9999, 1.0001, shape).astype(np.float32)
   an.reshape(-1)[1234] = 0.5
   an.reshape(-1)[-2] = 1.5
