@@ -53,6 +53,9 @@ class Ops(Enum):
   GEP = auto()          # vector -> one lane: src (vector,), arg the lane index, dtype the scalar
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
+  # members are singletons compared by identity: hash them in C (Enum's own __hash__ is Python code, and every
+  # UOp key and pattern lookup hashes an Ops)
+  __hash__ = object.__hash__
 
 
 class GroupOp:
