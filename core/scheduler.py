@@ -470,6 +470,24 @@ def _plain_buffer_view(u: UOp) -> bool:
   return base is not None and buffer_of(base).options is None  # an image is no plain buffer: copying it changes it
 
 
+def _contiguous_range_view(u: UOp) -> bool:
+  """Whether `u` reads one contiguous range of a plain buffer, in order: reshapes, and shrinks that keep a single
+  index on the axes before their first wider one and whole axes after it (`x[2:6]`, `x[3]`, `x[1, 2:6]`)."""
+  chain = []
+  while u.op in (Ops.RESHAPE, Ops.SHRINK):
+    chain.append(u)
+    u = u.src[0]
+  if not chain or not _plain_buffer_view(u): return False
+  for n in chain:
+    if n.op is not Ops.SHRINK: continue
+    bounds, shape = n.arg, n.src[0].shape
+    if not all(isinstance(x, int) for b in bounds for x in b) or not all(isinstance(x, int) for x in shape): return False
+    sizes = [hi - lo for lo, hi in bounds]
+    first = next((i for i, sz in enumerate(sizes) if sz > 1), len(sizes))
+    if any(bounds[i] != (0, shape[i]) for i in range(first + 1, len(shape))): return False
+  return True
+
+
 def _uniform_value(u: UOp) -> Any:
   """The one value every element of `u` holds when it is built from constants by broadcasts, views and
   elementwise ops (a gradient's broadcast seed, say); None otherwise."""
@@ -520,6 +538,9 @@ _SIMPLIFY: list[Callable[[UOp], UOp | None]] = [
   # CONTIGUOUS(x) -> x when x is a buffer or a reshape of one: it is contiguous already (as in tinygrad, the
   # result is that buffer; `clone()` makes a copy)
   lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and _plain_buffer_view(u.src[0]) else None,
+  # CONTIGUOUS(x) -> x when x is one contiguous range of a buffer (`x[2:6].contiguous()`): what reads it fuses the
+  # view (tinygrad drops it too; as a root the view still gets its own buffer, by a copy kernel)
+  lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and _contiguous_range_view(u.src[0]) else None,
   # CONTIGUOUS(CONTIGUOUS(x)) -> CONTIGUOUS(x)
   lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and u.src[0].op is Ops.CONTIGUOUS else None,
 ]

@@ -51,6 +51,10 @@ KERNEL_COUNTS = [
   ("(a+b).contiguous().contiguous()", lambda a, b, c, d: (a + b).contiguous().contiguous(),
    lambda a, b, c, d: a + b, 1),  # 1
   ("a.contiguous()+b", lambda a, b, c, d: a.contiguous() + b, lambda a, b, c, d: a + b, 1),  # 1
+  # a contiguous range of a buffer is contiguous already: its readers fuse the view (tinygrad 0.14: 1)
+  ("a[1:3].contiguous()*2", lambda a, b, c, d: a[1:3].contiguous() * 2, lambda a, b, c, d: a[1:3] * 2, 1),
+  ("a[2].contiguous()+b[0]", lambda a, b, c, d: a[2].contiguous() + b[0], lambda a, b, c, d: a[2] + b[0], 1),
+  ("a[:, 1:3].contiguous()*2", lambda a, b, c, d: a[:, 1:3].contiguous() * 2, lambda a, b, c, d: a[:, 1:3] * 2, 2),
   ("a.sum(1)+a.max(1)", lambda a, b, c, d: a.sum(1) + a.max(1), lambda a, b, c, d: a.sum(1) + a.max(1), 1),  # 1
   ("a.sum(1)+a.T.sum(0)", lambda a, b, c, d: a.sum(1) + a.T.sum(0), lambda a, b, c, d: a.sum(1) + a.T.sum(0), 1),  # 1
   ("(a+1).sum(1)+(a+1).T.sum(0)", lambda a, b, c, d: (a + 1).sum(1) + (a + 1).T.sum(0),
