@@ -110,21 +110,24 @@ def is_buffer_node(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL)
 
 
-# BUFFER node -> its Buffer. A node's arg names its buffer by value, (uid, device, size), so a graph holds no
-# live memory; the Buffer lives here as long as its node does (a weak key), like a graph that held it itself.
-_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+# buffer uid -> its Buffer. A BUFFER node's arg names its buffer by value, (uid, device, size), so a graph holds
+# no live memory; the Buffer stays here as long as its node lives (a finalizer drops it with the node), like a
+# graph that held it itself. Keyed by the uid, so the many lookups of a realize are plain dict lookups.
+_buffers: dict[int, Buffer] = {}
 
 
 def buffer_node(buf: Buffer) -> UOp:
   """The BUFFER node of `buf` (one node per buffer while it lives: UOps are hash-consed)."""
   u = UOp(Ops.BUFFER, buf.dtype, (), (buf.uid, buf.device, buf.size))
-  _buffers[u] = buf
+  if buf.uid not in _buffers:
+    _buffers[buf.uid] = buf
+    weakref.finalize(u, _buffers.pop, buf.uid, None)
   return u
 
 
 def buffer_of(u: UOp) -> Buffer:
   """The Buffer of a buffer node (BUFFER, or the ASSIGN(BUFFER, KERNEL) a kernel writes)."""
-  return _buffers[u if u.op is Ops.BUFFER else u.src[0]]
+  return _buffers[(u if u.op is Ops.BUFFER else u.src[0]).arg[0]]
 
 
 def contiguous_base(u: UOp) -> UOp | None:

@@ -1048,8 +1048,16 @@ class Tensor(metaclass=_TensorMeta):
     return self._new(UOp(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
 
   def _bin(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
-    x, y = self._binary_operands(other, reverse)
-    return x._alu(op, y, dtype=dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else None)
+    out_dtype = dtypes.bool if op in GroupOp.Comparison else None
+    # the common cases, with nothing to cast or broadcast: no intermediate tensors (a step of eager code makes many)
+    x, y = self.uop, None
+    if isinstance(other, Tensor):
+      if other.device == self.device and other.uop.dtype == x.dtype and other.uop.shape == x.shape: y = other.uop
+    elif type(other) in (int, float) and result_type_with_scalar(x.dtype, other) == x.dtype:
+      y = _broadcast_uop(UOp.const(x.dtype, _check_py_int(other)), x.shape)
+    if y is not None: return self._new(UOp(op, out_dtype or x.dtype, (y, x) if reverse else (x, y)))
+    a, b = self._binary_operands(other, reverse)
+    return a._alu(op, b, dtype=out_dtype)
 
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert values to `dtype`."""
