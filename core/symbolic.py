@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 
 from plugrad.alu import fold_constant
 from plugrad.dtype import dtypes
-from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, toposort
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, toposort, variables_bound
 
 INTS = tuple(d for d in dtypes.all() if d.is_int)
 SINTS = tuple(d for d in INTS if not d.is_unsigned)
@@ -304,6 +304,7 @@ def unbind_graph(roots: list[UOp]) -> tuple[list[UOp], dict[UOp, int]]:
   """`roots` with every bound Variable replaced by the Variable itself, and the values they were bound to.
   Graphs that differ only in those values become the same graph: one schedule and one kernel serve them all.
   ValueError when one Variable is bound to two values."""
+  if not variables_bound(): return roots, {}  # no Variable was ever bound: nothing to walk
   var_vals: dict[UOp, int] = {}
 
   def swap(n: UOp) -> UOp | None:

@@ -32,11 +32,14 @@ def _key_arg(arg: Any) -> Any:
 class _UOpMeta(type):
   _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
+  binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
+
   def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
     key = (op, dtype, src, _key_arg(arg))
     if (ret := _UOpMeta._cache.get(key)) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
     _UOpMeta._cache[key] = ret
+    if op is Ops.BIND: _UOpMeta.binds_made = True
     return ret
 
 
@@ -188,6 +191,11 @@ def _sym_str(u: UOp) -> str: return str(u.arg) if u.op is Ops.CONST else repr(u)
 
 
 def _is_int(x: Any, value: int) -> bool: return type(x) is int and x == value
+
+
+def variables_bound() -> bool:
+  """Whether any Variable was bound in this process yet (before one is, no graph holds a BIND)."""
+  return _UOpMeta.binds_made
 
 
 def Variable(name: str, min_val: int, max_val: int) -> UOp:  # noqa: N802 (tinygrad's name for it)
