@@ -1030,6 +1030,8 @@ class Tensor(metaclass=_TensorMeta):
         fix = ("shard both over the same devices (.shard(devices, axis), or .to(devices) for a copy on each)"
                if isinstance(self.device, tuple) or isinstance(other.device, tuple) else "move one with .to()")
         raise ValueError(f"operands are on different devices ({self.device} and {other.device}); {fix}")
+      # the common case, nothing to cast or broadcast: no intermediate tensors (a step of eager code makes many)
+      if other.dtype == self.dtype and other.shape == self.shape: return (other, self) if reverse else (self, other)
       dt = promote_types(self.dtype, other.dtype)
       y = other
     elif isinstance(other, (bool, int, float, np.generic)):
@@ -1037,6 +1039,7 @@ class Tensor(metaclass=_TensorMeta):
       value = other.item() if isinstance(other, np.generic) else _check_py_int(other)
       # the constant is made at the operand's shape at once: no tensors for its reshape and expand
       y = Tensor._from(_broadcast_uop(UOp.const(dt, value), self.shape), self.device)
+      if dt == self.dtype: return (y, self) if reverse else (self, y)  # already alike: nothing to cast or broadcast
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
     x, y = self.cast(dt), y.cast(dt)
@@ -1048,16 +1051,8 @@ class Tensor(metaclass=_TensorMeta):
     return self._new(UOp(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
 
   def _bin(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
-    out_dtype = dtypes.bool if op in GroupOp.Comparison else None
-    # the common cases, with nothing to cast or broadcast: no intermediate tensors (a step of eager code makes many)
-    x, y = self.uop, None
-    if isinstance(other, Tensor):
-      if other.device == self.device and other.uop.dtype == x.dtype and other.uop.shape == x.shape: y = other.uop
-    elif type(other) in (int, float) and result_type_with_scalar(x.dtype, other) == x.dtype:
-      y = _broadcast_uop(UOp.const(x.dtype, _check_py_int(other)), x.shape)
-    if y is not None: return self._new(UOp(op, out_dtype or x.dtype, (y, x) if reverse else (x, y)))
     a, b = self._binary_operands(other, reverse)
-    return a._alu(op, b, dtype=out_dtype)
+    return a._alu(op, b, dtype=dtypes.bool if op in GroupOp.Comparison else None)
 
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert values to `dtype`."""
