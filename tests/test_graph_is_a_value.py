@@ -3,6 +3,7 @@ and the live Buffers, the done flags of kernels and compiled programs are kept b
 import dataclasses
 import enum
 import gc
+import weakref
 
 import numpy as np
 
@@ -63,8 +64,11 @@ def test_a_buffer_lives_as_long_as_its_node():
   t = Tensor([1.0, 2.0, 3.0]).realize()
   node = t.uop
   buf = buffer_of(node)
-  assert node.arg == (buf.uid, buf.device, 3) and buffer_node(buf) is node
-  del t
+  assert isinstance(buf, Buffer) and node.arg == (buf.uid, buf.device, 3) and buffer_node(buf) is node
+  alive = weakref.ref(buf)
+  del t, buf
   gc.collect()
-  assert buffer_of(node).numpy().tolist() == [1.0, 2.0, 3.0]  # the node keeps its buffer alive
-  assert isinstance(buf, Buffer)
+  assert buffer_of(node).numpy().tolist() == [1.0, 2.0, 3.0]  # the node alone keeps its buffer alive
+  del node
+  gc.collect()
+  assert alive() is None  # and the buffer goes with it
