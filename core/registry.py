@@ -317,11 +317,7 @@ class Registry:
     key = (src_device, dest_device)
     if (t := self._transfers.get(key)) is None:
       t = self.pm.hook.plugrad_transfer(src_device=src_device, dest_device=dest_device, config=self.config)
-      if t is None: t = HostTransfer()
-      elif not isinstance(t, Transfer):
-        names = [self.pm.get_name(i.plugin) for i in self.pm.hook.plugrad_transfer.get_hookimpls()]
-        raise DeviceError(f"plugrad_transfer for {src_device} -> {dest_device} returned {type(t).__name__}, expected "
-                          f"Transfer (plugins implementing it: {', '.join(names)})")
+      t = HostTransfer() if t is None else self.checked(t, "plugrad_transfer", Transfer, f" for {src_device} -> {dest_device}")
       self._transfers[key] = t
     return t
 
@@ -332,8 +328,7 @@ class Registry:
     if (c := self._collectives.get(key)) is None:
       self.load_general_plugins()
       c = self.pm.hook.plugrad_collective(devices=key, config=self.config) or TransferCollective()
-      self._check_collective(c, "plugrad_collective")
-      self._collectives[key] = c
+      self._collectives[key] = self.checked(c, "plugrad_collective", Collective)
     return c
 
   def process_group(self) -> Collective:
@@ -341,24 +336,21 @@ class Registry:
     if self._process_group is None:
       self.load_general_plugins()
       g = self.pm.hook.plugrad_process_group(config=self.config) or SingleProcess()
-      self._check_collective(g, "plugrad_process_group")
-      self._process_group = g
+      self._process_group = self.checked(g, "plugrad_process_group", Collective)
     return self._process_group
-
-  def _check_collective(self, c: object, hook: str) -> None:
-    if not isinstance(c, Collective):
-      names = [self.pm.get_name(i.plugin) for i in getattr(self.pm.hook, hook).get_hookimpls()]
-      raise DeviceError(f"{hook} returned {type(c).__name__}, expected Collective (plugins implementing it: "
-                        f"{', '.join(names)})")
 
   def first_result(self, hook: str, expected: type | tuple[type, ...], device: str, what: str) -> Any:
     """Call a first-result hook for `device` and check the type of what it returns."""
     result = getattr(self.pm.hook, hook)(device=device, config=self.config)
     if result is None:
       raise DeviceError(f"no plugin provides a {what} for device {device} (hook {hook}); is its plugin installed?")
+    return self.checked(result, hook, expected, f" for device {device}")
+
+  def checked(self, result: Any, hook: str, expected: type | tuple[type, ...], subject: str = "") -> Any:
+    """`result` of `hook` when it is an `expected`, else a DeviceError naming the plugins that implement the hook."""
     if not isinstance(result, expected):
       names = [self.pm.get_name(i.plugin) for i in getattr(self.pm.hook, hook).get_hookimpls()]
-      raise DeviceError(f"{hook} for device {device} returned {type(result).__name__}, expected {_typename(expected)} "
+      raise DeviceError(f"{hook}{subject} returned {type(result).__name__}, expected {_typename(expected)} "
                         f"(plugins implementing it: {', '.join(names)})")
     return result
 
@@ -441,9 +433,8 @@ class Device:
     """The device's native replay of captured launches, None when its plugin has none (an optional role)."""
     if "plugrad_graph" not in self._roles:
       g = self.registry.pm.hook.plugrad_graph(device=self.name, config=self.registry.config)
-      if g is not None and not isinstance(g, Graph):
-        raise DeviceError(f"plugrad_graph for device {self.name} returned {type(g).__name__}, expected Graph")
-      self._roles["plugrad_graph"] = g
+      self._roles["plugrad_graph"] = None if g is None else self.registry.checked(g, "plugrad_graph", Graph,
+                                                                                  f" for device {self.name}")
     return self._roles["plugrad_graph"]
 
   @property
