@@ -53,12 +53,13 @@ class MPICollective(Collective):
 
   # ---------------------------------------------------------------- host memory in and out
 
-  def _host(self, buf: Buffer) -> tuple[np.ndarray, bool]:
-    """The buffer's contents as a host array, and whether that array is the buffer's memory itself."""
+  def _host(self, buf: Buffer, read: bool = True) -> tuple[np.ndarray, bool]:
+    """The buffer as a host array, and whether that array is the buffer's memory itself. With `read` False (a
+    destination MPI overwrites whole), a buffer the host cannot address is not copied out first."""
     if buf.dtype in (dtypes.float16, dtypes.bfloat16):
       raise DeviceError(f"MPI has no {buf.dtype.name} arithmetic: cast the tensors to float32 for the collective")
-    view = buf.host_view()
-    return (view, True) if view is not None else (buf.numpy(), False)
+    if (view := buf.host_view()) is not None: return view, True
+    return (buf.numpy() if read else np.empty(buf.size, buf.dtype.storage_np)), False
 
   def _back(self, buf: Buffer, arr: np.ndarray, in_place: bool) -> None:
     if not in_place: buf.copyin(arr)
@@ -84,14 +85,14 @@ class MPICollective(Collective):
     if d.size != s.size * self.size:
       raise ValueError(f"all_gather of {s.size} elements per process over {self.size} processes needs a destination of "
                        f"{s.size * self.size}, got {d.size}")
-    send, _ = self._host(s)
-    recv, in_place = self._host(d)
-    self.comm.Allgather(np.ascontiguousarray(send), recv)
+    send, _ = self._host(s)  # flat and contiguous: a buffer's view or copy
+    recv, in_place = self._host(d, read=False)
+    self.comm.Allgather(send, recv)
     self._back(d, recv, in_place)
 
   def _broadcast(self, bufs: list[Buffer], root: int) -> None:
     buf = self._one(bufs, "broadcast")
-    arr, in_place = self._host(buf)
+    arr, in_place = self._host(buf, read=self.rank == root)
     self.comm.Bcast(arr, root=root)
     self._back(buf, arr, in_place)
 
@@ -101,8 +102,8 @@ class MPICollective(Collective):
       raise ValueError(f"reduce_scatter over {self.size} processes needs a source of {d.size * self.size} elements "
                        f"for a destination of {d.size}, got {s.size}")
     send, _ = self._host(s)
-    recv, in_place = self._host(d)
-    self.comm.Reduce_scatter_block(np.ascontiguousarray(send), recv, op=self._op(op))
+    recv, in_place = self._host(d, read=False)
+    self.comm.Reduce_scatter_block(send, recv, op=self._op(op))
     self._back(d, recv, in_place)
 
   def barrier(self) -> None:

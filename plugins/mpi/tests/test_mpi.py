@@ -1,8 +1,7 @@
 """plugrad-mpi: launch detection alone, and the collectives across processes under `mpirun -np 2`.
 
 The collective tests need a job: under plain pytest they skip, and `test_under_mpirun` starts this file under
-`mpirun -np 2 --oversubscribe` itself (loopback only) when mpirun and mpi4py are installed; `.ci/run` also runs
-the file under mpirun directly."""
+`mpirun -np 2 --oversubscribe` itself (loopback only) when mpirun and mpi4py are installed, as `.ci/run`'s suite does."""
 import os
 import shutil
 import subprocess
