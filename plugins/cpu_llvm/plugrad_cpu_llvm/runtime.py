@@ -39,8 +39,8 @@ def _chunk_count(outer: int, cost: float, threads: int) -> int:
   return max(1, min(outer, threads * CHUNKS_PER_THREAD, max(threads, int(cost // SPLIT_THRESHOLD))))
 
 
-def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, extra: Any = None,
-                pool_of: _Pool | None = None) -> None:
+def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, pool: _Pool,
+                extra: Any = None) -> None:
   """Run fn(*args, start, end[, extra(i)]) for every piece, on the calling thread and up to `threads` - 1
   pool threads, each pulling the next piece from a shared counter until none is left."""
   counter = itertools.count()  # next() on it is atomic under the GIL
@@ -51,8 +51,8 @@ def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads
       if extra is None: fn(*args, s, e)
       else: fn(*args, s, e, extra(i))
 
-  pool = (pool_of or _POOL).get(max(_POOL_WORKERS, threads - 1))
-  futs = [pool.submit(work) for _ in range(min(len(pieces), threads) - 1)]
+  executor = pool.get(max(_POOL_WORKERS, threads - 1))
+  futs = [executor.submit(work) for _ in range(min(len(pieces), threads) - 1)]
   work()
   for f in futs:
     if not f.cancel(): f.result()  # a worker that never started has nothing left to do
@@ -67,7 +67,7 @@ def cpu_count() -> int:
 
 
 class _Pool:
-  """A lazily started, process-wide pool of (cores - 1) worker threads."""
+  """A lazily started pool of (cores - 1) worker threads: one per runtime, so one per CPU device."""
 
   def __init__(self) -> None:
     self._pool: ThreadPoolExecutor | None = None
@@ -80,28 +80,24 @@ class _Pool:
     return self._pool
 
 
-_POOL = _Pool()
 _POOL_WORKERS = max(1, cpu_count() - 1)
 
 
 class CPUProgram(Program):
   """A loaded kernel. `threads` caps how many chunks a launch is split into."""
 
-  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int,
-               pool: _Pool | None = None):
+  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int, pool: _Pool):
     self.name, self.meta, self._engine = name, meta, engine  # the engine owns the code: keep it alive
     self.pool = pool
     self.fn, self.threads = fns["full"], threads
     self.nparams: int = meta["nparams"]
     self.nvars: int = meta.get("nvars", 0)
     self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
-    big = meta["cost"] >= SPLIT_THRESHOLD and threads > 1
     self.chunks = _pieces(self.outer, _chunk_count(self.outer, meta["cost"], threads) if meta["splittable"] else 1)
-    # a one-element reduction: pieces of its outer reduce loop write partials that `fin` combines
+    # a one-element reduction big enough to split: pieces of its outer reduce loop write partials `fin` combines
     split = meta.get("reduce_split")
-    self.reduce_chunks = _pieces(split["outer"], _chunk_count(split["outer"], meta["cost"], threads)) if big and split \
-      else None
-    if self.reduce_chunks is not None and len(self.reduce_chunks) < 2: self.reduce_chunks = None
+    pieces = _pieces(split["outer"], _chunk_count(split["outer"], meta["cost"], threads)) if split else []
+    self.reduce_chunks = pieces if len(pieces) > 1 else None
     self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
     self.part, self.fin = fns.get("part"), fns.get("fin")
     self.address: int = ctypes.cast(self.fn, ctypes.c_void_p).value or 0  # where the graph role calls the kernel
@@ -125,12 +121,12 @@ class CPUProgram(Program):
       pieces = self.reduce_chunks
       partials = self._partials_type()  # one 8-byte slot per piece: the sum's order never depends on who ran it
       base = ctypes.addressof(partials)
-      _run_pulled(self.part, ptrs, pieces, self.threads, lambda i: base + 8 * i, self.pool)
+      _run_pulled(self.part, ptrs, pieces, self.threads, self.pool, lambda i: base + 8 * i)
       self.fin(*ptrs, base, len(pieces))
     elif len(chunks) == 1:
       fn(*ptrs, *chunks[0])
     else:
-      _run_pulled(fn, ptrs, chunks, self.threads, pool_of=self.pool)
+      _run_pulled(fn, ptrs, chunks, self.threads, self.pool)
     return time.perf_counter() - st if wait else None
 
 
