@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UOp, dtypes, var_name
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, Param, UnsupportedError, UOp, dtypes, var_name
 
 #: Metal binds at most 31 buffers to one compute kernel (argument table entries 0..30).
 MAX_BUFFERS = 31
@@ -57,12 +57,6 @@ _LAUNCH_VARS = {"gidx": "gid", "lidx": "lid"}
 _BUFFER_ATTR = re.compile(r"\[\[\s*buffer\(\s*(\d+)\s*\)\s*\]\]")
 
 
-try:
-  from plugrad.plugin import UnsupportedError
-except ImportError:  # a plugrad without UnsupportedError
-  UnsupportedError = NotImplementedError  # type: ignore[misc,assignment]
-
-
 class UnsupportedDTypeError(UnsupportedError):
   """A kernel uses a dtype Metal cannot compute with (float64)."""
 
@@ -80,7 +74,7 @@ def check_launch(prog: LoopProgram) -> None:
     name, dim, size = u.arg
     if u.src: size = u.src[0]  # a size that depends on a Variable: the launch evaluates the same expression
     sizes = prog.global_size if name.startswith("gidx") else (prog.local_size or ())
-    if dim >= len(sizes) or sizes[dim] is not size and sizes[dim] != size:
+    if dim >= len(sizes) or sizes[dim] != size:  # a UOp compares by identity
       raise InvalidProgramError(f"kernel {prog.name}: launch index {name} (dimension {dim}, size {size}) does not match the "
                                 f"launch global={prog.global_size} local={prog.local_size}: the lowering produced an "
                                 f"inconsistent program (a plugrad core bug, please report it)")

@@ -32,6 +32,7 @@ class CLAllocator(LRUAllocator):
   def __init__(self, cldev: CLDevice, pitch_alignment: int | None = None):
     super().__init__()
     self.cldev, self.pitch_alignment = cldev, pitch_alignment
+    self.max_alloc = int(cldev.device.max_mem_alloc_size)  # asked of the driver once, not on every allocation
 
   def _alloc(self, nbytes: int, options: Any) -> Any:
     import pyopencl as cl
@@ -46,7 +47,7 @@ class CLAllocator(LRUAllocator):
         fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
         return cl.create_image(ctx, cl.mem_flags.READ_WRITE, fmt, shape=(w, h))
       size = _round_up(nbytes, self.pitch_alignment) if self.pitch_alignment else nbytes
-      if size > (most := self.cldev.device.max_mem_alloc_size):  # the driver's INVALID_BUFFER_SIZE, said plainly
+      if size > (most := self.max_alloc):  # the driver's INVALID_BUFFER_SIZE, said plainly
         raise MemoryError(f"{self.cldev.info.name} allocates at most {most} bytes in one buffer; {nbytes} were asked "
                           f"for (split the tensor, or use a device with more memory)")
       return cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
