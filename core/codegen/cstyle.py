@@ -31,7 +31,8 @@ class CStyleRenderer(Renderer):
   - `kernel_prefix`, `buffer_prefix`, `restrict`: qualifiers of the kernel and its buffer params;
   - `launch_as_loops`: True when the device has no launch dimensions (SPECIALs become loops);
   - `types`: the C name of each dtype; `bf16_storage`: bfloat16 kept as 16-bit storage and
-    computed as float (dialects with a native bfloat16 type set it False);
+    computed as float (dialects with a native bfloat16 type set it False); `bf16_round`: the opening of the
+    expression that rounds a float to bfloat16 and back (closed by two parentheses);
   - `render_special`, `render_param`, `render_var_param`, `render_signature`, `render_cast`, `render_bitcast`,
     `render_math` and `prelude` for what differs more deeply.
   """
@@ -40,6 +41,7 @@ class CStyleRenderer(Renderer):
   restrict = "restrict "
   launch_as_loops = True
   bf16_storage = True
+  bf16_round = "plugrad_bf16_to_f32(plugrad_f32_to_bf16("  # the BF16_HELPERS_C functions the prelude adds
   half_storage = False  # True: half is storage only (loads convert to float), for devices without half arithmetic
   types: dict[DType, str] = C_TYPES
   float_suffix = {dtypes.float32: "f", dtypes.float16: "", dtypes.float64: "", dtypes.bfloat16: "f"}
@@ -136,9 +138,8 @@ class CStyleRenderer(Renderer):
     return expr if op in (Ops.WHERE, Ops.MAX, Ops.MIN, Ops.NEG) else self.render_bf16_round(expr)
 
   def render_bf16_round(self, x: str) -> str:
-    """A float expression rounded to the nearest bfloat16 (nearest even), still a float. The default uses the
-    BF16_HELPERS_C functions the prelude adds; a dialect with its own conversions overrides this."""
-    return x if x.startswith(_BF16_ROUND) else f"{_BF16_ROUND}{x}))"
+    """A float expression rounded to the nearest bfloat16 (nearest even), still a float, through `bf16_round`."""
+    return x if x.startswith(self.bf16_round) else f"{self.bf16_round}{x}))"
 
   def render_float_divmod(self, op: Ops, a: str, b: str, dtype: DType) -> str:
     """Float IDIV (trunc(a / b)) and MOD (C's fmod). fmod is computed in float or double, where it is
@@ -310,7 +311,6 @@ def int_abs_idiom(u: UOp) -> tuple[UOp, bool] | None:
   return None
 
 
-_BF16_ROUND = "plugrad_bf16_to_f32(plugrad_f32_to_bf16("
 # bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in
 BF16_HELPERS_C = [
   "static inline float plugrad_bf16_to_f32(unsigned short x) { unsigned int u = ((unsigned int)x) << 16; float f; "

@@ -45,6 +45,7 @@ class CUDARenderer(CStyleRenderer):
   restrict = "__restrict__ "
   launch_as_loops = False
   bf16_storage = True
+  bf16_round = "__bfloat162float(__float2bfloat16("  # cuda_bf16.h rounds to nearest even
   half_storage = False
   types = CUDA_TYPES
 
@@ -121,9 +122,6 @@ class CUDARenderer(CStyleRenderer):
     return f"(({self.ctype(dtype)})({x}))"  # integers of one size: a C conversion keeps the bits
 
   # ---------------------------------------------------------------- math and ALU
-
-  def render_bf16_round(self, x: str) -> str:
-    return x if x.startswith("__bfloat162float(__float2bfloat16(") else f"__bfloat162float(__float2bfloat16({x}))"
 
   def render_math(self, op: Ops, x: str, dtype: DType) -> str:
     name = _MATH[op]
