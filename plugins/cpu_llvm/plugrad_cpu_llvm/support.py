@@ -33,7 +33,8 @@ def _trunc_to_half(name: str, fty: str, ity: str, bits: int, mant: int, bias: in
   small = (bias - 14) << mant  # half's smallest normal, 2**-14
   magic = (bias - 15 + drop + 1) << mant  # its last mantissa place is half's subnormal unit, 2**-24
   rebias = ((15 - bias) << mant) + (1 << (drop - 1)) - 1  # new exponent bias, plus just under half an ulp
-  magic_lit = "0x" + struct.pack(">d", struct.unpack(">d" if bits == 64 else ">f", magic.to_bytes(bits // 8, "big"))[0]).hex()
+  # LLVM writes a float constant of either width as the hex of its double
+  magic_lit = "0x" + struct.pack(">d", struct.unpack(">d" if bits == 64 else ">f", magic.to_bytes(bits // 8, "big"))[0]).hex().upper()
   return f"""\
 define half @{name}({fty} %x) {{
   %u = bitcast {fty} %x to {ity}
@@ -44,7 +45,7 @@ define half @{name}({fty} %x) {{
   %infnan = select i1 %nan, {ity} 32256, {ity} 31744
   %small = icmp ult {ity} %a, {small}
   %af = bitcast {ity} %a to {fty}
-  %d = fadd {fty} %af, {magic_lit.upper().replace("0X", "0x")}
+  %d = fadd {fty} %af, {magic_lit}
   %du = bitcast {fty} %d to {ity}
   %sub = sub {ity} %du, {magic}
   %odd0 = lshr {ity} %a, {drop}
