@@ -50,6 +50,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_kernels(args: argparse.Namespace) -> int:
   from plugrad import Tensor, dtypes
   from plugrad.engine import lower_for, schedule
+  from plugrad.tensor import graph_roots
   import numpy as np
   reg = get_registry()
   target = args.device or reg.default_device()
@@ -67,8 +68,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   if not all(isinstance(t, Tensor) for t in tensors): raise CLIError("`out` must be a Tensor or a list of Tensors")
   failures = compiled = 0
   # nothing runs, so no handle needs rebinding and no buffer outlives the listing
-  items = schedule([t.uop for t in tensors], [t.device for t in tensors], live=lambda: (), rebind=lambda becomes: None,
-                   registry=reg, limit_device=device.name)
+  roots, devices, _ = graph_roots(tensors)  # a sharded tensor: one graph per device
+  items = schedule(roots, devices, live=lambda: (), rebind=lambda becomes: None, registry=reg, limit_device=device.name)
   for item in items:
     if item.is_copy: continue
     prog = lower_for(device, item.ast)

@@ -572,7 +572,7 @@ class Tensor(metaclass=_TensorMeta):
     """Decide the kernels for these tensors without running them: each tensor's graph becomes
     ASSIGN(BUFFER, KERNEL); later graphs read its buffer instead of fusing it."""
     tensors = [self, *others]
-    roots, devices, rebind = _graph_roots(tensors)
+    roots, devices, rebind = graph_roots(tensors)
     if unbind_graph(roots)[1]:  # the kernels would lose the values they are bound to
       raise NotImplementedError("kernelize of a graph with bound Variables: realize() or schedule() it instead")
     rebind(kernelize_roots(roots, devices, get_registry()))
@@ -581,7 +581,7 @@ class Tensor(metaclass=_TensorMeta):
   def realize(self, *others: Tensor) -> Tensor:
     """Run everything these tensors need; afterwards they are plain buffers."""
     tensors = [self, *others]
-    roots, devices, rebind = _graph_roots(tensors)
+    roots, devices, rebind = graph_roots(tensors)
     engine_realize(roots, devices, _handles.held.keys, rebind, get_registry())
     _handles.finish()
     _finish_sharded(tensors)
@@ -3199,7 +3199,7 @@ def _leaf(u: UOp, device: str) -> UOp:
   return UOp(Ops.ASSIGN, u.dtype, (_reshape(buffer_node(buf), u.shape), u))
 
 
-def _graph_roots(tensors: list[Tensor]) -> tuple[list[UOp], list[str], Rebind]:
+def graph_roots(tensors: list[Tensor]) -> tuple[list[UOp], list[str], Rebind]:
   """The graphs to schedule for `tensors` and their devices: a sharded tensor's graph lowered to one graph per
   device (plugrad.multi). The rebind it returns also points each sharded tensor at what its shards became, before
   the memory planner runs, so the shards' buffers count as held."""
@@ -3235,7 +3235,7 @@ def _finish_sharded(tensors: list[Tensor]) -> None:
 def _schedule(tensors: list[Tensor], limit_device: DeviceArg | None = None) -> list[ScheduleItem]:
   """Kernelize the tensors and list their pending kernels (rebinding them); `limit_device` takes the
   buffer limit from another device (to render for it elsewhere)."""
-  roots, devices, rebind = _graph_roots(tensors)
+  roots, devices, rebind = graph_roots(tensors)
   return engine_schedule(roots, devices, _handles.held.keys, rebind, get_registry(), limit_device)
 
 
@@ -3244,4 +3244,4 @@ def _finish_realize() -> None:
   _handles.finish()
 
 
-__all__ = ["Tensor", "broadcast_shape"]
+__all__ = ["Tensor", "broadcast_shape", "graph_roots"]

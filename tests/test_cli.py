@@ -24,6 +24,12 @@ def test_kernels_prints_each_kernel_with_a_header():
   assert "// kernel r_8_8" in res.stdout and "ACCUMULATE" in res.stdout
 
 
+def test_kernels_of_a_sharded_tensor_list_each_devices_kernel():
+  res = run("kernels", "--device", "PYTHON", "-c", "out = Tensor.ones(4, 4).contiguous().shard(('PYTHON:0', 'PYTHON:1'), 0) * 2")
+  assert res.returncode == 0, res.stderr
+  assert res.stdout.count("// kernel ") >= 2  # the shards' graphs, one per device
+
+
 def test_kernels_needs_out():
   res = run("kernels", "-c", "x = 1")
   assert res.returncode != 0 and "`out`" in res.stderr
