@@ -541,9 +541,6 @@ _SIMPLIFY: list[Callable[[UOp], UOp | None]] = [
   # CONTIGUOUS(x) -> x when x is a buffer or a reshape of one: it is contiguous already (as in tinygrad, the
   # result is that buffer; `clone()` makes a copy)
   lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and _plain_buffer_view(u.src[0]) else None,
-  # CONTIGUOUS(x) -> x when x is one contiguous range of a buffer (`x[2:6].contiguous()`): what reads it fuses the
-  # view (tinygrad drops it too; as a root the view still gets its own buffer, by a copy kernel)
-  lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and _contiguous_range_view(u.src[0]) else None,
   # CONTIGUOUS(CONTIGUOUS(x)) -> CONTIGUOUS(x)
   lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and u.src[0].op is Ops.CONTIGUOUS else None,
 ]
@@ -557,12 +554,17 @@ def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
              for n in nodes):
     return {}
   out: dict[UOp, UOp] = {}
+  root_set = set(roots)
   for n in nodes:
     if (done := applied_as(n)) is not None:
       out[n] = done
       continue
     m = n.replace(src=tuple(out[s] for s in n.src))
-    out[n] = next((r for rule in _SIMPLIFY if (r := rule(m)) is not None), m)
+    # CONTIGUOUS(x) -> x when x is one contiguous range of a buffer (`x[2:6].contiguous() * 2`): what reads it fuses
+    # the view, as in tinygrad. Not for a root: realized, the view itself would become the copy, and so would every
+    # tensor that holds the view (writes through it would stop reaching the buffer)
+    if m.op is Ops.CONTIGUOUS and n not in root_set and _contiguous_range_view(m.src[0]): out[n] = m.src[0]
+    else: out[n] = next((r for rule in _SIMPLIFY if (r := rule(m)) is not None), m)
   return out
 
 

@@ -180,3 +180,13 @@ def test_jit_replays_chained_and_view_assigns():
   assert outs == [4., 12., 28., 60.]
   assert_close(w, [30., 30.])
   assert_close(v, [4., 0.])
+
+
+def test_a_contiguous_copy_of_a_view_leaves_the_view_writing_through():
+  # realizing x[1:3].contiguous() makes a copy; the view it was made from still writes into x
+  a = Tensor.zeros(4, 4, device=DEV).contiguous().realize()
+  v = a[1:3]
+  w = v.contiguous().realize()
+  v.assign(Tensor.ones(2, 4, device=DEV)).realize()
+  assert_close(a, np.array([[0] * 4, [1] * 4, [1] * 4, [0] * 4], np.float32))
+  assert_close(w, np.zeros((2, 4), np.float32))
