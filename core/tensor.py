@@ -741,9 +741,8 @@ class Tensor(metaclass=_TensorMeta):
       if self.uop.op is not Ops.MULTI or any(contiguous_base(s) is None for s in self.uop.src):
         low = _multi.lower(self.uop, self.device)  # each shard gets a buffer of its own
         self.uop = _multi.multi([_leaf(s, d) for s, d in zip(low.shards, self.device)], self.device, low.axis)
-    elif requires_grad is not None and (contiguous_base(self.uop) is None or self.uop.op is Ops.CONST):
-      buf = Buffer(self.device, prod(self.shape), self.dtype, get_registry().device(self.device).allocator)
-      self.uop = UOp(Ops.ASSIGN, self.dtype, (_reshape(buffer_node(buf), self.shape), self.uop))
+    elif requires_grad is not None and (leaf := _leaf(self.uop, self.device)) is not self.uop:
+      self.uop = leaf
     self.requires_grad = requires_grad
     return self
 
@@ -3237,11 +3236,6 @@ def _schedule(tensors: list[Tensor], limit_device: DeviceArg | None = None) -> l
   buffer limit from another device (to render for it elsewhere)."""
   roots, devices, rebind = graph_roots(tensors)
   return engine_schedule(roots, devices, _handles.held.keys, rebind, get_registry(), limit_device)
-
-
-def _finish_realize() -> None:
-  """Tensors whose kernels ran (through `schedule()` and a run of its items) now point at their buffers."""
-  _handles.finish()
 
 
 __all__ = ["Tensor", "broadcast_shape", "graph_roots"]

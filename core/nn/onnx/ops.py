@@ -84,10 +84,6 @@ def _i64(values: Sequence[int] | int, device: str) -> Tensor:
   return Tensor(np.array(values, dtype=np.int64), device=device)
 
 
-def _full_like_dtype(t: Tensor, value: Any) -> Tensor:
-  return Tensor.full((), value, dtype=t.dtype, device=t.device)
-
-
 # ---- elementwise: unary ------------------------------------------------------------------------------------
 
 def _unary(name: str, fn: Callable[[Tensor], Tensor]) -> None:
