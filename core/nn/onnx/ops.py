@@ -1006,19 +1006,14 @@ def layer_norm(x: Tensor, scale: Tensor, b: Tensor | None = None, *, axis: int =
 
 @op("InstanceNormalization")
 def instance_norm(x: Tensor, scale: Tensor, b: Tensor, *, epsilon: float = 1e-5) -> Tensor:
-  axes = tuple(range(2, x.ndim))
-  m = x.mean(axes, keepdim=True)
-  y = (x - m) * ((x - m).square().mean(axes, keepdim=True) + epsilon).rsqrt()
-  return y * _channel(scale, x.ndim) + _channel(b, x.ndim)
+  return x.layernorm(tuple(range(2, x.ndim)), epsilon) * _channel(scale, x.ndim) + _channel(b, x.ndim)
 
 
 @op("GroupNormalization")
 def group_norm(x: Tensor, scale: Tensor, b: Tensor, *, epsilon: float = 1e-5, num_groups: int = 0,
                stash_type: int = 1) -> Tensor:
   n, c = x.shape[:2]
-  g = _stash(x, stash_type).reshape(n, num_groups, -1)
-  m = g.mean(-1, keepdim=True)
-  y = ((g - m) * ((g - m).square().mean(-1, keepdim=True) + epsilon).rsqrt()).reshape(x.shape).cast(x.dtype)
+  y = _stash(x, stash_type).reshape(n, num_groups, -1).layernorm(-1, epsilon).reshape(x.shape).cast(x.dtype)
   if scale.shape[0] != c:  # opset 18 gave one scale and bias per group; 21 gives one per channel
     scale, b = scale.repeat_interleave(c // num_groups), b.repeat_interleave(c // num_groups)
   return y * _channel(scale, x.ndim) + _channel(b, x.ndim)
