@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -1151,6 +1151,17 @@ def _rnn_setup(x: Tensor, sequence_lens: list[int] | None, layout: int, directio
   return x, 2 if direction == "bidirectional" else 1
 
 
+def _rnn_state(given: Tensor | None, layout: int, d: int, x: Tensor, hsz: int) -> Tensor:
+  """Direction `d`'s initial hidden (or cell) state: the given one (read in (dirs, batch, hidden) order), else zeros."""
+  if given is None: return Tensor.zeros(x.shape[1], hsz, dtype=x.dtype, device=x.device)
+  return (given.transpose(0, 1) if layout else given)[d]
+
+
+def _rnn_steps(length: int, direction: str, d: int) -> Iterable[int]:
+  """The time steps direction `d` visits, in order (the second direction of a bidirectional layer runs backward)."""
+  return reversed(range(length)) if direction == "reverse" or d == 1 else range(length)
+
+
 def _rnn_outputs(ys: list[list[Tensor]], hs: list[Tensor], cs: list[Tensor] | None, layout: int,
                  n_outputs: int) -> tuple[Tensor, ...]:
   y = Tensor.stack(*[Tensor.stack(*steps) for steps in ys], dim=1)  # (seq, dirs, batch, hidden)
@@ -1170,19 +1181,15 @@ def lstm(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens
          hidden_size: int = 0, input_forget: int = 0, layout: int = 0, n_outputs: int = 1) -> tuple[Tensor, ...]:
   x, dirs = _rnn_setup(x, sequence_lens, layout, direction, activations, ["Sigmoid", "Tanh", "Tanh"], clip)
   if input_forget: raise NotImplementedError("LSTM input_forget=1 is not supported")
-  hsz, batch = w.shape[1] // 4, x.shape[1]
-  h0 = initial_h.transpose(0, 1) if initial_h is not None and layout else initial_h
-  c0 = initial_c.transpose(0, 1) if initial_c is not None and layout else initial_c
+  hsz = w.shape[1] // 4
   ys, hs, cs = [], [], []
   for d in range(dirs):
     bias = b[d, :4 * hsz] + b[d, 4 * hsz:] if b is not None else 0
-    h = h0[d] if h0 is not None else Tensor.zeros(batch, hsz, dtype=x.dtype, device=x.device)
-    c = c0[d] if c0 is not None else Tensor.zeros(batch, hsz, dtype=x.dtype, device=x.device)
+    h, c = _rnn_state(initial_h, layout, d, x, hsz), _rnn_state(initial_c, layout, d, x, hsz)
     pi, po, pf = (p[d, :hsz], p[d, hsz:2 * hsz], p[d, 2 * hsz:]) if p is not None else (0, 0, 0)
     xw = x @ w[d].transpose() + bias  # every step's input projection in one matmul
-    steps = reversed(range(x.shape[0])) if direction == "reverse" or d == 1 else range(x.shape[0])
     out: list[Tensor] = [None] * x.shape[0]  # type: ignore[list-item]
-    for t in steps:
+    for t in _rnn_steps(x.shape[0], direction, d):
       gates = xw[t] + h @ r[d].transpose()
       i, o, f, g = gates.split(hsz, dim=1)
       i, f = (i + pi * c).sigmoid(), (f + pf * c).sigmoid()
@@ -1202,18 +1209,16 @@ def gru(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
         direction: str = "forward", hidden_size: int = 0, layout: int = 0,
         linear_before_reset: int = 0, n_outputs: int = 1) -> tuple[Tensor, ...]:
   x, dirs = _rnn_setup(x, sequence_lens, layout, direction, activations, ["Sigmoid", "Tanh"], clip)
-  hsz, batch = w.shape[1] // 3, x.shape[1]
-  h0 = initial_h.transpose(0, 1) if initial_h is not None and layout else initial_h
+  hsz = w.shape[1] // 3
   ys, hs = [], []
   for d in range(dirs):
     wb = b[d, :3 * hsz] if b is not None else Tensor.zeros(3 * hsz, dtype=x.dtype, device=x.device)
     rb = b[d, 3 * hsz:] if b is not None else Tensor.zeros(3 * hsz, dtype=x.dtype, device=x.device)
-    h = h0[d] if h0 is not None else Tensor.zeros(batch, hsz, dtype=x.dtype, device=x.device)
+    h = _rnn_state(initial_h, layout, d, x, hsz)
     xw = x @ w[d].transpose() + wb
     rz, rh = r[d, :2 * hsz], r[d, 2 * hsz:]
-    steps = reversed(range(x.shape[0])) if direction == "reverse" or d == 1 else range(x.shape[0])
     out: list[Tensor] = [None] * x.shape[0]  # type: ignore[list-item]
-    for t in steps:
+    for t in _rnn_steps(x.shape[0], direction, d):
       xz, xr, xh = xw[t].split(hsz, dim=1)
       hz, hr = (h @ rz.transpose() + rb[:2 * hsz]).split(hsz, dim=1)
       z, rr = (xz + hz).sigmoid(), (xr + hr).sigmoid()
@@ -1232,16 +1237,14 @@ def rnn(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens:
         activation_beta: list[float] | None = None, activations: list[str] | None = None, clip: float | None = None,
         direction: str = "forward", hidden_size: int = 0, layout: int = 0, n_outputs: int = 1) -> tuple[Tensor, ...]:
   x, dirs = _rnn_setup(x, sequence_lens, layout, direction, activations, ["Tanh"], clip)
-  hsz, batch = w.shape[1], x.shape[1]
-  h0 = initial_h.transpose(0, 1) if initial_h is not None and layout else initial_h
+  hsz = w.shape[1]
   ys, hs = [], []
   for d in range(dirs):
     bias = b[d, :hsz] + b[d, hsz:] if b is not None else 0
-    h = h0[d] if h0 is not None else Tensor.zeros(batch, hsz, dtype=x.dtype, device=x.device)
+    h = _rnn_state(initial_h, layout, d, x, hsz)
     xw = x @ w[d].transpose() + bias
-    steps = reversed(range(x.shape[0])) if direction == "reverse" or d == 1 else range(x.shape[0])
     out: list[Tensor] = [None] * x.shape[0]  # type: ignore[list-item]
-    for t in steps:
+    for t in _rnn_steps(x.shape[0], direction, d):
       h = (xw[t] + h @ r[d].transpose()).tanh()
       out[t] = h
     ys.append(out)
