@@ -23,8 +23,7 @@ def _owned(value: Tensor, requires_grad: bool | None = None) -> Tensor:
   layers built alike would otherwise hold the same graph node (`Tensor.ones(16)` is one node however
   often it is made), realize into one buffer, and then share every update. Filled now because a
   write still pending when the first update is assigned would leave the update unbound to the buffer."""
-  t = Tensor.empty(*value.shape, dtype=value.dtype, device=value.device, requires_grad=requires_grad)
-  return t.assign(value).realize()
+  return value.clone().realize().requires_grad_(requires_grad)  # realized first: a buffer already, so a leaf as it is
 
 
 def _tuple(x: int | Sequence[int], n: int) -> tuple[int, ...]:
