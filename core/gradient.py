@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from plugrad.dtype import DType, dtypes
 from plugrad.multi import lower, to_axis
 from plugrad.scheduler import device_of
-from plugrad.uops import Ops, PatternMatcher, UOp, UPat, toposort
+from plugrad.uops import Ops, PatternMatcher, UOp, UPat, broadcast, toposort
 
 # ---------------------------------------------------------------- building blocks
 # Tensor-graph nodes must agree in shape, so a scalar operand becomes a broadcast constant.
@@ -25,11 +25,7 @@ from plugrad.uops import Ops, PatternMatcher, UOp, UPat, toposort
 
 def _full(like: UOp, value: Any) -> UOp:
   """The constant `value` with the dtype and shape of `like` (a scalar constant, reshaped and expanded)."""
-  dt = like.dtype
-  c = UOp.const(dt, value)
-  if not like.shape: return c
-  c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(like.shape))
-  return c if all(s == 1 for s in like.shape) else UOp(Ops.EXPAND, dt, (c,), like.shape)
+  return broadcast(UOp.const(like.dtype, value), like.shape)
 
 
 def _alu(op: Ops, a: UOp, *rest: UOp | float) -> UOp:

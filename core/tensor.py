@@ -28,7 +28,7 @@ from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_node, buffer_of, contiguous_base, pending_kernel, version_base
 from plugrad.shape import prod
 from plugrad.symbolic import sym_infer, symbolic, unbind_graph
-from plugrad.uops import GroupOp, Ops, UOp, graph_rewrite
+from plugrad.uops import GroupOp, Ops, UOp, broadcast, graph_rewrite
 
 ShapeArg = int | Sequence[int]
 #: A device ("CPU:1"), or several for a tensor on each of them (replicated; see `Tensor.shard`)
@@ -893,7 +893,7 @@ class Tensor(metaclass=_TensorMeta):
     padded = (1,) * (len(shape) - self.ndim) + self.shape
     if len(padded) != len(shape) or any(o != n and o != 1 for o, n in zip(padded, shape)):
       raise ValueError(f"cannot broadcast {self.shape} to {shape}")
-    return self._new(_broadcast_uop(self.uop, shape))
+    return self._new(broadcast(self.uop, shape))
 
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge axes start_dim..end_dim into one."""
@@ -1021,7 +1021,7 @@ class Tensor(metaclass=_TensorMeta):
   # ------------------------------------------------------------------ elementwise
 
   def _const_like(self, value: Any, dtype: DType | None = None) -> Tensor:
-    return Tensor._from(UOp.const(dtype or self.dtype, value), self.device)._broadcast_to(self.shape)
+    return Tensor._from(broadcast(UOp.const(dtype or self.dtype, value), self.shape), self.device)
 
   def _binary_operands(self, other: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
     if isinstance(other, Tensor):
@@ -1037,7 +1037,7 @@ class Tensor(metaclass=_TensorMeta):
       dt = result_type_with_scalar(self.dtype, other)
       value = other.item() if isinstance(other, np.generic) else _check_py_int(other)
       # the constant is made at the operand's shape at once: no tensors for its reshape and expand
-      y = Tensor._from(_broadcast_uop(UOp.const(dt, value), self.shape), self.device)
+      y = Tensor._from(broadcast(UOp.const(dt, value), self.shape), self.device)
       if dt == self.dtype: return (y, self) if reverse else (self, y)  # already alike: nothing to cast or broadcast
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
@@ -3162,13 +3162,6 @@ def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
   if u.shape == shape: return u
   if u.op is Ops.RESHAPE: u = u.src[0]  # reshape of a reshape is one reshape
   return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), shape)
-
-
-def _broadcast_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
-  """`u` broadcast to `shape` (numpy's rules; the caller checks they allow it): leading 1s, then an expand."""
-  if u.shape == shape: return u
-  if len(u.shape) < len(shape): u = UOp(Ops.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - len(u.shape)) + u.shape)
-  return u if u.shape == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape)
 
 
 def _upload(arr: np.ndarray, dt: DType, device: str) -> UOp:

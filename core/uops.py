@@ -193,6 +193,13 @@ def _sym_str(u: UOp) -> str: return str(u.arg) if u.op is Ops.CONST else repr(u)
 def _is_int(x: Any, value: int) -> bool: return type(x) is int and x == value
 
 
+def broadcast(u: UOp, shape: tuple) -> UOp:
+  """`u` broadcast to `shape` (numpy's rules; the caller checks they allow it): leading 1s, then an expand."""
+  if u.shape == shape: return u
+  if len(u.shape) < len(shape): u = UOp(Ops.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - len(u.shape)) + u.shape)
+  return u if u.shape == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape)
+
+
 def variables_bound() -> bool:
   """Whether any Variable was bound in this process yet (before one is, no graph holds a BIND)."""
   return _UOpMeta.binds_made
