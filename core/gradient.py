@@ -15,7 +15,7 @@ import math
 from typing import Any, Iterable
 
 from plugrad.dtype import DType, dtypes
-from plugrad.multi import lower, to_axis
+from plugrad.multi import Lowered, lower, to_axis
 from plugrad.scheduler import device_of
 from plugrad.uops import Ops, PatternMatcher, UOp, UPat, broadcast, toposort
 
@@ -147,8 +147,7 @@ def _multi_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
   # as a realize would; from there the gradient flows on, through the shard's copy and shrink, to what was sharded.
   # Replicas are one logical value: the gradient goes to the first only (to each, it would count n times)
   devices, axis = ret.arg
-  sizes = [s.shape[axis] for s in ret.src] if axis is not None else []
-  grads = to_axis(lower(ctx, devices), axis, sizes, devices)
+  grads = to_axis(lower(ctx, devices), axis, Lowered(ret.src, axis).sizes(), devices)
   return grads if axis is not None else (grads[0],) + (None,) * (len(grads) - 1)
 
 

@@ -102,37 +102,29 @@ def _copy_to(u: UOp, src: str, dest: str) -> UOp:
   return u if src == dest else UOp(Ops.COPY, u.dtype, (u,), dest)
 
 
+def _fold(pieces: list[UOp], op: Ops) -> UOp:
+  """op(op(pieces[0], pieces[1]), ...): the same order on every device, so the replicas are equal to the bit."""
+  acc = pieces[0]
+  for piece in pieces[1:]: acc = UOp(op, acc.dtype, (acc, piece))
+  return acc
+
+
 def all_gather(x: Lowered, devices: Devices) -> Lowered:
   """Every device gets the whole tensor: the other shards copied in, padded to place and added (in the same
   order on every device, so the replicas are equal to the bit)."""
   if x.axis is None: return x
   sizes, axis = x.sizes(), x.axis
-  total = sum(sizes)
+  total, starts = sum(sizes), [sum(sizes[:i]) for i in range(len(sizes))]
   combine = Ops.OR if x.shards[0].dtype == dtypes.bool else Ops.ADD
-  out = []
-  for dest in devices:
-    acc: UOp | None = None
-    start = 0
-    for s, src, size in zip(x.shards, devices, sizes):
-      piece = _pad_axis(_copy_to(s, src, dest), axis, start, total - start - size)
-      acc = piece if acc is None else UOp(combine, acc.dtype, (acc, piece))
-      start += size
-    assert acc is not None
-    out.append(acc)
-  return Lowered(tuple(out), None)
+  return Lowered(tuple(_fold([_pad_axis(_copy_to(s, src, dest), axis, start, total - start - size)
+                              for s, src, start, size in zip(x.shards, devices, starts, sizes)], combine)
+                       for dest in devices), None)
 
 
 def all_reduce(x: Lowered, op: Ops, devices: Devices) -> Lowered:
   """Every device gets op(shard_0, shard_1, ...) of the shards (partial results of the same shape), combined in
   device order on each device so the replicas are equal to the bit."""
-  out = []
-  for dest in devices:
-    acc: UOp | None = None
-    for s, src in zip(x.shards, devices):
-      piece = _copy_to(s, src, dest)
-      acc = piece if acc is None else UOp(op, acc.dtype, (acc, piece))
-    assert acc is not None
-    out.append(acc)
+  out = [_fold([_copy_to(s, src, dest) for s, src in zip(x.shards, devices)], op) for dest in devices]
   return Lowered(tuple(out), None)
 
 
@@ -227,14 +219,20 @@ def gather_numpy(shards: Sequence[np.ndarray], axis: int | None) -> np.ndarray:
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
+def _host_reduce(bufs: list[Buffer], op: str) -> np.ndarray:
+  """The buffers' contents combined by `op` on the host, in buffer order."""
+  arrays = [b.numpy() for b in bufs]
+  acc = arrays[0].copy()
+  for a in arrays[1:]: acc = _REDUCE[op](acc, a).astype(acc.dtype, copy=False)
+  return acc
+
+
 class TransferCollective(Collective):
   """plugrad's fallback for buffers on several devices of this process: everything goes to the host through
   each buffer's allocator (the HostTransfer path), is combined there in buffer order, and is copied back."""
 
   def _all_reduce(self, bufs: list[Buffer], op: str) -> None:
-    arrays = [b.numpy() for b in bufs]
-    acc = arrays[0].copy()
-    for a in arrays[1:]: acc = _REDUCE[op](acc, a).astype(acc.dtype, copy=False)
+    acc = _host_reduce(bufs, op)
     for b in bufs: b.copyin(acc)
 
   def _all_gather(self, dest: list[Buffer], src: list[Buffer]) -> None:
@@ -247,9 +245,7 @@ class TransferCollective(Collective):
       if i != root: b.copyin(data)
 
   def _reduce_scatter(self, dest: list[Buffer], src: list[Buffer], op: str) -> None:
-    arrays = [b.numpy() for b in src]
-    acc = arrays[0].copy()
-    for a in arrays[1:]: acc = _REDUCE[op](acc, a).astype(acc.dtype, copy=False)
+    acc = _host_reduce(src, op)
     start = 0
     for d in dest:
       d.copyin(acc[start:start + d.size])
