@@ -68,13 +68,13 @@ def _bound(u: UOp) -> bool:
   return any(n.op in _DEVICE_BOUND for n in u.toposort)
 
 
-def shard(u: UOp, device: str | None, devices: Devices, axis: int | None) -> UOp:
-  """`u` (a graph on `device`, or of constants only when `device` is None) split over `devices` along `axis`
-  (None: a whole copy on each). The pieces are copied lazily."""
+def shard(u: UOp, device: str, devices: Devices, axis: int | None) -> UOp:
+  """`u` (a graph on `device`) split over `devices` along `axis` (None: a whole copy on each). The pieces are copied
+  lazily; a graph of constants only (bound to no device) is simply built on each."""
   if axis is not None and not 0 <= axis < len(u.shape):
     raise ValueError(f"cannot shard a tensor of shape {u.shape} along axis {axis}")
   bounds = shard_bounds(u.shape[axis], len(devices)) if axis is not None else [(0, 0)] * len(devices)
-  free = device is None or not _bound(u)
+  free = not _bound(u)
   pieces = []
   for d, (start, end) in zip(devices, bounds):
     piece = u if axis is None else _shrink_axis(u, axis, start, end)

@@ -385,8 +385,7 @@ class Tensor(metaclass=_TensorMeta):
     if isinstance(self.device, tuple):
       if self.device == devs and self.shard_axis == axis: return self
       return self.to(devs[0]).shard(devs, axis)  # resharding: gathered on one device, split again
-    src = None if contiguous_base(self.uop) is None and not _multi._bound(self.uop) else self.device
-    return Tensor._from(_multi.shard(self.uop, src, devs, axis), devs)
+    return Tensor._from(_multi.shard(self.uop, self.device, devs, axis), devs)
 
   def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
     """`shard` in place: this tensor becomes the sharded one (for parameters: shard them, then train)."""
