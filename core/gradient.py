@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from plugrad.dtype import DType, dtypes
 from plugrad.multi import Lowered, lower, to_axis
 from plugrad.scheduler import device_of
+from plugrad.shape import inverse_permutation
 from plugrad.uops import Ops, PatternMatcher, UOp, UPat, broadcast, toposort
 
 # ---------------------------------------------------------------- building blocks
@@ -61,12 +62,6 @@ def expand(a: UOp, shape: tuple[int, ...]) -> UOp:
 def unbroadcast(ctx: UOp, shape: tuple[int, ...]) -> UOp:
   """The gradient of EXPAND: sum over the axes that were broadcast from size 1."""
   return reduce_sum(ctx, tuple(i for i, (s, o) in enumerate(zip(shape, ctx.shape)) if s == 1 and o != 1))
-
-
-def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
-  inv = [0] * len(order)
-  for i, o in enumerate(order): inv[o] = i
-  return tuple(inv)
 
 
 LN2 = math.log(2)
@@ -180,7 +175,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, name="ret"), _reduce_gradient),                                  # sum: expand; max: the argmax
   # movement: the inverse movement of the gradient
   (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (UOp(Ops.RESHAPE, ctx.dtype, (ctx,), ret.src[0].shape),)),
-  (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (UOp(Ops.PERMUTE, ctx.dtype, (ctx,), _inverse(ret.arg)),)),
+  (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (UOp(Ops.PERMUTE, ctx.dtype, (ctx,), inverse_permutation(ret.arg)),)),
   (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (unbroadcast(ctx, ret.src[0].shape),)),  # sum what was repeated
   (UPat(Ops.PAD, name="ret"), _pad_gradient),                                             # cut the padding off
   (UPat(Ops.SHRINK, name="ret"), _shrink_gradient),                                       # zeros where it was cut

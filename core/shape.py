@@ -19,6 +19,13 @@ Shape = tuple  # of ints, or symbolic ints (UOps that depend on a Variable)
 def prod(xs) -> int: return math.prod(xs)
 
 
+def inverse_permutation(order: tuple[int, ...]) -> tuple[int, ...]:
+  """The permutation that undoes `order` (a PERMUTE's arg)."""
+  inv = [0] * len(order)
+  for i, o in enumerate(order): inv[o] = i
+  return tuple(inv)
+
+
 def strides_for(shape: Shape) -> tuple[int, ...]:
   """Row-major strides in elements."""
   out, acc = [], 1

@@ -26,7 +26,7 @@ from plugrad.gradient import compute_gradient
 from plugrad import multi as _multi
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_node, buffer_of, contiguous_base, pending_kernel, version_base
-from plugrad.shape import prod
+from plugrad.shape import inverse_permutation, prod
 from plugrad.symbolic import sym_infer, symbolic, unbind_graph
 from plugrad.uops import GroupOp, Ops, UOp, broadcast, graph_rewrite
 
@@ -709,7 +709,7 @@ class Tensor(metaclass=_TensorMeta):
       shape = op.src[0].shape
       if op.op is Ops.RESHAPE: v, mask = v.reshape(shape), mask.reshape(shape)
       elif op.op is Ops.PERMUTE:
-        inverse = tuple(sorted(range(len(op.arg)), key=lambda i: op.arg[i]))
+        inverse = inverse_permutation(op.arg)
         v, mask = v.permute(inverse), mask.permute(inverse)
       elif op.op is Ops.FLIP: v, mask = v.flip(op.arg), mask.flip(op.arg)
       elif op.op is Ops.SHRINK:
@@ -1232,8 +1232,12 @@ class Tensor(metaclass=_TensorMeta):
   def exp2(self) -> Tensor: return self._float()._alu(Ops.EXP2)
   def log2(self) -> Tensor: return self._float()._alu(Ops.LOG2)
   # composite math on halves runs in float32 and rounds once (torch's opmath): a half x / ln 2 alone is off by 0.5%
-  def exp(self) -> Tensor: return (self._float()._wide() * (1 / math.log(2))).exp2().cast(self._float().dtype)
-  def log(self) -> Tensor: return (self._float()._wide().log2() * math.log(2)).cast(self._float().dtype)
+  def exp(self) -> Tensor:
+    x = self._float()
+    return (x._wide() * (1 / math.log(2))).exp2().cast(x.dtype)
+  def log(self) -> Tensor:
+    x = self._float()
+    return (x._wide().log2() * math.log(2)).cast(x.dtype)
   def sin(self) -> Tensor: return self._float()._alu(Ops.SIN)
   def cos(self) -> Tensor:
     """cos from the device's sin, never rounding x first (sin(pi/2 - x) loses every digit of a large x):
@@ -1255,12 +1259,15 @@ class Tensor(metaclass=_TensorMeta):
     t = self.trunc()
     return (self > t).where(t + 1, t)
   def square(self) -> Tensor: return self * self
-  def sigmoid(self) -> Tensor: return (1 + (-self._float()._wide()).exp()).reciprocal().cast(self._float().dtype)
+  def sigmoid(self) -> Tensor:
+    x = self._float()
+    return (1 + (-x._wide()).exp()).reciprocal().cast(x.dtype)
   def tanh(self) -> Tensor:
-    x = self._float()._wide()
+    f = self._float()
+    x = f._wide()
     # 2*sigmoid(2x) - 1 cancels to 0 for tiny x (and to +0.0 for -0.0): there tanh(x) = x(1 - x²/3) to the last bit
     out = (x.abs() < 2.0 ** -10).where(x * (1 - x * x * (1 / 3)), 2.0 * (2.0 * x).sigmoid() - 1.0)
-    return out.cast(self._float().dtype)
+    return out.cast(f.dtype)
   # a where, not maximum(x, 0): the gradient at 0 is then 0, as torch's, instead of a tie's half
   def relu(self) -> Tensor:
     """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them), and the gradient at 0 is 0."""
