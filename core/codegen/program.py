@@ -1,6 +1,7 @@
 """The loop program: the lowering's output and every renderer's input."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from typing import Mapping
@@ -63,7 +64,7 @@ class LoopProgram:
   bytes_moved: int
   opts: tuple = ()
 
-  @property
+  @functools.cached_property  # asked on every launch
   def vars(self) -> tuple[UOp, ...]:
     """The kernel's Variables (DEFINE_VAR), in the order their values are passed at launch."""
     return tuple(u for u in self.uops if u.op is Ops.DEFINE_VAR)

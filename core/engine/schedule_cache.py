@@ -56,6 +56,7 @@ class _Step:
   device: str
   outs: tuple[Ref, ...]  # one per STORE of a multi-output kernel
   ins: tuple[Ref, ...]
+  out_asts: tuple[UOp | None, ...]  # each output's own single-output kernel (made once, at record)
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,10 @@ class ScheduleTemplate:
           refs[out] = ("out", len(outputs))
           outputs.append((out.device, out.size, out.dtype, out.options))
       if any(b not in refs for b in it.bufs[it.outs:]): return None
+      # each output's graph node gets a kernel of its own, which alone would compute it from every input
+      out_asts = (it.ast,) if it.outs == 1 or it.ast is None else tuple(output_ast(it.ast, j) for j in range(it.outs))
       steps.append(_Step(it.ast, it.device, tuple(refs[b] for b in it.bufs[:it.outs]),
-                         tuple(refs[b] for b in it.bufs[it.outs:])))
+                         tuple(refs[b] for b in it.bufs[it.outs:]), out_asts))
     roots = []
     for r in new_roots:
       base = contiguous_base(r)
@@ -101,9 +104,7 @@ class ScheduleTemplate:
       kernels = []
       for j, ref in enumerate(st.outs):
         out = buffer[ref]
-        # each output's graph node gets a kernel of its own, which alone would compute it from every input
-        ast = st.ast if len(st.outs) == 1 or st.ast is None else output_ast(st.ast, j)
-        kernels.append(kernel := Kernel(ast, st.device, buffer_node(out)))
+        kernels.append(kernel := Kernel(st.out_asts[j], st.device, buffer_node(out)))
         k = UOp(Ops.KERNEL, None, srcs, kernel)
         # a step writing a buffer an earlier step wrote (in place) runs after it, even when it binds no input
         after = (node[ref],) if node[ref].op is Ops.ASSIGN else ()
