@@ -210,8 +210,8 @@ def _expands(u: UOp) -> bool:
 
 # ---------------------------------------------------------------- choosing what to realize
 
-def _find_realizes(roots: list[UOp], buffer_limit: Callable[[UOp], int | None]) -> set[UOp]:
-  nodes = toposort(roots)
+def _find_realizes(roots: list[UOp], nodes: tuple[UOp, ...], buffer_limit: Callable[[UOp], int | None]) -> set[UOp]:
+  """The nodes under `roots` (`nodes`: their toposort) that get buffers of their own."""
   realized: set[UOp] = {r for r in roots if not _needs_no_kernel(r)}
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.COPY) or (n.op is Ops.ASSIGN and n.src[1].op is not Ops.KERNEL): realized.add(n)
@@ -449,11 +449,12 @@ def kernelize(roots: list[UOp], default_device: str, new_buffer: Callable[[str, 
   """
   originals, stripped = roots, _normalize(roots)
   if stripped: roots = [stripped[r] for r in roots]
-  devices = _device_map(toposort(roots))
-  realized = _find_realizes(roots, lambda r: buffer_limit(devices.get(r, default_device)))
+  nodes = toposort(roots)
+  devices = _device_map(nodes)
+  realized = _find_realizes(roots, nodes, lambda r: buffer_limit(devices.get(r, default_device)))
   new: dict[UOp, UOp] = {}
   becomes: dict[UOp, UOp] = {}
-  for n in toposort(roots):
+  for n in nodes:
     if n.op is Ops.KERNEL or is_buffer_node(n): new[n] = n
     elif n in realized:
       new[n] = becomes[n] = _make_kernel(n, new, devices.get(n, default_device), new_buffer)
