@@ -355,6 +355,9 @@ class Registry:
     return result
 
   def wants_timing(self) -> bool: return any(self.notify("plugrad_wants_timing"))
+  def observed(self, hook: str) -> bool:
+    """Whether any plugin implements the observe-phase `hook` (so what it would be told is worth computing)."""
+    return bool(getattr(self.pm.hook, hook).get_hookimpls())
 
   def notify(self, hook: str, **kwargs: Any) -> list[Any]:
     """Call every implementation of an observe-phase hook and return their results. An observer

@@ -47,7 +47,8 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
   capture = Capture.active
   timing = registry.wants_timing()
   st = time.perf_counter() if started is None else started
-  plan = plan_memory(items, frees=capture is None)  # before running: it asks which buffers are allocated yet
+  # for the observers only (none by default); before running, as it asks which buffers are allocated yet
+  plan = plan_memory(items, frees=capture is None) if registry.observed("plugrad_schedule_ran") else None
   kernels = copies = 0
   for it in items:
     if it.is_copy:
@@ -66,8 +67,9 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
       for b in it.frees: b.deallocate(final=True)
   if timing:
     for name in {it.device for it in items if not it.is_copy}: registry.device(name).runtime.synchronize()
-  registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st,
-                  bytes_read=plan.bytes_read, bytes_written=plan.bytes_written, peak_bytes=plan.peak_bytes)
+  if plan is not None:
+    registry.notify("plugrad_schedule_ran", kernels=kernels, copies=copies, seconds=time.perf_counter() - st,
+                    bytes_read=plan.bytes_read, bytes_written=plan.bytes_written, peak_bytes=plan.peak_bytes)
 
 
 @dataclass(frozen=True)
