@@ -480,16 +480,14 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
     seen.add((o.op, o.axis))
     if o.amount < 1 and not (o.op is OptOps.UNROLL and 0 <= o.axis < len(axes) and o.amount == 0):
       raise OptError(f"{o}: the amount must be positive")
-    if o.op is OptOps.LANES:
-      if not caps.vector_ops: raise OptError(f"{o}: the device has no vector ops")
+    if o.op in (OptOps.LANES, OptOps.UNROLL):
+      if o.op is OptOps.LANES and not caps.vector_ops: raise OptError(f"{o}: the device has no vector ops")
       if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
-      if (OptOps.UNROLL, o.axis) in seen or any(p.op is OptOps.UNROLL and p.axis == o.axis for p in opts):
-        raise OptError(f"{o}: the axis is unrolled")
       size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
+    if o.op is OptOps.LANES:
+      if any(p.op is OptOps.UNROLL and p.axis == o.axis for p in opts): raise OptError(f"{o}: the axis is unrolled")
       if o.amount < 2 or size % o.amount or size == o.amount: raise OptError(f"{o}: {o.amount} does not divide {size}")
     if o.op is OptOps.UNROLL:
-      if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
-      size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
       if o.amount != size and (o.amount > size or size % o.amount):
         raise OptError(f"{o}: {o.amount} does not divide {size}")
     elif o.op is OptOps.VECTORIZE and (o.axis != 0 or not caps.vector_ops):
@@ -546,13 +544,13 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   launch: list[int | UOp] = [size for _, size in dims]  # threads per launch dimension (before upcasts)
   guards: list[UOp] = []  # gid < size for a dimension rounded up to whole work-groups
   for d, (axes, size) in enumerate(dims):
-    if d < len(upcasts) and upcasts[d] > 1:
+    if upcasts[d] > 1:
       f = upcasts[d]
       gid = _special(f"gidx{d}", d, size // f, idx_dtype)
       placeholders[axes[0]] = (UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{d}", d, size)), gid, f)
       idx[axes[0]] = placeholders[axes[0]][0]
       continue
-    if (group := sym_local.get(d)) is not None and not (d < len(upcasts) and upcasts[d] > 1):
+    if (group := sym_local.get(d)) is not None:  # (an upcast dimension went on above)
       launch[d] = (size + (group - 1)) // group * group
     gid = _special(f"gidx{d + first}", d + first, launch[d], idx_dtype)
     if launch[d] is not size: guards.append(gid.lt(size))
@@ -598,7 +596,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
              for (ph, gid, f), off in zip(copies, offsets)}
       stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub)) + gate) for p, i, v in triples]
     sink = UOp(Ops.SINK, None, tuple(stores))
-    global_size = tuple(size // (upcasts[d] if d < len(upcasts) else 1) for d, size in enumerate(launch))
+    global_size = tuple(size // upcasts[d] for d, size in enumerate(launch))
     local_size = _local_size(global_size, caps, sym_local)
   elif group_reduce:
     lid = UOp(Ops.SPECIAL, idx_dtype, (), ("lidx0", 0, threads))
