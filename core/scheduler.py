@@ -28,7 +28,7 @@ from typing import Any, Callable, Collection, Iterable
 from plugrad.alu import fold_constant
 from plugrad.device import Buffer, ImageSpec
 from plugrad.dtype import DType
-from plugrad.shape import prod
+from plugrad.shape import prod, smax  # smax: scheduling decisions hold for every value of the Variables
 from plugrad.uops import GroupOp, Ops, UOp, toposort
 
 
@@ -199,13 +199,8 @@ def _device_map(nodes: Iterable[UOp]) -> dict[UOp, str]:
   return devices
 
 
-def _smax(n: int | UOp) -> int:
-  # a size, or the largest a symbolic one takes: scheduling decisions hold for every value of the Variables
-  return n if isinstance(n, int) else int(n.vmax)
-
-
 def _expands(u: UOp) -> bool:
-  return u.op is Ops.EXPAND and _smax(prod(u.shape)) > _smax(prod(u.src[0].shape))
+  return u.op is Ops.EXPAND and smax(prod(u.shape)) > smax(prod(u.src[0].shape))
 
 
 # ---------------------------------------------------------------- choosing what to realize
@@ -240,7 +235,7 @@ def _needs_no_kernel(u: UOp) -> bool:
   base = u
   while base.op in GroupOp.Movement: base = base.src[0]
   if base is not u and is_pending_assign(base): return True
-  if _smax(prod(u.shape)) > 1: return u.op is Ops.CONST
+  if smax(prod(u.shape)) > 1: return u.op is Ops.CONST
   while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
   return u.op is Ops.CONST
 
@@ -262,7 +257,7 @@ def _cheap_to_recompute(reduce: UOp, kernels: Collection[UOp]) -> bool:
   elementwise kernel may compute it per output (RECOMPUTE_BUDGET). Anything bigger is read from a buffer."""
   if prod(reduce.shape) != 1: return False
   size = prod(reduce.src[0].shape)
-  return all(prod(k.shape) == 1 or _smax(prod(k.shape) * size) <= RECOMPUTE_BUDGET for k in kernels)
+  return all(prod(k.shape) == 1 or smax(prod(k.shape) * size) <= RECOMPUTE_BUDGET for k in kernels)
 
 
 def _holds_reduce(nodes: tuple[UOp, ...], realized: set[UOp]) -> dict[UOp, bool]:
@@ -403,7 +398,7 @@ def _split_for_shared_reads(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[U
     if _is_leaf(n, realized) or n.op is Ops.KERNEL:
       inputs[n] = frozenset() if n.op is Ops.CONST else frozenset({n})
       continue
-    limit = SHARED_READS if _smax(prod(n.shape)) >= SMALL_NODE else SHARED_READS_SMALL
+    limit = SHARED_READS if smax(prod(n.shape)) >= SMALL_NODE else SHARED_READS_SMALL
     got: set[UOp] = set()
     for s in n.src:
       got |= inputs[s]
@@ -574,7 +569,7 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
   if n.op is Ops.COPY:
     src = new[n.src[0]]
     base = contiguous_base(src) if contiguous_base(src) is not None else src
-    out = buffer_node(new_buffer(n.arg, _smax(prod(n.shape)), n.dtype))
+    out = buffer_node(new_buffer(n.arg, smax(prod(n.shape)), n.dtype))
     kern = UOp(Ops.KERNEL, None, (base,), Kernel(None, n.arg, out))
     return _reshape(UOp(Ops.ASSIGN, n.dtype, (out, kern)), n.shape)
   if prod(n.shape) == 0 and n.op is not Ops.ASSIGN:  # nothing to compute: an empty buffer
@@ -595,7 +590,7 @@ def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:
     value = n.src[1]
   else:
     # a symbolic shape gets a buffer for the Variables' largest values, so one buffer serves them all
-    out_node = buffer_node(new_buffer(device, _smax(prod(n.shape)), n.dtype))
+    out_node = buffer_node(new_buffer(device, smax(prod(n.shape)), n.dtype))
     value, previous, after = n.src[0] if n.op is Ops.CONTIGUOUS else n, None, ()
   ast, inputs = _build_ast(value, new, out_node, previous)
   kern = UOp(Ops.KERNEL, None, tuple(inputs), Kernel(ast, device, out_node))

@@ -19,6 +19,11 @@ Shape = tuple  # of ints, or symbolic ints (UOps that depend on a Variable)
 def prod(xs) -> int: return math.prod(xs)
 
 
+def smax(size: int | UOp) -> int:
+  """A size, or the largest value a symbolic one (a Variable's expression) takes."""
+  return size if isinstance(size, int) else int(size.vmax)
+
+
 def inverse_permutation(order: tuple[int, ...]) -> tuple[int, ...]:
   """The permutation that undoes `order` (a PERMUTE's arg)."""
   inv = [0] * len(order)

@@ -26,7 +26,7 @@ from plugrad.gradient import compute_gradient
 from plugrad import multi as _multi
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import ScheduleItem, buffer_node, buffer_of, contiguous_base, pending_kernel, version_base
-from plugrad.shape import inverse_permutation, prod
+from plugrad.shape import inverse_permutation, prod, smax
 from plugrad.symbolic import sym_infer, symbolic, unbind_graph
 from plugrad.uops import GroupOp, Ops, UOp, broadcast, graph_rewrite
 
@@ -436,8 +436,8 @@ class Tensor(metaclass=_TensorMeta):
       parts = [Tensor.empty(*shape, dtype=dt, device=d).uop for d in devs]
       return Tensor._from(_multi.multi(parts, devs, None), devs).requires_grad_(requires_grad)
     dev = canonical_device(device) if device else get_registry().default_device()
-    size = prod(shape)  # a symbolic shape gets a buffer for the Variables' largest values
-    buf = Buffer(dev, size if isinstance(size, int) else int(size.vmax), dt, get_registry().device(dev).allocator)
+    # a symbolic shape gets a buffer for the Variables' largest values
+    buf = Buffer(dev, smax(prod(shape)), dt, get_registry().device(dev).allocator)
     return Tensor._from(_reshape(buffer_node(buf), shape), dev).requires_grad_(requires_grad)
 
   @staticmethod

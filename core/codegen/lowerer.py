@@ -34,7 +34,7 @@ from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.vectorize import vector_rules, vectorize
 from plugrad.device import Capabilities
 from plugrad.dtype import DType, dtypes
-from plugrad.shape import prod, strides_for, view_index
+from plugrad.shape import prod, smax, strides_for, view_index
 from plugrad.symbolic import split_terms, symbolic
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite, toposort
 
@@ -142,11 +142,6 @@ def _live(s: int | UOp) -> bool:
   return not isinstance(s, int) or s > 1
 
 
-def _smax(s: int | UOp) -> int:
-  """A size, or the largest value a symbolic one takes."""
-  return s if isinstance(s, int) else int(s.vmax)
-
-
 def _maybe_lt(a: int | UOp, b: int | UOp) -> bool:
   """a < b where that is known; True (keep the modulo, always correct) where it depends on the Variables."""
   try:
@@ -158,7 +153,7 @@ def _maybe_lt(a: int | UOp, b: int | UOp) -> bool:
 def _special(name: str, dim: int, size: int | UOp, dtype: DType) -> UOp:
   """A launch index; a symbolic size is its source (evaluated at launch) and its largest value the arg's."""
   if isinstance(size, int): return UOp(Ops.SPECIAL, dtype, (), (name, dim, size))
-  return UOp(Ops.SPECIAL, dtype, (size.cast(dtype),), (name, dim, _smax(size)))
+  return UOp(Ops.SPECIAL, dtype, (size.cast(dtype),), (name, dim, smax(size)))
 
 
 def _symbolic_locals(dims: list[tuple[list[int], int | UOp]], caps: Capabilities) -> dict[int, int]:
@@ -185,9 +180,9 @@ def _launch_dims(shape: tuple[int, ...], caps: Capabilities) -> list[tuple[list[
   groups = [[a] for a in reversed(axes)]
   while len(groups) > caps.launch_dims: groups[-2:] = [groups[-1] + groups[-2]]  # merge the outermost
   dims = [(sorted(g), prod(shape[a] for a in g)) for g in groups]
-  if any(_smax(size) > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
+  if any(smax(size) > caps.max_global_size[min(d, len(caps.max_global_size) - 1)] for d, (_, size) in enumerate(dims)):
     dims = [(sorted(axes), prod(shape[a] for a in axes))]  # one flat dimension
-    if _smax(dims[0][1]) > caps.max_global_size[0]:
+    if smax(dims[0][1]) > caps.max_global_size[0]:
       raise ValueError(f"output of {dims[0][1]} elements exceeds the device's launch size")
   return dims
 
@@ -288,10 +283,10 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
   # an Opt whose amount would have to divide it
-  return KernelFeatures(dims=tuple((len(axes), _smax(size)) for axes, size in dims), group_dims_ok=group_ok,
+  return KernelFeatures(dims=tuple((len(axes), smax(size)) for axes, size in dims), group_dims_ok=group_ok,
                         outputs=len(values),
-                        reduce_axes=tuple(_smax(r.src[0].shape[ax]) for r, ax in axes), reduces=len(reduces),
-                        nested=nested, out_size=_smax(prod(shape)), itemsize=value.dtype.itemsize,
+                        reduce_axes=tuple(smax(r.src[0].shape[ax]) for r, ax in axes), reduces=len(reduces),
+                        nested=nested, out_size=smax(prod(shape)), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse)
@@ -301,7 +296,7 @@ def _index_dtype(ast: UOp) -> DType:
   """int32 unless some buffer or intermediate of the kernel has 2**31 - 1 elements or more."""
   params = [n for n in ast.toposort if n.op is Ops.PARAM]
   big = max([p.arg[1] for p in params] +
-            [_smax(prod(n.shape)) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
+            [smax(prod(n.shape)) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
   return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
 
 
@@ -365,7 +360,7 @@ def _split_loops(ranges: tuple[UOp, ...], lw: _Lowering, block: int) -> _Split:
   split: list[UOp] = []  # the loops that replace split ones
   for r in ranges:
     size, pieces = r.src[0].arg if r.src[0].op is Ops.CONST else r.src[0], []
-    while _smax(size) > block:  # split off inner blocks until the outer loop is short too
+    while smax(size) > block:  # split off inner blocks until the outer loop is short too
       if isinstance(size, int):
         outer, inner = _block_split(size, block)
         pieces.insert(0, (inner, outer * inner != size, size))
