@@ -866,14 +866,17 @@ def _param_views(ast: UOp) -> dict[int, set[tuple]]:
   return views
 
 
+def _last_use(items: list[ScheduleItem]) -> dict[Buffer, int]:
+  """Each buffer the schedule touches -> the position of the last step that does."""
+  return {b: i for i, it in enumerate(items) for b in it.bufs}
+
+
 def _reuse_in_place(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> list[Buffer]:
   """Write the output of an elementwise kernel into an input buffer that dies in it (same size and type,
   read at the very index written, made by this schedule and held by no tensor): an elementwise chain of
   realized intermediates then runs in place, and the planned peak drops. Rewrites the items; returns the
   output buffers no longer used."""
-  last_use: dict[Buffer, int] = {}
-  for i, it in enumerate(items):
-    for b in it.bufs: last_use[b] = i
+  last_use = _last_use(items)
   rename: dict[Buffer, Buffer] = {}
   for i, it in enumerate(items):
     if rename: it.bufs = tuple(rename.get(b, b) for b in it.bufs)
@@ -909,20 +912,13 @@ def _reads_in_place(ast: UOp, k: int) -> bool:
 
 def _param_as_output(ast: UOp, k: int) -> UOp:
   """The AST with PARAM `k` read from PARAM 0 (the output) and the PARAMs after it numbered one lower."""
-  memo: dict[UOp, UOp] = {}
-  for n in ast.toposort:
-    if n.op is Ops.PARAM and n.arg[0] >= k and n is not ast.src[0].src[0]:
-      memo[n] = n.replace(arg=(0 if n.arg[0] == k else n.arg[0] - 1,) + n.arg[1:])
-    else: memo[n] = n.replace(src=tuple(memo[x] for x in n.src))
-  return memo[ast]
+  params = {n.arg[0] for n in ast.toposort if n.op is Ops.PARAM}
+  return _renumber_params(ast, {j: 0 if j == k else j - (j > k) for j in params})
 
 
 def _plan_frees(items: list[ScheduleItem], live: Collection[Buffer], fresh: Collection[Buffer]) -> None:
   """Free each `fresh` buffer the schedule writes after its last use, unless it is `live`."""
-  last_use: dict[Buffer, int] = {}
-  for i, it in enumerate(items):
-    for b in it.bufs: last_use[b] = i
-  for b, i in last_use.items():
+  for b, i in _last_use(items).items():
     if b in fresh and b not in live: items[i].frees.append(b)
 
 
