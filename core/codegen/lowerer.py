@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from plugrad.alu import reduce_identity
 from plugrad.codegen.linearize import linearize
@@ -308,6 +308,12 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   return new[root]
 
 
+def _gate_loads(root: UOp, valid: UOp, keep: Callable[[UOp], bool] = lambda n: True) -> UOp:
+  """`root` with every LOAD (that `keep` accepts) reading only where `valid` holds (a false gate reads nothing)."""
+  return substitute(root, {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2 else valid))
+                           for n in root.toposort if n.op is Ops.LOAD and keep(n)})
+
+
 def _group_reduce(lw: _Lowering, values: list[UOp], lid: UOp, threads: int) -> list[UOp]:
   """Rewrite the REDUCEs in `values` (one, or several over the same loops: a multi-output kernel's) into
   per-thread partials combined through local memory, one local buffer and barrier per reduction."""
@@ -330,9 +336,7 @@ def _group_reduce(lw: _Lowering, values: list[UOp], lid: UOp, threads: int) -> l
   finals: dict[UOp, UOp] = {}
   for k, red in enumerate(reds):
     body = substitute(red.src[0], mapping)
-    gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(in_range) if len(n.src) > 2 else in_range))
-             for n in body.toposort if n.op is Ops.LOAD}
-    part_body = in_range.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
+    part_body = in_range.where(_gate_loads(body, in_range), reduce_identity(red.arg, red.dtype))
     partial = UOp(Ops.REDUCE, red.dtype, (part_body, loop), red.arg)
     local = UOp(Ops.DEFINE_LOCAL, red.dtype, (), (k, threads))
     barrier = UOp(Ops.BARRIER, red.dtype, (UOp(Ops.STORE, None, (local, lid, partial)),))
@@ -392,9 +396,8 @@ def _cascade(red: UOp, lw: _Lowering, block: int, splits: dict[tuple[UOp, ...], 
   if not mapping: return red
   body = substitute(body, mapping)
   if valid is not None:  # padded blocks: the tail reads nothing and adds the identity
-    gated = {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2 else valid))
-             for n in body.toposort if n.op is Ops.LOAD and any(m in n.toposort for m in split)}
-    body = valid.where(substitute(body, gated), reduce_identity(red.arg, red.dtype))
+    body = valid.where(_gate_loads(body, valid, lambda n: any(m in n.toposort for m in split)),
+                       reduce_identity(red.arg, red.dtype))
   # group the loops from the innermost, each group's trip count at most `block`: one accumulator per group
   groups: list[list[UOp]] = []
   for r in reversed(loops):
@@ -557,9 +560,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   gate: tuple[UOp, ...] = ()
   if guards:  # the threads past a symbolic size read and write nothing
     valid = functools.reduce(lambda a, b: a.logical_and(b), guards)
-    both = UOp(Ops.SINK, None, tuple(out_values))
-    out_values = list(substitute(both, {n: n.replace(src=(n.src[0], n.src[1], n.src[2].logical_and(valid) if len(n.src) > 2
-                                                          else valid)) for n in both.toposort if n.op is Ops.LOAD}).src)
+    out_values = list(_gate_loads(UOp(Ops.SINK, None, tuple(out_values)), valid).src)
     gate = (valid,)
   group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in toposort(out_values))
   # split together: reductions that share their loops keep sharing them
