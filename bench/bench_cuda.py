@@ -1,10 +1,12 @@
 """Benchmarks of the CUDA device (plugrad-cuda) against torch on the same GPU.
 
 Cases (as for the CPU device): the fused elementwise chain ((a*b+c).relu()*2).sum() on 4096x4096,
-a.sum(1) and a.max() on 4096x4096, and a 4096x4096 float32 matmul. Prints per case the median
-GPU time of plugrad and of torch (both synchronised), the ratio torch/plugrad (>1: plugrad is
-faster) and the achieved GB/s or GFLOP/s. Needs an NVIDIA GPU, pycuda (pip install
-plugrad-cuda[gpu]) and torch with CUDA; elsewhere it exits with a message saying which is missing.
+a.sum(1) and a.max() on 4096x4096, and 4096x4096 matmuls in float32 and float16. Prints per case the
+median GPU time of plugrad and of torch (both synchronised), the ratio torch/plugrad (>1: plugrad is
+faster), the achieved GB/s or GFLOP/s, and for the memory-bound cases the share of the copy bandwidth
+torch's device-to-device copy reaches in the same run. Needs an NVIDIA GPU with its driver, plugrad-cuda
+and torch with CUDA; elsewhere it exits with a message saying which is missing. Launch overheads (tiny
+realize, TinyJit replay) are bench_engine.py's: `python bench/bench_engine.py --device CUDA`.
 
 Run: `python bench/bench_cuda.py` (options: --n N, --repeat R).
 """
@@ -22,7 +24,7 @@ def _why_not() -> str | None:
   try:
     import plugrad_cuda
   except ImportError:
-    return "plugrad-cuda is not installed (pip install -e plugins/cuda[gpu])"
+    return "plugrad-cuda is not installed (pip install -e plugins/cuda)"
   if (reason := plugrad_cuda.probe()) is not None: return f"the CUDA device cannot run here: {reason}"
   try:
     import torch
@@ -32,9 +34,10 @@ def _why_not() -> str | None:
   return None
 
 
-def report(name: str, tp: float, tt: float, work: float, unit: str) -> None:
+def report(name: str, tp: float, tt: float, work: float, unit: str, copy_bw: float | None = None) -> None:
+  share = f"  {work / tp / copy_bw:5.0%} of copy bandwidth" if copy_bw else ""
   print(f"{name:<36}  plugrad {tp*1e3:9.3f} ms  torch {tt*1e3:9.3f} ms  torch/plugrad {tt / tp:6.2f}x  "
-        f"plugrad {work / tp / 1e9:8.1f} {unit}  (torch {work / tt / 1e9:.1f} {unit})", flush=True)
+        f"plugrad {work / tp / 1e9:8.1f} {unit}  (torch {work / tt / 1e9:.1f} {unit}){share}", flush=True)
 
 
 def main() -> int:
@@ -57,6 +60,9 @@ def main() -> int:
   a, b, c = (Tensor(x, device="CUDA").realize() for x in (an, bn, cn))
   at, bt, ct = (torch.from_numpy(x).cuda() for x in (an, bn, cn))
   print(f"device: {torch.cuda.get_device_name()}  n={n}  median of {repeat}", flush=True)
+  dt = torch.empty_like(at)
+  copy_bw = 2 * n * n * 4 / median_time(lambda: dt.copy_(at), sync=sync_t, repeat=repeat)
+  print(f"torch device-to-device copy: {copy_bw / 1e9:.1f} GB/s (bytes read + written)", flush=True)
 
   # fused elementwise chain + full reduce
   got = ((a * b + c).relu() * 2).sum().item()
@@ -64,14 +70,18 @@ def main() -> int:
   assert abs(got - ref) <= 1e-3 * abs(ref), (got, ref)
   tp = median_time(lambda: ((a * b + c).relu() * 2).sum().realize(), sync=sync_p, repeat=repeat)
   tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum(), sync=sync_t, repeat=repeat)
-  report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tt, 3 * n * n * 4, "GB/s")
+  report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tt, 3 * n * n * 4, "GB/s", copy_bw)
+  tp = median_time(lambda: (a * 2).realize(), sync=sync_p, repeat=repeat)
+  tt = median_time(lambda: at * 2, sync=sync_t, repeat=repeat)
+  report(f"a*2 {n}x{n} (copy-like)", tp, tt, 2 * n * n * 4, "GB/s", copy_bw)
 
   # reductions
   np.testing.assert_allclose(a.sum(1).numpy(), an.sum(1), rtol=1e-3, atol=1e-2)
   assert a.max().item() == an.max()
   for name, fp, ft in [("a.sum(1)", lambda: a.sum(1).realize(), lambda: at.sum(1)),
                        ("a.max()", lambda: a.max().realize(), lambda: at.max())]:
-    report(f"{name} {n}x{n}", median_time(fp, sync=sync_p, repeat=repeat), median_time(ft, sync=sync_t, repeat=repeat), n * n * 4, "GB/s")
+    report(f"{name} {n}x{n}", median_time(fp, sync=sync_p, repeat=repeat), median_time(ft, sync=sync_t, repeat=repeat), n * n * 4, "GB/s",
+           copy_bw)
 
   # matmul (TF32 off in torch: plugrad computes in full float32)
   torch.backends.cuda.matmul.allow_tf32 = False
@@ -80,6 +90,15 @@ def main() -> int:
   tp = median_time(lambda: (a @ b).realize(), sync=sync_p, repeat=max(3, repeat // 3), warmup=1)
   tt = median_time(lambda: at @ bt, sync=sync_t, repeat=repeat)
   report(f"matmul {n}x{n} float32", tp, tt, 2 * n ** 3, "GFLOP/s")
+
+  # float16 matmul (torch uses tensor cores)
+  ah, bh = a.cast("float16").realize(), b.cast("float16").realize()
+  aht, bht = at.half(), bt.half()
+  got = (ah @ bh).numpy().astype(np.float32)
+  np.testing.assert_allclose(got, (aht @ bht).float().cpu().numpy(), rtol=2e-2, atol=0.1 * np.sqrt(n))
+  tp = median_time(lambda: (ah @ bh).realize(), sync=sync_p, repeat=max(3, repeat // 3), warmup=1)
+  tt = median_time(lambda: aht @ bht, sync=sync_t, repeat=repeat)
+  report(f"matmul {n}x{n} float16", tp, tt, 2 * n ** 3, "GFLOP/s")
   return 0
 
 

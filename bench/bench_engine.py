@@ -62,11 +62,16 @@ def train_step(device: str, jit: bool, repeat: int) -> float:
   with Tensor.train(): return median_time(lambda: step(x, y).item(), repeat)
 
 
-def torch_train_step(repeat: int) -> float:
+def torch_device(device: str) -> str:
+  """Where torch runs for the comparison: the GPU when plugrad's device is CUDA, else the CPU."""
+  return "cuda" if device.split(":")[0] == "CUDA" and torch.cuda.is_available() else "cpu"
+
+
+def torch_train_step(repeat: int, dev: str) -> float:
   torch.manual_seed(0)
-  model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+  model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(dev)
   opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-  x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
+  x, y = torch.randn(64, 64, device=dev), torch.randint(0, 10, (64,), device=dev)
 
   def step():
     opt.zero_grad()
@@ -77,8 +82,8 @@ def torch_train_step(repeat: int) -> float:
   return median_time(step, repeat)
 
 
-def torch_tiny(repeat: int) -> float:
-  a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 5.0, 6.0])
+def torch_tiny(repeat: int, dev: str) -> float:
+  a, b = torch.tensor([1.0, 2.0, 3.0], device=dev), torch.tensor([4.0, 5.0, 6.0], device=dev)
   return median_time(lambda: (a * b) + 1, repeat)
 
 
@@ -89,7 +94,8 @@ def main() -> None:
   args = ap.parse_args()
   dev, r = args.device, args.repeat
   t_tiny = tiny_realize(dev, r * 10)
-  t_torch_tiny = torch_tiny(r * 10) if torch else None
+  tdev = torch_device(dev) if torch else "cpu"
+  t_torch_tiny = torch_tiny(r * 10, tdev) if torch else None
   print(f"tiny graph (a*b+1, 3 elements) realize   {t_tiny * 1e6:8.1f} us"
         + (f"   torch eager (2 ops) {t_torch_tiny * 1e6:6.1f} us   ratio {t_tiny / t_torch_tiny:5.1f}x" if torch else ""))
   per_kernel, n = replay_overhead(dev, r)
@@ -101,8 +107,8 @@ def main() -> None:
   line = (f"MLP 64-128-10 Adam step, batch 64         eager {t_eager * 1e3:7.3f} ms   TinyJit {t_jit * 1e3:7.3f} ms "
           f"(from Python {t_jit_py * 1e3:.3f} ms)")
   if torch:
-    t_torch = torch_train_step(r)
-    line += f"   torch eager {t_torch * 1e3:7.3f} ms   TinyJit vs torch {t_torch / t_jit:5.2f}x (>1: faster)"
+    t_torch = torch_train_step(r, tdev)
+    line += f"   torch eager ({tdev}) {t_torch * 1e3:7.3f} ms   TinyJit vs torch {t_torch / t_jit:5.2f}x (>1: faster)"
   print(line)
 
 

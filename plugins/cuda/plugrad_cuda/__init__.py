@@ -1,23 +1,21 @@
-"""plugrad-cuda: NVIDIA GPUs, kernels rendered as CUDA C, compiled by NVRTC or nvcc, run with pycuda.
+"""plugrad-cuda: NVIDIA GPUs, kernels rendered as CUDA C, compiled by NVRTC or nvcc, run through the driver API.
 
 The one plugin object is `plugin`; the entry point `CUDA` in the group `plugrad.devices` names it.
 Its roles live in `renderer` (loop program -> CUDA C), `compiler` (CUDA C -> PTX or cubin,
-cached on disk), `allocator` (pycuda device memory) and `runtime` (module loading and launches).
+cached on disk), `allocator` (device memory), `runtime` (module loading and launches) and `graph`
+(a TinyJit capture replayed as one CUDA graph); `driver` binds libcuda with ctypes.
 
-pycuda is optional (`pip install plugrad-cuda[gpu]`): without it, or without an NVIDIA driver,
-the device is unavailable with the reason, but kernels still render and compile (for
-PLUGRAD_CUDA_ARCH), which is how CUDA code is checked on machines without a GPU.
+Without an NVIDIA driver the device is unavailable with the reason, but kernels still render and
+compile (for PLUGRAD_CUDA_ARCH), which is how CUDA code is checked on machines without a GPU.
 """
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import sys
 from functools import lru_cache
 from pathlib import Path
 
-from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Renderer,
-                            Runtime)
+from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Graph,
+                            Renderer, Runtime)
 
 __version__ = "0.1.0"
 
@@ -28,9 +26,7 @@ ARCH = ConfigOption("PLUGRAD_CUDA_ARCH", "sm_80", "compile PTX for this CUDA arc
 #: which CUDA compiler to use
 COMPILER = ConfigOption("PLUGRAD_CUDA_COMPILER", "auto", "CUDA compiler: auto (NVRTC if it loads, else nvcc), nvrtc or nvcc")
 
-PYCUDA_MISSING = "pycuda not installed (pip install plugrad-cuda[gpu] on a machine with the CUDA toolkit)"
 DRIVER_MISSING = "no NVIDIA driver: libcuda.so.1 not found"
-_LIBCUDA = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
 
 #: what the lowering may assume when no GPU can be asked (an sm_80-class GPU)
 DEFAULT_CAPS = Capabilities(max_buffers=None, launch_dims=3, max_global_size=(2**31 - 1, 65535, 65535),
@@ -38,37 +34,23 @@ DEFAULT_CAPS = Capabilities(max_buffers=None, launch_dims=3, max_global_size=(2*
                             max_vector_bytes=16)
 
 
-def has_driver() -> bool:
-  """Whether the NVIDIA driver library loads (checked before pycuda, which needs it, is imported)."""
-  try:
-    ctypes.CDLL(_LIBCUDA)
-  except OSError:
-    return False
-  return True
-
-
-def has_pycuda() -> bool: return importlib.util.find_spec("pycuda") is not None
-
-
 def probe() -> str | None:
   """None when a CUDA GPU can run kernels here, else why not."""
   if sys.platform == "darwin": return "CUDA needs an NVIDIA GPU and driver, which macOS does not have"
-  if not has_driver(): return DRIVER_MISSING
-  if not has_pycuda(): return PYCUDA_MISSING
+  from plugrad_cuda.driver import device_count
   try:
-    import pycuda.driver as cuda
-    cuda.init()
-    count = cuda.Device.count()
-  except Exception as e:  # ImportError of a broken build, cuInit failing (no GPU, driver/library mismatch)
-    return f"the CUDA driver did not start through pycuda: {type(e).__name__}: {e}"
+    count = device_count()
+  except OSError:
+    return DRIVER_MISSING
+  except Exception as e:  # cuInit failing: no GPU, a driver too old for the kernel module, a sandbox
+    return f"the CUDA driver did not start: {e}"
   return None if count > 0 else "the NVIDIA driver reports no CUDA GPU"
 
 
 def gpu_count() -> int:
   """How many CUDA GPUs the driver reports (asked only once `probe` found one)."""
-  import pycuda.driver as cuda
-  cuda.init()
-  return cuda.Device.count()
+  from plugrad_cuda.driver import device_count
+  return device_count()
 
 
 def _index(device: str) -> int:
@@ -109,7 +91,7 @@ class CUDAPlugin(DevicePlugin):
   names = (NAME,)
 
   def devices(self, config: Config) -> list[DeviceDecl]:
-    return [DeviceDecl(NAME, priority=200, probe=probe, description="NVIDIA GPU: CUDA C via NVRTC/nvcc, run with pycuda",
+    return [DeviceDecl(NAME, priority=200, probe=probe, description="NVIDIA GPU: CUDA C via NVRTC/nvcc, run through the driver API",
                        count=gpu_count)]
 
   def options(self) -> list[ConfigOption]:
@@ -139,8 +121,13 @@ class CUDAPlugin(DevicePlugin):
     from plugrad_cuda.runtime import CUDARuntime
     return CUDARuntime(_index(device))
 
+  def graph(self, device: str, config: Config) -> Graph | None:
+    from plugrad_cuda.graph import CUDAGraph
+    from plugrad_cuda.runtime import context
+    return CUDAGraph(context(_index(device)))
+
 
 #: The plugin object the entry point names.
 plugin = CUDAPlugin()
 
-__all__ = ["plugin", "CUDAPlugin", "NAME", "ARCH", "COMPILER", "DEFAULT_CAPS", "probe", "PYCUDA_MISSING", "DRIVER_MISSING"]
+__all__ = ["plugin", "CUDAPlugin", "NAME", "ARCH", "COMPILER", "DEFAULT_CAPS", "probe", "DRIVER_MISSING"]

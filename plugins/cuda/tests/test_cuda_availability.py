@@ -3,7 +3,6 @@ devices` and DEVICE=CUDA; and what still works without a GPU (capabilities, rend
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,7 +13,8 @@ import plugrad_cuda
 from plugrad.config import Config
 from plugrad.device import DeviceError
 from plugrad.registry import Registry
-from plugrad_cuda import DEFAULT_CAPS, DRIVER_MISSING, PYCUDA_MISSING, plugin, probe
+from plugrad_cuda import DEFAULT_CAPS, DRIVER_MISSING, plugin, probe
+from plugrad_cuda.driver import Driver, DriverError
 
 
 @pytest.fixture
@@ -27,41 +27,53 @@ def no_driver(monkeypatch):
   monkeypatch.setattr(ctypes, "CDLL", cdll)
   monkeypatch.setattr(sys, "platform", "linux")
   plugrad_cuda._gpu_present.cache_clear()  # the plugin remembers whether a GPU is there
+  plugrad_cuda.driver.driver.cache_clear()  # and the loaded driver
   yield
   plugrad_cuda._gpu_present.cache_clear()
-
-
-@pytest.fixture
-def no_pycuda(monkeypatch):
-  real = importlib.util.find_spec
-  monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] == "pycuda" else real(name, *a))
+  plugrad_cuda.driver.driver.cache_clear()
 
 
 def test_no_driver(no_driver) -> None:
-  assert not plugrad_cuda.has_driver()
   assert probe() == DRIVER_MISSING == "no NVIDIA driver: libcuda.so.1 not found"
 
 
-def test_driver_but_no_pycuda(monkeypatch, no_pycuda) -> None:
-  monkeypatch.setattr(sys, "platform", "linux")
-  monkeypatch.setattr(plugrad_cuda, "has_driver", lambda: True)
-  assert probe() == PYCUDA_MISSING
-  assert PYCUDA_MISSING.startswith("pycuda not installed (pip install plugrad-cuda[gpu]")
+class FakeLibcuda:
+  """libcuda's calls as Python functions returning CUresults: cuInit fails as on a machine without a GPU."""
+
+  def __init__(self) -> None:
+    self.cuInit = lambda flags: 100  # CUDA_ERROR_NO_DEVICE
+
+  @staticmethod
+  def cuGetErrorName(code, out) -> int:
+    ctypes.cast(out, ctypes.POINTER(ctypes.c_char_p))[0] = b"CUDA_ERROR_NO_DEVICE"
+    return 0
+
+  @staticmethod
+  def cuGetErrorString(code, out) -> int:
+    ctypes.cast(out, ctypes.POINTER(ctypes.c_char_p))[0] = b"no CUDA-capable device is detected"
+    return 0
+
+
+def test_driver_calls_raise_with_the_drivers_words() -> None:
+  drv = Driver(FakeLibcuda())  # type: ignore[arg-type]
+  with pytest.raises(DriverError, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected "
+                                        r"\(CUresult 100\)") as e:
+    drv.cuInit(0)
+  assert e.value.code == 100
+  with pytest.raises(AttributeError):
+    drv.cuNotACall  # only the bound calls exist
 
 
 def test_driver_that_does_not_start(monkeypatch) -> None:
-  # pycuda present and importable, but cuInit fails: the reason carries the driver's words
-  class FakeDriver:
-    @staticmethod
-    def init(): raise RuntimeError("cuInit failed: no CUDA-capable device is detected")
-  fake_pkg = type(sys)("pycuda")
-  fake_pkg.driver = FakeDriver
-  monkeypatch.setitem(sys.modules, "pycuda", fake_pkg)
-  monkeypatch.setitem(sys.modules, "pycuda.driver", FakeDriver)
+  # libcuda loads, but cuInit fails: the reason carries the driver's words
   monkeypatch.setattr(sys, "platform", "linux")
-  monkeypatch.setattr(plugrad_cuda, "has_driver", lambda: True)
-  monkeypatch.setattr(plugrad_cuda, "has_pycuda", lambda: True)
-  assert "no CUDA-capable device is detected" in probe()
+  monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: FakeLibcuda())
+  plugrad_cuda.driver.driver.cache_clear()
+  try:
+    assert probe() == ("the CUDA driver did not start: cuInit failed: CUDA_ERROR_NO_DEVICE: "
+                       "no CUDA-capable device is detected (CUresult 100)")
+  finally:
+    plugrad_cuda.driver.driver.cache_clear()
 
 
 def test_registry_reports_the_reason_and_device_cuda_fails_with_it(no_driver) -> None:
