@@ -286,9 +286,10 @@ class Builder:
     dt = self.dts[rng.integers(len(self.dts))]  # from the seed, like the op order: evenly spread
     if dt == dtypes.bool: arr = rng.random(shape) < 0.5
     elif dt.is_int:
-      arr = rng.integers(0 if dt.is_unsigned else -5, 6, shape)
-      arr = np.where(rng.random(shape) < 0.1, dt.max, arr)  # a few extremes, so arithmetic wraps
-      arr = rnd(np.where(rng.random(shape) < 0.05, dt.min, arr).astype(np.int64) if dt != dtypes.uint64 else arr, dt)
+      # a few extremes, so arithmetic wraps; as numpy scalars of the dtype (numpy>=2.5 refuses 2**64-1 beside int64)
+      arr = rng.integers(0 if dt.is_unsigned else -5, 6, shape).astype(dt.np)
+      arr = np.where(rng.random(shape) < 0.1, dt.np.type(dt.max), arr)
+      arr = np.where(rng.random(shape) < 0.05, dt.np.type(dt.min), arr)
     else: arr = rnd(rng.uniform(-2, 2, shape), dt)
     return Node(arr, Tensor(arr, device=self.device, dtype=dt), True, dt)
 
