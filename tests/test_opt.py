@@ -125,7 +125,15 @@ def test_heuristic_choices_are_pinned():
   assert _plans(mm, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
-  assert _plans(mm, GPU) == [(Opt(G, 0, 64),), ()]
+  # GPU: groups of 32-256 threads adding at least 64 values each, four loads in flight when the loop is long;
+  # outputs too many to group get 4 x 8 tiles, and large elementwise kernels 4 outputs per thread
+  assert _plans(mm, GPU) == [(Opt(G, 0, 32),), ()]
+  assert _plans(Tensor.empty(4096, 4096, device="PYTHON").sum(axis=1), GPU) == [(Opt(G, 0, 64),), ()]
+  assert _plans(Tensor.empty(256, 65536, device="PYTHON").sum(axis=1), GPU) == [(Opt(G, 0, 256), Opt(R, 0, 4)), ()]
+  big = Tensor.empty(1024, 1024, device="PYTHON")
+  assert _plans(big @ big, GPU) == [(Opt(U, 0, 4), Opt(U, 1, 8)), ()]
+  assert _plans(big * 2, GPU) == [(Opt(U, 1, 4),), ()]
+  assert _plans(Tensor.empty(64, 64, device="PYTHON") * 2, GPU) == [()]  # too few threads would be left
   # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
   assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [(Opt(L, 0, 16),), ()]
   assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX2) == [(Opt(L, 0, 8),), ()]

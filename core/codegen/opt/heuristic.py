@@ -5,7 +5,12 @@ that would only gather raises OptError, and the next plan is the scalar one).
 What it decides:
 - short reduce axes (at most UNROLL_REDUCE) are unrolled into the loop body;
 - on a device with work-group memory, a single reduction with a small output is split across a
-  work-group (GROUP);
+  work-group (GROUP) of 32 to 256 threads, each adding at least 64 values (every thread adds the
+  group's partial sums after the barrier, so a larger group than the loads need makes that tail the
+  cost); a long per-thread loop is unrolled by 4, so each thread has four loads in flight;
+- on a device with launch indices (a GPU), a large output computes several neighbouring outputs per
+  thread: 4 for an elementwise kernel, a 4 x 8 register tile for a reduction too large to group (a
+  matmul: each load of A feeds 8 multiply-adds and each load of B 4);
 - on a device that loops over its launch indices, a reduction tiles its outputs into registers:
   with vector ops, launch dim 0 becomes vectors as wide as the device's vector register (up to 16
   lanes; two of them where the registers hold 16 accumulators, as AVX-512's 32 do) and the first
@@ -22,6 +27,9 @@ from plugrad.device import Capabilities
 from plugrad.shape import prod
 
 UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
+GROUP_MIN, GROUP_MAX, GROUP_LOADS = 32, 256, 64  # work-group sizes, and the values each thread adds at least
+GPU_TILE = 4, 8   # outputs per thread along launch dims 0 and 1 of a GPU reduction too large to group
+GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU needs in flight)
 
 
 def _unrolls(k: KernelFeatures) -> list[Opt]:
@@ -36,8 +44,25 @@ def _group(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   size = prod(s for s in k.reduce_axes[:len(k.reduce_axes) // k.reduces] if s > UNROLL_REDUCE)  # unrolled: no loop
   if size < 16 or k.out_size > 65536: return []
   local = caps.local_memory // (max(k.reduce_itemsize, 4) * k.reduces)  # a local buffer per reduction
-  limit = min(256, caps.max_workgroup_threads, caps.max_local_size[0], local)
-  return [Opt(OptOps.GROUP, 0, 1 << (min(limit, size).bit_length() - 1))] if limit >= 2 else []
+  limit = min(GROUP_MAX, caps.max_workgroup_threads, caps.max_local_size[0], local)
+  if limit < 2: return []
+  group = 1 << (min(limit, size, max(GROUP_MIN, size // GROUP_LOADS)).bit_length() - 1)
+  per_thread = size // group
+  unroll = k.reduces == 1 and len(k.reduce_axes) == 1 and per_thread >= 4 * GROUP_LOADS and per_thread % 4 == 0
+  return [Opt(OptOps.GROUP, 0, group)] + ([Opt(OptOps.UNROLL, 0, 4)] if unroll else [])
+
+
+def _gpu_tiles(k: KernelFeatures, reduce: bool) -> list[Opt]:
+  """Neighbouring outputs per thread on a device with launch indices: 4 along one launch dim of an elementwise
+  kernel (dim 1 first: dim 0 stays one output per thread, so neighbouring threads still load neighbouring
+  elements), a 4 x 8 tile of a reduction; only where enough threads remain and a single output axis divides."""
+  def fits(d: int, f: int) -> bool: return d < len(k.dims) and k.dims[d][0] == 1 and k.dims[d][1] % f == 0
+  if not reduce:
+    dim = next((d for d in (1, 0) if fits(d, 4)), None)
+    return [Opt(OptOps.UPCAST, dim, 4)] if dim is not None and k.out_size // 4 >= GPU_THREADS else []
+  if fits(0, GPU_TILE[0]) and fits(1, GPU_TILE[1]) and k.out_size // (GPU_TILE[0] * GPU_TILE[1]) >= GPU_THREADS:
+    return [Opt(OptOps.UPCAST, 0, GPU_TILE[0]), Opt(OptOps.UPCAST, 1, GPU_TILE[1])]
+  return []
 
 
 def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
@@ -71,7 +96,10 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   """Plans for the kernel, best first; the last one always applies."""
   base = _unrolls(k)
   if group := _group(k, caps): return [tuple(base + group), tuple(base)]
-  if caps.launch_dims != 0 or k.reduces == 0: return [tuple(base)]
+  if caps.launch_dims != 0:
+    tile = _gpu_tiles(k, reduce=k.reduces > 0)
+    return [tuple(base + tile), tuple(base)] if tile else [tuple(base)]
+  if k.reduces == 0: return [tuple(base)]
   if caps.vector_ops and k.reduce_contiguous and not k.lane_contiguous:
     # vector accumulators along the reduce loop: each lane adds 1/width of the values, so the accumulator
     # cascade's block counts per lane and stays out of the inner loop. Not for one output: the CPU splits
