@@ -163,6 +163,8 @@ symbolic = PatternMatcher([
   (UPat(GroupOp.ALU, name="alu"), _fold),
   # a node whose value range is one point -> that constant
   (UPat(name="u"), _decided),
+  # a launch index whose symbolic size folded to a constant (rounded up to whole work-groups) -> a plain one
+  (UPat(Ops.SPECIAL, src=(UPat(Ops.CONST),), name="u"), lambda u: UOp(Ops.SPECIAL, u.dtype, (), (*u.arg[:2], u.src[0].arg))),
   # x + 0 -> x (on floats only x + -0.0 is x: -0.0 + 0.0 is 0.0)
   (UPat.alu(Ops.ADD, x, UPat(Ops.CONST, arg=0, name="z")),
    lambda x, z: x if not z.dtype.is_float or math.copysign(1.0, z.arg) < 0 else None),

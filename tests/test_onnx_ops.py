@@ -19,7 +19,10 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from plugrad.nn.onnx import OnnxRunner  # noqa: E402
 
-DEVS = ["PYTHON", "CPU"]
+# the IR version the test models declare: onnxruntime refuses a model newer than it knows (1.30 reads IR 13 at most,
+# onnx 1.23 writes 14 by default); these models use nothing past IR 10
+ORT_IR_VERSION = 10
+
 rng = np.random.default_rng(0)
 
 
@@ -52,7 +55,7 @@ class Case:
               for n, a in self.x.items() if a is not None]
     graph = helper.make_graph([node], self.op, inputs, [onnx.ValueInfoProto(name=f"y{i}") for i in range(self.n_out)],
                               [numpy_helper.from_array(a, n) for n, a in self.init.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)], ir_version=ORT_IR_VERSION)
 
   def feeds(self) -> dict[str, np.ndarray]: return {n: a for n, a in self.x.items() if a is not None}
 
@@ -370,7 +373,6 @@ CASES: dict[str, Case] = {
 }
 
 
-@pytest.mark.parametrize("dev", DEVS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_op_matches_onnxruntime(name: str, dev: str) -> None:
   check(CASES[name], dev)
@@ -383,7 +385,6 @@ def test_every_registered_op_has_a_case() -> None:
   assert set(supported_ops()) - tested == {"Scatter"}
 
 
-@pytest.mark.parametrize("dev", DEVS)
 def test_lrn_even_size_follows_the_spec(dev: str) -> None:
   # onnxruntime takes odd sizes only, and onnx's reference loops over the batch instead of the channels:
   # the spec's formula in numpy, floor((size-1)/2) channels before and ceil((size-1)/2) after
@@ -394,7 +395,6 @@ def test_lrn_even_size_follows_the_spec(dev: str) -> None:
   np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("dev", DEVS)
 def test_opset6_broadcast_aligns_from_axis(dev: str) -> None:
   # before opset 7 B lined up with A's axes from `axis` on; neither onnxruntime nor the reference runs it any more
   a, b = f32(2, 3, 4), f32(3)
@@ -402,7 +402,6 @@ def test_opset6_broadcast_aligns_from_axis(dev: str) -> None:
   np.testing.assert_allclose(got({"a": a, "b": b})["y0"].numpy(), a + b[None, :, None], rtol=1e-6)
 
 
-@pytest.mark.parametrize("dev", DEVS)
 def test_matmul_integer_per_row_zero_points(dev: str) -> None:
   # the spec allows one zero point per row of A; onnxruntime and the reference take only a scalar
   a, b, az = ints(0, 255, 3, 4, dtype=np.uint8), ints(0, 255, 4, 2, dtype=np.uint8), ints(0, 255, 3, dtype=np.uint8)

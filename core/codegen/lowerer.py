@@ -611,8 +611,9 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   if checker: checker(sink, "simplify")
   uops, flops = linearize(sink)
   if any(isinstance(g, UOp) for g in global_size):
-    # the simplifier may have rewritten a symbolic launch size: launch what the program's SPECIALs read
-    sizes = {u.arg[1]: u.src[0] for u in uops if u.op is Ops.SPECIAL and u.src and u.arg[0].startswith("gidx")}
+    # the simplifier may have rewritten a symbolic launch size (to a constant, when the Variable's range rounds up
+    # to one size of whole work-groups): launch what the program's SPECIALs read
+    sizes = {u.arg[1]: u.src[0] if u.src else u.arg[2] for u in uops if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx")}
     global_size = tuple(sizes.get(d, g) for d, g in enumerate(global_size))
   written = {p.arg[0] for p, _ in outputs}
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
