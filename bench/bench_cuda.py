@@ -34,10 +34,23 @@ def _why_not() -> str | None:
   return None
 
 
-def report(name: str, tp: float, tt: float, work: float, unit: str, copy_bw: float | None = None) -> None:
-  share = f"  {work / tp / copy_bw:5.0%} of copy bandwidth" if copy_bw else ""
-  print(f"{name:<36}  plugrad {tp*1e3:9.3f} ms  torch {tt*1e3:9.3f} ms  torch/plugrad {tt / tp:6.2f}x  "
-        f"plugrad {work / tp / 1e9:8.1f} {unit}  (torch {work / tt / 1e9:.1f} {unit}){share}", flush=True)
+def report(name: str, tp: float, tt: float, work: float, unit: str, copy_bw: float | None = None,
+           tj: float | None = None) -> None:
+  """tp: plugrad through realize(); tj: the same replayed by TinyJit (its kernels as one CUDA graph, no Python
+  per kernel), the figure the ratio and the rates use when given."""
+  k = tj if tj is not None else tp
+  share = f"  {work / k / copy_bw:5.0%} of copy bandwidth" if copy_bw else ""
+  jit = f" (realize {tp*1e3:.3f} ms)" if tj is not None else ""
+  print(f"{name:<36}  plugrad {k*1e3:9.3f} ms{jit}  torch {tt*1e3:9.3f} ms  torch/plugrad {tt / k:6.2f}x  "
+        f"plugrad {work / k / 1e9:8.1f} {unit}  (torch {work / tt / 1e9:.1f} {unit}){share}", flush=True)
+
+
+def timed(expr, sync, repeat: int, warmup: int = 2) -> tuple[float, float]:
+  """(realize, TinyJit replay): median seconds of `expr()` realized, then of its TinyJit capture replayed."""
+  from plugrad import TinyJit
+  jit = TinyJit(expr)
+  return (median_time(lambda: expr().realize(), sync=sync, repeat=repeat, warmup=warmup),
+          median_time(jit, sync=sync, repeat=repeat, warmup=max(warmup, 2)))
 
 
 def main() -> int:
@@ -68,20 +81,21 @@ def main() -> int:
   got = ((a * b + c).relu() * 2).sum().item()
   ref = float(((an.astype(np.float64) * bn + cn).clip(0) * 2).sum())
   assert abs(got - ref) <= 1e-3 * abs(ref), (got, ref)
-  tp = median_time(lambda: ((a * b + c).relu() * 2).sum().realize(), sync=sync_p, repeat=repeat)
+  tp, tj = timed(lambda: ((a * b + c).relu() * 2).sum(), sync_p, repeat)
   tt = median_time(lambda: ((at * bt + ct).relu() * 2).sum(), sync=sync_t, repeat=repeat)
-  report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tt, 3 * n * n * 4, "GB/s", copy_bw)
-  tp = median_time(lambda: (a * 2).realize(), sync=sync_p, repeat=repeat)
+  report(f"((a*b+c).relu()*2).sum() {n}x{n}", tp, tt, 3 * n * n * 4, "GB/s", copy_bw, tj)
+  tp, tj = timed(lambda: a * 2, sync_p, repeat)
   tt = median_time(lambda: at * 2, sync=sync_t, repeat=repeat)
-  report(f"a*2 {n}x{n} (copy-like)", tp, tt, 2 * n * n * 4, "GB/s", copy_bw)
+  report(f"a*2 {n}x{n} (copy-like)", tp, tt, 2 * n * n * 4, "GB/s", copy_bw, tj)
 
   # reductions
   np.testing.assert_allclose(a.sum(1).numpy(), an.sum(1), rtol=1e-3, atol=1e-2)
+  np.testing.assert_allclose(a.sum(0).numpy(), an.sum(0), rtol=1e-3, atol=1e-2)
   assert a.max().item() == an.max()
-  for name, fp, ft in [("a.sum(1)", lambda: a.sum(1).realize(), lambda: at.sum(1)),
-                       ("a.max()", lambda: a.max().realize(), lambda: at.max())]:
-    report(f"{name} {n}x{n}", median_time(fp, sync=sync_p, repeat=repeat), median_time(ft, sync=sync_t, repeat=repeat), n * n * 4, "GB/s",
-           copy_bw)
+  for name, fp, ft in [("a.sum(1)", lambda: a.sum(1), lambda: at.sum(1)), ("a.sum(0)", lambda: a.sum(0), lambda: at.sum(0)),
+                       ("a.max()", lambda: a.max(), lambda: at.max())]:
+    tp, tj = timed(fp, sync_p, repeat)
+    report(f"{name} {n}x{n}", tp, median_time(ft, sync=sync_t, repeat=repeat), n * n * 4, "GB/s", copy_bw, tj)
 
   # matmul (TF32 off in torch: plugrad computes in full float32)
   torch.backends.cuda.matmul.allow_tf32 = False
