@@ -578,12 +578,25 @@ class Tensor(metaclass=_TensorMeta):
     return self
 
   def realize(self, *others: Tensor) -> Tensor:
-    """Run everything these tensors need; afterwards they are plain buffers."""
-    tensors = [self, *others]
+    """Run everything these tensors need; afterwards each is a buffer, or a view of one: a view of a buffer
+    (`b[2:6]`, `b.T`, a reshape or expand of it) stays that view, as in tinygrad and torch, so it shows what
+    later writes into `b` put there."""
+    tensors: list[Tensor] = []
+    views: list[tuple[Tensor, UOp, UOp, Tensor]] = []  # a view of a pending assign: the assign is realized, not the view
+    for t in (self, *others):
+      if _views_a_buffer(t.uop): continue
+      base = _view_base(t.uop)
+      if base is not None and base is not t.uop and base.op is Ops.ASSIGN and not isinstance(t.device, tuple):
+        views.append((t, t.uop, base, target := Tensor._from(base, t.device)))
+        tensors.append(target)
+      else: tensors.append(t)
+    if not tensors: return self
     roots, devices, rebind = graph_roots(tensors)
     engine_realize(roots, devices, _handles.held.keys, rebind, get_registry())
     _handles.finish()
     _finish_sharded(tensors)
+    for t, view, base, target in views:
+      if t.uop is view: t.uop = _rebase(view, base, target.uop)
     return self
 
   def numpy(self) -> np.ndarray:
@@ -600,9 +613,9 @@ class Tensor(metaclass=_TensorMeta):
     u = self.uop
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
     if u.op is Ops.CONST: return np.full(shape, u.arg, dtype=self.dtype.np)
-    if contiguous_base(self.uop) is None: self.realize()  # a view of a buffer an assign just wrote: copy it out
-    base = contiguous_base(self.uop)
-    if base is None: raise RuntimeError(f"internal error: {self!r} is not a buffer after realize")
+    if (base := contiguous_base(self.uop)) is None:  # a view of a buffer: its elements in order, as a copy
+      if (view := self._host_view()) is not None: return np.array(view, order="C")
+      return Tensor._from(self.uop, self.device).contiguous().numpy()
     raw = buffer_of(base).numpy()
     arr = bf16_to_f32(raw) if self.dtype == dtypes.bfloat16 else raw
     # a buffer made for the Variables' largest values holds this shape's elements at its start
@@ -623,15 +636,18 @@ class Tensor(metaclass=_TensorMeta):
     return view.astype(dtype)
 
   def _host_view(self) -> np.ndarray | None:
-    """The realized values as an array over the buffer's memory, or None where that is not possible."""
+    """The realized values as an array over the buffer's memory (a view of a buffer as a strided array, as
+    torch's `.numpy()` of a view), or None where that is not possible."""
     if self.numel() == 0 or self.dtype == dtypes.bfloat16: return None  # bfloat16: numpy sees float32 copies
     if isinstance(self.device, tuple): return None  # the shards' buffers are no one array
     self.realize()
-    base = contiguous_base(self.uop)
-    if base is None: return None
-    buf = buffer_of(base)
+    if (base := contiguous_base(self.uop)) is not None: u, node = None, base
+    elif _views_a_buffer(self.uop): u, node = self.uop, _view_base(self.uop)
+    else: return None
+    buf = buffer_of(node)
     view = buf.host_view() if buf.options is None else None  # an image layout is not the flat order
-    return None if view is None else view.reshape(self.shape)
+    if view is None: return None
+    return view.reshape(self.shape) if u is None else _numpy_view(u, view)
 
   def item(self) -> Any:
     """The single value of a one-element tensor as a Python scalar."""
@@ -3190,6 +3206,41 @@ def _canonical_devices(devices: Sequence[str]) -> tuple[str, ...]:
   return devs
 
 
+#: movement ops that only rearrange or repeat a buffer's elements: a view of a buffer, not a computation
+_VIEW_OPS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP})
+
+
+def _view_base(u: UOp) -> UOp | None:
+  """The node `u` is a view of (through view ops alone; `u` itself when it is no view); None for a view whose
+  shape depends on a Variable (realize gives it a buffer of the largest size, as any symbolic result)."""
+  while u.op in _VIEW_OPS:
+    if any(isinstance(d, UOp) for d in u.shape): return None
+    u = u.src[0]
+  return u
+
+
+def _numpy_view(u: UOp, flat: np.ndarray) -> np.ndarray:
+  """The view `u` of a buffer node applied to its flat host array: numpy views of its memory (no copy)."""
+  if u.op is Ops.BUFFER: return flat
+  x = _numpy_view(u.src[0], flat)
+  if u.op is Ops.RESHAPE: return x.reshape(u.arg)  # of a strided view numpy may copy: np.asarray(copy=False) checks
+  if u.op is Ops.PERMUTE: return x.transpose(u.arg)
+  if u.op is Ops.EXPAND: return np.broadcast_to(x, u.arg)  # read-only: one element stands for several
+  if u.op is Ops.SHRINK: return x[tuple(slice(b, e) for b, e in u.arg)]
+  assert u.op is Ops.FLIP, u.op
+  return x[tuple(slice(None, None, -1) if i in u.arg else slice(None) for i in range(x.ndim))]
+
+
+def _views_a_buffer(u: UOp) -> bool:
+  """Whether `u` is a realized buffer or a view of one (nothing to run: realize leaves it as it is)."""
+  return (base := _view_base(u)) is not None and base.op is Ops.BUFFER
+
+
+def _rebase(view: UOp, base: UOp, new: UOp) -> UOp:
+  """The view `view` of `base` taken of `new` instead (same shape)."""
+  return new if view is base else view.replace(src=(_rebase(view.src[0], base, new), *view.src[1:]))
+
+
 def _leaf(u: UOp, device: str) -> UOp:
   """`u` as a buffer of its own on `device` (its value written into it by the next realize)."""
   if contiguous_base(u) is not None and u.op is not Ops.CONST: return u
@@ -3233,6 +3284,8 @@ def _finish_sharded(tensors: list[Tensor]) -> None:
 def _schedule(tensors: list[Tensor], limit_device: DeviceArg | None = None) -> list[ScheduleItem]:
   """Kernelize the tensors and list their pending kernels (rebinding them); `limit_device` takes the
   buffer limit from another device (to render for it elsewhere)."""
+  tensors = [t for t in tensors if not _views_a_buffer(t.uop)]  # realize leaves these as they are: no kernels
+  if not tensors: return []
   roots, devices, rebind = graph_roots(tensors)
   return engine_schedule(roots, devices, _handles.held.keys, rebind, get_registry(), limit_device)
 

@@ -81,13 +81,15 @@ def test_asarray_view_outlives_the_tensor(dev):
   np.testing.assert_equal(v, np.full(256, 3.0))
 
 
-def test_asarray_copies_what_is_not_a_whole_buffer(host_dev):
+def test_asarray_of_a_view_is_a_strided_view_and_other_arrays_copy(host_dev):
   t = Tensor.arange(12, device=host_dev).reshape(3, 4).realize()
-  s = t[:, 1:3]
+  s = t[:, 1:3]                             # a view of t's buffer, as in torch: the array views t's memory too
   np.testing.assert_equal(np.asarray(s), np.arange(12).reshape(3, 4)[:, 1:3])
-  p = t.permute(1, 0)                       # a lazy view realizes into its own buffer, which the array views
-  np.asarray(p, copy=False)[0, 0] = 77
-  assert p.numpy()[0, 0] == 77 and t.numpy()[0, 0] == 0
+  assert np.shares_memory(np.asarray(s), np.asarray(t))
+  p = t.permute(1, 0)
+  np.asarray(p, copy=False)[0, 1] = 77      # element (1, 0) of t
+  assert p.numpy()[0, 1] == 77 and t.numpy()[1, 0] == 77 and p.numpy().flags.c_contiguous
+  np.asarray(t, copy=False)[1, 0] = 4       # back, through the whole buffer's array
   with pytest.raises(ValueError, match="copy=False"): np.asarray(t.cast(dtypes.bfloat16), copy=False)
   np.testing.assert_equal(np.array(t, dtype=np.float64), np.arange(12, dtype=np.float64).reshape(3, 4))
   c = np.array(t)                           # np.array copies

@@ -107,9 +107,16 @@ def _buffer(t: Any) -> Buffer:
   if t.uop.op is Ops.MULTI:
     raise NotImplementedError(f"TinyJit does not capture sharded tensors yet (an argument is {_describe(t)}); call the "
                               f"function without TinyJit")
-  base = contiguous_base(t.uop)
-  if base is None: raise ValueError(f"TinyJit: a tensor argument ({_describe(t)}) did not realize into a buffer")
-  return buffer_of(base)
+  return buffer_of(_own_buffer(t))
+
+
+def _own_buffer(t: Any) -> UOp:
+  """The buffer node of a realized tensor, which a view of another buffer (realize keeps views) becomes a copy of
+  first: a capture binds whole buffers, and a view would keep reading the buffer of the call that made it."""
+  if (base := contiguous_base(t.uop)) is None:
+    t.uop = t.contiguous().realize().uop
+    if (base := contiguous_base(t.uop)) is None: raise ValueError(f"TinyJit: {_describe(t)} did not realize into a buffer")
+  return base
 
 
 def _structure(t: Any) -> Hashable:
@@ -166,4 +173,6 @@ class TinyJit(Generic[R]):
     ret = self.fxn(*args, **kwargs)
     outs = _tensors_in(ret)
     if outs: outs[0].realize(*outs[1:])
+    for t in outs:
+      if t.uop.op is not Ops.MULTI: _own_buffer(t)
     return ret
