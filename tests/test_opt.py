@@ -146,6 +146,10 @@ def test_heuristic_choices_are_pinned():
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   # the input's vector loads do not move with the output channel (launch dim 2): the tile's rows go there
   assert _plans(conv, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
+  # 56-wide rows take one 8-lane vector, no second one: with 32 registers the tile grows 16 channels deep instead
+  conv56 = Tensor.empty(1, 8, 56, 56, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
+  assert _plans(conv56, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 2, 16))
+  assert _plans(conv56, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 2, 8))  # 16 registers
   # stride 2: the input is read contiguously only along the unrolled kernel width, so there are no lanes;
   # the outputs are tiled, their vectors gathering the input and broadcasting the weights
   strided = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(32, 16, 3, 3, device="PYTHON"), stride=2,
