@@ -274,11 +274,14 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
         idx[a] = v % shape[a] if st * shape[a] < size else v
     memo: dict = {}
     lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for v in values]
-    lane_loads, red_ok = _innermost_coefficients(UOp(Ops.SINK, None, tuple(lowered)), lane)
+    sink = UOp(Ops.SINK, None, tuple(lowered))
+    lane_loads, red_ok = _innermost_coefficients(sink, lane)
     lane_ok = bool(lane_loads)
-    # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs
+    # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs.
+    # The vector loads are those moving with the lanes: contiguous ones, else the gathers (a strided convolution's)
+    vector_loads = lane_loads or [u for u in sink.toposort if u.op is Ops.LOAD and lane is not None and lane in u.src[1].toposort]
     reuse = tuple(d for d, g in enumerate(gids)
-                  if d and lane_loads and all(g not in ld.src[1].toposort for ld in lane_loads))
+                  if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
   axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse

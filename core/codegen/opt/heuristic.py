@@ -18,7 +18,9 @@ What it decides:
   each load of B's row feeds 8 FMAs; a convolution's output channels); without vector ops, 8 x 4
   scalar copies. A reduction that reads contiguously along its own innermost loop and not along the
   outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
-  (LANES), one vector accumulator whose lanes each add 1/width of the values.
+  (LANES), one vector accumulator whose lanes each add 1/width of the values;
+- a reduction nested in another (a convolution pooled in the same kernel) takes the outer one's innermost
+  axis as lanes and several outputs per thread.
 """
 from __future__ import annotations
 
@@ -98,6 +100,20 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
   return out
 
 
+def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
+  """A reduction inside another (a convolution summed by a global average pool): the outer one's innermost axis
+  as vector lanes (its loads move along the image) and several outputs per thread (channels), so each loaded
+  vector feeds as many FMAs. A 64-channel 3x3 convolution pooled over 8x8: 702 us unrolled, 130 us so (AVX-512)."""
+  if not k.innermost: return ()
+  axis, size = k.innermost[-1], k.reduce_axes[k.innermost[-1]]
+  width = min(16, caps.max_vector_bytes // max(k.reduce_itemsize, 1))
+  while width > 1 and (size % width or size == width): width //= 2
+  rows = 16
+  while rows > 1 and (not k.dims or k.dims[0][0] != 1 or k.dims[0][1] % rows): rows //= 2
+  if width < 2 or rows < 2: return ()
+  return (Opt(OptOps.LANES, axis, width), Opt(OptOps.UPCAST, 0, rows))
+
+
 def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tuple[Opt, ...]]:
   """Plans for the kernel, best first; the last one always applies."""
   base = _unrolls(k)
@@ -106,6 +122,7 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     tile = _gpu_tiles(k, reduce=k.reduces > 0)
     return [tuple(base + tile), tuple(base)] if tile else [tuple(base)]
   if k.reduces == 0: return [tuple(base)]
+  if caps.vector_ops and k.nested and (nested := _nested(k, caps)): return [nested, tuple(base)]
   if caps.vector_ops and k.reduce_contiguous and not k.lane_contiguous:
     # vector accumulators along the reduce loop: each lane adds 1/width of the values, so the accumulator
     # cascade's block counts per lane and stays out of the inner loop. Not for one output: the CPU splits
