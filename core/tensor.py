@@ -646,8 +646,9 @@ class Tensor(metaclass=_TensorMeta):
     else: return None
     buf = buffer_of(node)
     view = buf.host_view() if buf.options is None else None  # an image layout is not the flat order
-    if view is None: return None
-    return view.reshape(self.shape) if u is None else _numpy_view(u, view)
+    if view is None or u is None: return None if view is None else view.reshape(self.shape)
+    arr = _numpy_view(u, view)
+    return arr if np.may_share_memory(arr, view) else None  # a reshape of a strided view is a copy in numpy
 
   def item(self) -> Any:
     """The single value of a one-element tensor as a Python scalar."""
@@ -3223,7 +3224,7 @@ def _numpy_view(u: UOp, flat: np.ndarray) -> np.ndarray:
   """The view `u` of a buffer node applied to its flat host array: numpy views of its memory (no copy)."""
   if u.op is Ops.BUFFER: return flat
   x = _numpy_view(u.src[0], flat)
-  if u.op is Ops.RESHAPE: return x.reshape(u.arg)  # of a strided view numpy may copy: np.asarray(copy=False) checks
+  if u.op is Ops.RESHAPE: return x.reshape(u.arg)  # of a strided view numpy may copy: _host_view checks
   if u.op is Ops.PERMUTE: return x.transpose(u.arg)
   if u.op is Ops.EXPAND: return np.broadcast_to(x, u.arg)  # read-only: one element stands for several
   if u.op is Ops.SHRINK: return x[tuple(slice(b, e) for b, e in u.arg)]

@@ -90,6 +90,9 @@ def test_asarray_of_a_view_is_a_strided_view_and_other_arrays_copy(host_dev):
   np.asarray(p, copy=False)[0, 1] = 77      # element (1, 0) of t
   assert p.numpy()[0, 1] == 77 and t.numpy()[1, 0] == 77 and p.numpy().flags.c_contiguous
   np.asarray(t, copy=False)[1, 0] = 4       # back, through the whole buffer's array
+  flat = t.T.reshape(12)                    # a reshape numpy can only do as a copy: refused without one
+  with pytest.raises(ValueError, match="copy=False"): np.asarray(flat, copy=False)
+  np.testing.assert_equal(np.asarray(flat), np.arange(12).reshape(3, 4).T.reshape(12))
   with pytest.raises(ValueError, match="copy=False"): np.asarray(t.cast(dtypes.bfloat16), copy=False)
   np.testing.assert_equal(np.array(t, dtype=np.float64), np.arange(12, dtype=np.float64).reshape(3, 4))
   c = np.array(t)                           # np.array copies
