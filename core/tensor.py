@@ -25,7 +25,8 @@ from plugrad.engine.schedule import Rebind
 from plugrad.gradient import compute_gradient
 from plugrad import multi as _multi
 from plugrad.registry import canonical_device, get_registry
-from plugrad.scheduler import ScheduleItem, buffer_node, buffer_of, contiguous_base, pending_kernel, version_base
+from plugrad.scheduler import (ScheduleItem, _contiguous_range_view, buffer_node, buffer_of, contiguous_base, pending_kernel,
+                               version_base)
 from plugrad.shape import inverse_permutation, prod, smax
 from plugrad.symbolic import sym_infer, symbolic, unbind_graph
 from plugrad.uops import GroupOp, Ops, UOp, broadcast, graph_rewrite
@@ -615,7 +616,7 @@ class Tensor(metaclass=_TensorMeta):
     if u.op is Ops.CONST: return np.full(shape, u.arg, dtype=self.dtype.np)
     if (base := contiguous_base(self.uop)) is None:  # a view of a buffer: its elements in order, as a copy
       if (view := self._host_view()) is not None: return np.array(view, order="C")
-      return Tensor._from(self.uop, self.device).contiguous().numpy()
+      return Tensor._from(self.uop, self.device)._copy().numpy()
     raw = buffer_of(base).numpy()
     arr = bf16_to_f32(raw) if self.dtype == dtypes.bfloat16 else raw
     # a buffer made for the Variables' largest values holds this shape's elements at its start
@@ -678,7 +679,15 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor._from(UOp(Ops.COPY, self.dtype, (self.uop,), device), device)
 
   def contiguous(self) -> Tensor:
-    """A tensor that will be realized into a buffer of its own (a fusion boundary)."""
+    """A tensor that will be realized into a buffer of its own (a fusion boundary). One that is contiguous already,
+    a realized buffer or one contiguous range of it (`x[2:6]`, `x[3]`), is returned as it is, as in torch: it shares
+    the buffer's memory and costs no kernel (tinygrad 0.14 makes it a view of the buffer too)."""
+    if not isinstance(self.device, tuple) and _views_a_buffer(self.uop) and \
+       (contiguous_base(self.uop) is not None or _contiguous_range_view(self.uop)): return self
+    return self._copy()
+
+  def _copy(self) -> Tensor:
+    """The values realized into a buffer of their own, even where `contiguous()` would return this tensor."""
     return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
 
   def assign(self, x: Tensor | Any) -> Tensor:

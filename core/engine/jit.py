@@ -114,7 +114,7 @@ def _own_buffer(t: Any) -> UOp:
   """The buffer node of a realized tensor, which a view of another buffer (realize keeps views) becomes a copy of
   first: a capture binds whole buffers, and a view would keep reading the buffer of the call that made it."""
   if (base := contiguous_base(t.uop)) is None:
-    t.uop = t.contiguous().realize().uop
+    t.uop = t._copy().realize().uop
     if (base := contiguous_base(t.uop)) is None: raise ValueError(f"TinyJit: {_describe(t)} did not realize into a buffer")
   return base
 

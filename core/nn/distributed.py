@@ -40,7 +40,7 @@ def _own_buffers(tensors: Sequence[Tensor]) -> list[Buffer]:
   for t in tensors:
     base = contiguous_base(t.uop)
     if base is None or id(buffer_of(base)) in seen:
-      t.uop = t.contiguous().realize().uop
+      t.uop = t._copy().realize().uop
       base = contiguous_base(t.uop)
       assert base is not None, "a realized contiguous tensor is a buffer"
     bufs.append(buffer_of(base))
