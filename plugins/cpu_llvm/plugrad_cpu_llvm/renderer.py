@@ -16,7 +16,8 @@ bool is i1 in registers and a byte in memory, and bfloat16 is a float in registe
 bfloat16 (round to nearest even) after every op and stored as its upper 16 bits.
 
 Fast-math is limited to the reductions: an ACCUMULATE of floats may be reassociated (so the loop
-vectoriser can keep one partial sum per lane) and the multiply feeding it may contract into an FMA.
+vectoriser can keep one partial sum per lane), and so may the adds of its terms that an unrolled
+reduce axis writes out; the multiplies feeding them may contract into FMAs.
 
 Vectors (the device sets Capabilities.vector_ops, so the lowering vectorises register-tiled
 reductions such as a matmul): a `scalar.vec(n)` value is an LLVM `<n x T>`; VECTORIZE is an
@@ -160,14 +161,32 @@ class _Kernel:
     for u in prog.uops:
       for s in u.src: self.uses[s].append(u)
     self.addr_only = self._address_only()
-    self.fma_muls = {u.src[1] for u in prog.uops if u.op is Ops.ACCUMULATE and u.arg is Ops.ADD and u.dtype.is_float
-                     and u.src[1].op is Ops.MUL and len(self.uses[u.src[1]]) == 1}
+    self.fma_muls, self.reduce_adds = self._reduction_terms(prog)
     specials = sorted((u for u in prog.uops if u.op is Ops.SPECIAL), key=lambda u: -u.arg[1])
     self.tiled_loops = self._tiled_loops()
     self.specials = specials
     self.specials_open = False
 
   # ---------------------------------------------------------------- helpers
+
+  def _reduction_terms(self, prog: LoopProgram) -> tuple[set[UOp], set[UOp]]:
+    """(multiplies, adds) that are part of a float sum: the terms a float ACCUMULATE adds, through the chain of
+    adds an unrolled reduce axis makes (a 3x3 convolution adds nine products per iteration). The adds may be
+    reassociated and each multiply contracted into an FMA with them, as the ACCUMULATE's own add may."""
+    muls: set[UOp] = set()
+    adds: set[UOp] = set()
+    for u in prog.uops:
+      if u.op is not Ops.ACCUMULATE or u.arg is not Ops.ADD or not u.dtype.is_float or u.dtype.scalar() == dtypes.bfloat16:
+        continue
+      stack = [u.src[1]]
+      while stack:
+        n = stack.pop()
+        if len(self.uses[n]) != 1 or n.dtype != u.dtype: continue  # a value used elsewhere keeps its own rounding
+        if n.op is Ops.MUL: muls.add(n)
+        elif n.op is Ops.ADD:
+          adds.add(n)
+          stack.extend(n.src)
+    return muls, adds
 
   def _tiled_loops(self) -> set[UOp]:
     """Innermost RANGE loops that update several accumulators or a vector one (the lowering tiled
@@ -433,7 +452,8 @@ class _Kernel:
   # ---------------------------------------------------------------- arithmetic
 
   def alu(self, op: Ops, dt: DType, srcs: list[UOp], node: UOp | None = None, reduce: bool = False) -> str:
-    return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node, reduce)
+    return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node,
+                         reduce or node in self.reduce_adds)
 
   def alu_vals(self, op: Ops, dt: DType, vals: list[str], src_dtypes: list[DType], node: UOp | None = None,
                reduce: bool = False) -> str:
