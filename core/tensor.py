@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import functools
 import itertools
 import math
 import threading
@@ -1046,7 +1047,7 @@ class Tensor(metaclass=_TensorMeta):
   # ------------------------------------------------------------------ elementwise
 
   def _const_like(self, value: Any, dtype: DType | None = None) -> Tensor:
-    return Tensor._from(broadcast(UOp.const(dtype or self.dtype, value), self.shape), self.device)
+    return Tensor._from(_const_at(dtype or self.dtype, value, self.shape), self.device)
 
   def _binary_operands(self, other: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
     if isinstance(other, Tensor):
@@ -1062,7 +1063,7 @@ class Tensor(metaclass=_TensorMeta):
       dt = result_type_with_scalar(self.dtype, other)
       value = other.item() if isinstance(other, np.generic) else _check_py_int(other)
       # the constant is made at the operand's shape at once: no tensors for its reshape and expand
-      y = Tensor._from(broadcast(UOp.const(dt, value), self.shape), self.device)
+      y = Tensor._from(_const_at(dt, value, self.shape), self.device)
       if dt == self.dtype: return (y, self) if reverse else (self, y)  # already alike: nothing to cast or broadcast
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
@@ -3214,6 +3215,18 @@ def _canonical_devices(devices: Sequence[str]) -> tuple[str, ...]:
   if len(set(devs)) != len(devs): raise ValueError(f"devices {devs} name one device twice")
   for d in devs: get_registry().device(d)  # fail now, with the reason, if a device cannot run here
   return devs
+
+
+@functools.lru_cache(maxsize=4096)
+def _const_node(dt: DType, shape: tuple, value: Any, text: str) -> UOp:
+  return broadcast(UOp.const(dt, value), shape)
+
+
+def _const_at(dt: DType, value: Any, shape: tuple) -> UOp:
+  """The constant `value` broadcast to `shape`. Eager code makes the same few (`x + 1`, `lr * g`) every step: they
+  are kept, so each is three nodes made once, not on every op. `repr` tells -0.0 from 0.0 (equal as keys)."""
+  if any(isinstance(d, UOp) for d in shape): return broadcast(UOp.const(dt, value), shape)  # holds a Variable
+  return _const_node(dt, shape, value, repr(value))
 
 
 #: movement ops that only rearrange or repeat a buffer's elements: a view of a buffer, not a computation

@@ -36,7 +36,8 @@ class _UOpMeta(type):
 
   def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
     key = (op, dtype, src, _key_arg(arg))
-    if (ret := _UOpMeta._cache.get(key)) is not None: return ret
+    # the dictionary of weak references under the WeakValueDictionary: its .get is Python code, this is one lookup
+    if (ref := _UOpMeta._cache.data.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
     _UOpMeta._cache[key] = ret
     if op is Ops.BIND: _UOpMeta.binds_made = True
