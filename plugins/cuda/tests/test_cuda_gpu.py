@@ -8,12 +8,9 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
-
-CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
 
 
 def test_allocate_copy_round_trip(gpu) -> None:
@@ -112,10 +109,11 @@ def test_tinyjit_training_replays_as_a_cuda_graph(gpu) -> None:
 
 
 def test_conformance_suite_on_cuda(gpu) -> None:
-  """The conformance suite (op tests and random graphs against numpy) and the core's tests, on the GPU."""
-  paths = [str(CORE_TESTS)] if CORE_TESTS.is_dir() else []
+  """The conformance suite (op tests and random graphs against numpy) on the GPU, in a fresh interpreter. The
+  Tensor API tests run there too with `python -m pytest tests --plugrad-device CUDA` (about 1800 tests: on an
+  H200 with 16 cores, 95 s under pytest-xdist), left out of this test for its time."""
   env = {k: v for k, v in os.environ.items() if k != "DEVICE"}
-  res = subprocess.run([sys.executable, "-m", "pytest", *paths, "--pyargs", "plugrad.testing", "-q", "-p", "no:cacheprovider",
+  res = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "plugrad.testing", "-q", "-p", "no:cacheprovider",
                         "-p", "plugrad.testing.pytest_plugin", "--plugrad-device", "CUDA"],
-                       capture_output=True, text=True, env=env, timeout=900, cwd=CORE_TESTS.parent if paths else None)
+                       capture_output=True, text=True, env=env, timeout=900)
   assert res.returncode == 0, res.stdout[-20000:] + res.stderr[-5000:]
