@@ -223,7 +223,8 @@ def _find_realizes(roots: list[UOp], nodes: tuple[UOp, ...], buffer_limit: Calla
       shared -= stale
       shared |= _group(nodes, realized)  # sharing below the freed nodes only grows: this adds, never undoes
     split = _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized) | \
-      _split_for_views(nodes, realized) | _split_for_shared_reads(nodes, realized)
+      _split_for_views(nodes, realized) | _split_for_shared_reads(nodes, realized) | \
+      _split_for_recomputed_chains(nodes, realized)
     if not split: return realized
     realized |= split
 
@@ -408,6 +409,40 @@ def _split_for_shared_reads(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[U
       cuts.add(n)
       got = {n}
     inputs[n] = frozenset(got)
+  return cuts
+
+
+EXPANDED_RESULTS = 6  # results of this schedule's kernels an expression read through an expand may combine
+
+
+def _split_for_recomputed_chains(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """Elementwise nodes read through an expand (so recomputed at every position it makes: every output of a
+  matmul) whose expression combines EXPANDED_RESULTS or more results of other kernels of this schedule.
+
+  An unrolled LSTM is the case: its cell state reads each step's gates, so fused into the next step's matmul it
+  recomputes the recurrence so far for every output, and only the shared-reads cut (every seventh step) bounded
+  it. With this cut 16 steps of a 16-wide LSTM make 23 kernels, as in tinygrad 0.14, and a quarter less work
+  (the ONNX LSTM of bench_onnx: 1.35 -> 1.04 ms). What stays fused: a softmax read by a matmul (three results:
+  the logits, their max and their sum), a layernorm (two), and anything over buffers realized before
+  (`(a*b + c*d) @ w`), as tinygrad fuses them too."""
+  expanded: set[UOp] = set()
+  for n in reversed(nodes):  # consumers first: what is read through an expand, directly or through elementwise ops
+    if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
+    if _expands(n) or (n in expanded and n not in realized): expanded.update(n.src)
+  results: dict[UOp, frozenset[UOp]] = {}  # the results of this schedule's kernels each node's expression reads
+  cuts: set[UOp] = set()
+  for n in nodes:
+    if _is_leaf(n, realized) or n.op is Ops.KERNEL:
+      results[n] = frozenset({n}) if n in realized and not is_buffer_node(n) else frozenset()
+      continue
+    got: set[UOp] = set()
+    for src in n.src:
+      got |= results[src]
+      if len(got) >= EXPANDED_RESULTS: break  # all the test needs: the walk stays linear
+    if len(got) >= EXPANDED_RESULTS and n in expanded and n.op not in GroupOp.Movement and n.op is not Ops.REDUCE_AXIS:
+      cuts.add(n)
+      got = {n}
+    results[n] = frozenset(got)
   return cuts
 
 

@@ -41,6 +41,14 @@ def test_recurrence_work_grows_linearly():
   assert w32 < 6 * w8, (w8, w32)  # linear: about 4.5x for 4x the steps (fused throughout: 14x)
 
 
+def test_recurrence_state_is_cut_every_few_steps_within_tinygrads_kernel_count():
+  # fused into each step's matmul the cell state would be recomputed for every output as far back as the last
+  # cut; cutting it every few steps takes a quarter of the work off and stays at tinygrad 0.14's count (23)
+  kernels, work = _work(16)
+  assert kernels <= 23
+  assert work < 450_000, work  # 534k with only the shared-reads cut
+
+
 def test_recurrence_results(dev):
   (h, c), want_h, want_c = _lstm(12, dev)
   assert_close(h, want_h, atol=1e-5)
