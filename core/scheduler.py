@@ -386,29 +386,38 @@ def _split_for_shared_reads(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[U
   Fused into k kernels, a node reading r buffers costs k*r reads; with a buffer of its own, r reads, one
   write and k reads, less once r >= 4 (PyTorch Inductor's threshold for the same choice). An elementwise
   recurrence (an LSTM's cell state, unrolled) is the case that needs it: each step's state reads every
-  earlier step's gates, so without a cut the kernels and their work grow with the square of the steps.
-  Input sets are kept only up to the threshold (all the test needs), so the walk stays linear."""
+  earlier step's gates, so without a cut the kernels and their work grow with the square of the steps."""
   readers: dict[UOp, set[UOp]] = {}
   for n in reversed(nodes):
     if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
     mine = {n} if n in realized else readers.get(n, set())
     for s in n.src: readers.setdefault(s, set()).update(mine)
-  inputs: dict[UOp, frozenset[UOp]] = {}
+  return _cut_wide_reads(nodes, realized, lambda n: frozenset() if n.op is Ops.CONST else frozenset({n}),
+                         lambda n: SHARED_READS if smax(prod(n.shape)) >= SMALL_NODE else SHARED_READS_SMALL,
+                         lambda n: len(readers.get(n, ())) > 1)
+
+
+def _cut_wide_reads(nodes: tuple[UOp, ...], realized: set[UOp], leaf_reads: Callable[[UOp], frozenset[UOp]],
+                    limit: Callable[[UOp], int], wanted: Callable[[UOp], bool]) -> set[UOp]:
+  """The fused nodes (sources first) whose expression reads at least `limit(n)` of what `leaf_reads` counts at the
+  leaves (and kernels) under them, where `wanted(n)`; each cut is read as one thing by what is above it. Read sets
+  are kept only up to the limit (all the test needs), so the walk stays linear. Movement ops pass the choice to
+  what they view, and a reduction is _group's choice."""
+  reads: dict[UOp, frozenset[UOp]] = {}
   cuts: set[UOp] = set()
   for n in nodes:
     if _is_leaf(n, realized) or n.op is Ops.KERNEL:
-      inputs[n] = frozenset() if n.op is Ops.CONST else frozenset({n})
+      reads[n] = leaf_reads(n)
       continue
-    limit = SHARED_READS if smax(prod(n.shape)) >= SMALL_NODE else SHARED_READS_SMALL
+    most = limit(n)
     got: set[UOp] = set()
     for s in n.src:
-      got |= inputs[s]
-      if len(got) >= limit: break
-    # movement ops pass the choice to what they view; a reduction read by several kernels is _group's choice
-    if len(got) >= limit and len(readers.get(n, ())) > 1 and n.op not in GroupOp.Movement and n.op is not Ops.REDUCE_AXIS:
+      got |= reads[s]
+      if len(got) >= most: break
+    if len(got) >= most and n.op not in GroupOp.Movement and n.op is not Ops.REDUCE_AXIS and wanted(n):
       cuts.add(n)
       got = {n}
-    inputs[n] = frozenset(got)
+    reads[n] = frozenset(got)
   return cuts
 
 
@@ -429,21 +438,9 @@ def _split_for_recomputed_chains(nodes: tuple[UOp, ...], realized: set[UOp]) -> 
   for n in reversed(nodes):  # consumers first: what is read through an expand, directly or through elementwise ops
     if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
     if _expands(n) or (n in expanded and n not in realized): expanded.update(n.src)
-  results: dict[UOp, frozenset[UOp]] = {}  # the results of this schedule's kernels each node's expression reads
-  cuts: set[UOp] = set()
-  for n in nodes:
-    if _is_leaf(n, realized) or n.op is Ops.KERNEL:
-      results[n] = frozenset({n}) if n in realized and not is_buffer_node(n) else frozenset()
-      continue
-    got: set[UOp] = set()
-    for src in n.src:
-      got |= results[src]
-      if len(got) >= EXPANDED_RESULTS: break  # all the test needs: the walk stays linear
-    if len(got) >= EXPANDED_RESULTS and n in expanded and n.op not in GroupOp.Movement and n.op is not Ops.REDUCE_AXIS:
-      cuts.add(n)
-      got = {n}
-    results[n] = frozenset(got)
-  return cuts
+  # what counts: the results of this schedule's kernels (realized nodes, not buffers realized before)
+  return _cut_wide_reads(nodes, realized, lambda n: frozenset({n}) if n in realized and not is_buffer_node(n) else frozenset(),
+                         lambda n: EXPANDED_RESULTS, expanded.__contains__)
 
 
 def _assign_hazard(assign: UOp) -> bool:
