@@ -586,8 +586,8 @@ class Tensor(metaclass=_TensorMeta):
     tensors: list[Tensor] = []
     views: list[tuple[Tensor, UOp, UOp, Tensor]] = []  # a view of a pending assign: the assign is realized, not the view
     for t in (self, *others):
-      if _views_a_buffer(t.uop): continue
       base = _view_base(t.uop)
+      if base is not None and base.op is Ops.BUFFER: continue  # a realized buffer or a view of one: nothing to run
       if base is not None and base is not t.uop and base.op is Ops.ASSIGN and not isinstance(t.device, tuple):
         views.append((t, t.uop, base, target := Tensor._from(base, t.device)))
         tensors.append(target)
@@ -644,7 +644,7 @@ class Tensor(metaclass=_TensorMeta):
     if isinstance(self.device, tuple): return None  # the shards' buffers are no one array
     self.realize()
     if (base := contiguous_base(self.uop)) is not None: u, node = None, base
-    elif _views_a_buffer(self.uop): u, node = self.uop, _view_base(self.uop)
+    elif (node := _view_base(self.uop)) is not None and node.op is Ops.BUFFER: u = self.uop
     else: return None
     buf = buffer_of(node)
     view = buf.host_view() if buf.options is None else None  # an image layout is not the flat order
@@ -690,6 +690,15 @@ class Tensor(metaclass=_TensorMeta):
   def _copy(self) -> Tensor:
     """The values realized into a buffer of their own, even where `contiguous()` would return this tensor."""
     return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+  def _own_buffer(self, copy: bool = False) -> UOp:
+    """The buffer node of this realized tensor. A view of another buffer (realize keeps views), or any tensor when
+    `copy`, becomes a buffer of its own first: what binds whole buffers needs one (a TinyJit capture, which would
+    otherwise keep reading the buffer of the call that made the view; a collective writing in place)."""
+    if copy or (base := contiguous_base(self.uop)) is None:
+      self.uop = self._copy().realize().uop
+      if (base := contiguous_base(self.uop)) is None: raise RuntimeError(f"internal error: {self!r} is no buffer after a copy")
+    return base
 
   def assign(self, x: Tensor | Any) -> Tensor:
     """Write `x` (broadcast and cast to this tensor's shape and dtype) into this tensor's buffer."""

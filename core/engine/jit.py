@@ -24,7 +24,7 @@ from plugrad.device import Buffer
 from plugrad.engine.run import Capture, Launch, prepare_native, replay, traffic_of
 from plugrad.engine.schedule_cache import structure_key
 from plugrad.registry import get_registry
-from plugrad.scheduler import buffer_of, contiguous_base
+from plugrad.scheduler import buffer_of
 from plugrad.symbolic import bind_graph, unbind_graph
 from plugrad.uops import Ops, UOp
 
@@ -107,16 +107,7 @@ def _buffer(t: Any) -> Buffer:
   if t.uop.op is Ops.MULTI:
     raise NotImplementedError(f"TinyJit does not capture sharded tensors yet (an argument is {_describe(t)}); call the "
                               f"function without TinyJit")
-  return buffer_of(_own_buffer(t))
-
-
-def _own_buffer(t: Any) -> UOp:
-  """The buffer node of a realized tensor, which a view of another buffer (realize keeps views) becomes a copy of
-  first: a capture binds whole buffers, and a view would keep reading the buffer of the call that made it."""
-  if (base := contiguous_base(t.uop)) is None:
-    t.uop = t._copy().realize().uop
-    if (base := contiguous_base(t.uop)) is None: raise ValueError(f"TinyJit: {_describe(t)} did not realize into a buffer")
-  return base
+  return buffer_of(t._own_buffer())
 
 
 def _structure(t: Any) -> Hashable:
@@ -174,5 +165,5 @@ class TinyJit(Generic[R]):
     outs = _tensors_in(ret)
     if outs: outs[0].realize(*outs[1:])
     for t in outs:
-      if t.uop.op is not Ops.MULTI: _own_buffer(t)
+      if t.uop.op is not Ops.MULTI: t._own_buffer()
     return ret

@@ -39,11 +39,7 @@ def _own_buffers(tensors: Sequence[Tensor]) -> list[Buffer]:
   seen: set[int] = set()
   for t in tensors:
     base = contiguous_base(t.uop)
-    if base is None or id(buffer_of(base)) in seen:
-      t.uop = t._copy().realize().uop
-      base = contiguous_base(t.uop)
-      assert base is not None, "a realized contiguous tensor is a buffer"
-    bufs.append(buffer_of(base))
+    bufs.append(buffer_of(t._own_buffer(copy=base is not None and id(buffer_of(base)) in seen)))
     seen.add(id(bufs[-1]))
   return bufs
 
