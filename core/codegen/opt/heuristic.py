@@ -54,11 +54,18 @@ def _group(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   return [Opt(OptOps.GROUP, 0, group)] + ([Opt(OptOps.UNROLL, 0, 4)] if unroll else [])
 
 
+def _dim_factor(k: KernelFeatures, d: int, target: int) -> int:
+  """The largest power of two up to `target` that divides launch dimension `d` when it is one output axis (else 1)."""
+  f = target
+  while f > 1 and (d >= len(k.dims) or k.dims[d][0] != 1 or k.dims[d][1] % f): f //= 2
+  return f
+
+
 def _gpu_tiles(k: KernelFeatures, reduce: bool) -> list[Opt]:
   """Neighbouring outputs per thread on a device with launch indices: 4 along one launch dim of an elementwise
   kernel (dim 1 first: dim 0 stays one output per thread, so neighbouring threads still load neighbouring
   elements), a 4 x 8 tile of a reduction; only where enough threads remain and a single output axis divides."""
-  def fits(d: int, f: int) -> bool: return d < len(k.dims) and k.dims[d][0] == 1 and k.dims[d][1] % f == 0
+  def fits(d: int, f: int) -> bool: return _dim_factor(k, d, f) == f
   if not reduce:
     dim = next((d for d in (1, 0) if fits(d, 4)), None)
     return [Opt(OptOps.UPCAST, dim, 4)] if dim is not None and k.out_size // 4 >= GPU_THREADS else []
@@ -77,10 +84,8 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
   row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1 and k.dims[d][1] % 2 == 0), 1) if vector else 1
   tiled, factors = [d for d in (0, row_dim) if d < len(k.dims)], []
   for d in tiled:
-    naxes, size = k.dims[d]
     target = width if d == 0 else rows
-    f = target
-    while f > 1 and (naxes != 1 or size % f): f //= 2
+    f = _dim_factor(k, d, target)
     if not vector and f != target: f = 1  # scalar copies: all or nothing
     factors.append(f)
   out = [Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f) for d, f in zip(tiled, factors) if f > 1]
@@ -95,7 +100,7 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
       # dim 0 takes no second vector (a convolution's 56-wide rows): more rows fill the registers instead,
       # each vector load feeding twice the FMAs (conv2d 32->64 channels at 56x56: 157 -> 180 GFLOP/s, AVX-512)
       rows, size = factors[1], k.dims[row_dim][1]
-      while 2 * rows <= budget and size % (2 * rows) == 0 and rows < 2 * 8: rows *= 2
+      while 2 * rows <= budget and size % (2 * rows) == 0 and rows < 16: rows *= 2
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
   return out
 
@@ -108,8 +113,7 @@ def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
   axis, size = k.innermost[-1], k.reduce_axes[k.innermost[-1]]
   width = min(16, caps.max_vector_bytes // max(k.reduce_itemsize, 1))
   while width > 1 and (size % width or size == width): width //= 2
-  rows = 16
-  while rows > 1 and (not k.dims or k.dims[0][0] != 1 or k.dims[0][1] % rows): rows //= 2
+  rows = _dim_factor(k, 0, 16)
   if width < 2 or rows < 2: return ()
   return (Opt(OptOps.LANES, axis, width), Opt(OptOps.UPCAST, 0, rows))
 
