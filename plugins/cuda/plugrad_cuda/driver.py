@@ -21,7 +21,7 @@ _handle = ctypes.c_void_p  # CUcontext, CUmodule, CUfunction, CUevent, CUgraph, 
 #: the CUdevice_attribute values plugrad reads (cuda.h)
 ATTRIBUTES = {"MAX_THREADS_PER_BLOCK": 1, "MAX_BLOCK_DIM_X": 2, "MAX_BLOCK_DIM_Y": 3, "MAX_BLOCK_DIM_Z": 4,
               "MAX_GRID_DIM_X": 5, "MAX_GRID_DIM_Y": 6, "MAX_GRID_DIM_Z": 7, "MAX_SHARED_MEMORY_PER_BLOCK": 8,
-              "MULTIPROCESSOR_COUNT": 16, "COMPUTE_CAPABILITY_MAJOR": 75, "COMPUTE_CAPABILITY_MINOR": 76}
+              "COMPUTE_CAPABILITY_MAJOR": 75, "COMPUTE_CAPABILITY_MINOR": 76}
 OUT_OF_MEMORY = 2       # CUDA_ERROR_OUT_OF_MEMORY
 DEINITIALIZED = 4       # CUDA_ERROR_DEINITIALIZED: the driver is shutting down (interpreter exit)
 
@@ -63,7 +63,6 @@ _SIGNATURES: dict[str, list[Any]] = {
   "cuMemFree_v2": [CUdeviceptr],
   "cuMemcpyHtoD_v2": [CUdeviceptr, ctypes.c_void_p, _SZ],
   "cuMemcpyDtoH_v2": [ctypes.c_void_p, CUdeviceptr, _SZ],
-  "cuMemcpyDtoD_v2": [CUdeviceptr, CUdeviceptr, _SZ],
   "cuEventCreate": [_P(_handle), _U],
   "cuEventRecord": [_handle, _handle],
   "cuEventSynchronize": [_handle],

@@ -80,6 +80,14 @@ class CUDAProgram(Program):
       except DriverError as e:
         raise DeviceError(f"CUDA could not load kernel {name} on {ctx.name} ({ctx.arch}): {e}") from e
 
+  def __del__(self) -> None:
+    # the module goes with the program (pycuda unloaded it on collection too); at exit the driver may be gone
+    try:
+      if self.module:
+        with self.ctx as drv: drv.cuModuleUnload(self.module)
+    except Exception:
+      pass
+
   def args(self, bufs: tuple[Any, ...], vals: tuple[int, ...] = ()) -> tuple[Any, Any]:
     """The launch's (storage, kernelParams): a pointer per buffer, then the Variables' int32 values."""
     return kernel_args([ctypes.c_uint64(int(b)) for b in bufs] + [ctypes.c_int32(int(v)) for v in vals])
