@@ -12,23 +12,27 @@ from typing import Any
 import numpy as np
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
   """A scalar type, or a vector of `count` lanes of one. `kind` is 'b' (bool), 'i' (signed),
   'u' (unsigned) or 'f' (float); `name`, `kind` and `priority` are the scalar's, `itemsize` is
-  the whole value's (lanes * the scalar's)."""
+  the whole value's (lanes * the scalar's).
+
+  Interned: making a DType equal to an existing one returns that one, so equality and hashing are
+  identity's (dtypes are compared and hashed constantly: every UOp key holds one)."""
   name: str
   itemsize: int
   kind: str
   priority: int  # position in the promotion order within a kind
   count: int = 1  # lanes: 1 for a scalar
 
+  def __new__(cls, name: str, itemsize: int, kind: str, priority: int, count: int = 1) -> DType:
+    key = (name, itemsize, kind, priority, count)
+    if (made := _INTERNED.get(key)) is None: made = _INTERNED[key] = super().__new__(cls)
+    return made
+
+  def __reduce__(self) -> tuple: return (DType, (self.name, self.itemsize, self.kind, self.priority, self.count))
   def __repr__(self) -> str: return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
-  # dtypes are hashed constantly (every UOp key holds one): hash the identifying pair, computed once
-  def __hash__(self) -> int:
-    h = self.__dict__.get("_hash")
-    if h is None: object.__setattr__(self, "_hash", h := hash((self.name, self.count)))
-    return h
 
   def vec(self, count: int) -> DType:
     """The vector of `count` lanes of this scalar type (the scalar itself for count 1)."""
@@ -66,6 +70,7 @@ class DType:
     return float("inf")
 
 
+_INTERNED: dict[tuple, DType] = {}
 _NP_NAMES = {"bfloat16": "float32", "bool": "bool"}
 
 

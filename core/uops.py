@@ -6,12 +6,11 @@ node returns that very node, so equality is identity and passes can memoise by n
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
 import math
 import weakref
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar, overload
 
 from plugrad.dtype import DType, dtypes, truncate
 from plugrad.ops import GroupOp, Ops
@@ -24,22 +23,49 @@ _PLAIN = (int, str, bool, type(None))
 def _key_arg(arg: Any) -> Any:
   # -0.0 == 0.0 and nan != nan would break hash-consing of float constants; key them by bits
   if isinstance(arg, float): return ("float", arg.hex())
-  if isinstance(arg, tuple):
-    return arg if all(isinstance(a, _PLAIN) for a in arg) else tuple(_key_arg(a) for a in arg)  # shapes, buffers
+  if isinstance(arg, tuple):  # shapes, buffers: plain already unless one holds a float or a tuple
+    for a in arg:
+      if not isinstance(a, _PLAIN): return tuple(_key_arg(a) for a in arg)
   return arg
 
 
+T = TypeVar("T")
+
+
+class _cached(Generic[T]):
+  """functools.cached_property without its lock (Python 3.11 takes one on every first access, and every node
+  made asks its shape): the value computed on first access is stored in the instance, which then answers."""
+
+  def __init__(self, fn: Callable[[Any], T]) -> None:
+    self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+  @overload
+  def __get__(self, obj: None, cls: type | None = None) -> _cached[T]: ...
+  @overload
+  def __get__(self, obj: object, cls: type | None = None) -> T: ...
+  def __get__(self, obj: object, cls: type | None = None) -> T | _cached[T]:
+    if obj is None: return self
+    value = obj.__dict__[self.name] = self.fn(obj)
+    return value
+
+
+def _forget(ref: weakref.KeyedRef) -> None:
+  # a dead node's entry, unless a new node of the same key has taken its place already
+  if _UOpMeta._cache.get(ref.key) is ref: del _UOpMeta._cache[ref.key]
+
+
 class _UOpMeta(type):
-  _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  # key -> weak reference to the live node: a plain dict of weakref.KeyedRef (what WeakValueDictionary keeps
+  # inside, without its Python-level __setitem__ and get on the path of every node made)
+  _cache: dict[tuple, weakref.KeyedRef] = {}
 
   binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
 
   def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
     key = (op, dtype, src, _key_arg(arg))
-    # the dictionary of weak references under the WeakValueDictionary: its .get is Python code, this is one lookup
-    if (ref := _UOpMeta._cache.data.get(key)) is not None and (ret := ref()) is not None: return ret
+    if (ref := _UOpMeta._cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
-    _UOpMeta._cache[key] = ret
+    _UOpMeta._cache[key] = weakref.KeyedRef(ret, _forget, key)
     if op is Ops.BIND: _UOpMeta.binds_made = True
     return ret
 
@@ -106,7 +132,7 @@ class UOp(metaclass=_UOpMeta):
   __hash__ = object.__hash__
 
   # ---- symbolic ints: a shape entry that depends on a Variable (DEFINE_VAR, or BIND in a tensor graph)
-  @functools.cached_property
+  @_cached
   def symbolic(self) -> bool:
     """Whether this integer node depends on a variable (its value is only known at launch)."""
     return any(n.op in (Ops.DEFINE_VAR, Ops.BIND) for n in self.toposort)  # iterative: graphs may be deep
@@ -148,19 +174,19 @@ class UOp(metaclass=_UOpMeta):
   def __ge__(self, x: UOp | int) -> bool: return _sint_cmp(self, x, lambda lo, hi: lo >= 0, lambda lo, hi: hi < 0)
 
   # ---- graph queries
-  @functools.cached_property
+  @_cached
   def toposort(self) -> tuple[UOp, ...]:
     """Every node reachable from this one, sources before users (iterative: graphs may be deep)."""
     return toposort([self])
 
-  @functools.cached_property
+  @_cached
   def shape(self) -> tuple[int, ...]:
     """The shape of a tensor-graph node."""
     return infer_shape(self)
 
-  @functools.cached_property
+  @_cached
   def vmin(self) -> int | float: return _bounds(self)[0]
-  @functools.cached_property
+  @_cached
   def vmax(self) -> int | float: return _bounds(self)[1]
 
   def __repr__(self) -> str:
