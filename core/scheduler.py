@@ -61,7 +61,8 @@ class ScheduleItem:
   space read their shared inputs once): its AST is a SINK of `outs` STOREs, into PARAMs 0..outs-1.
 
   :param bufs: the buffers the step touches in PARAM order: the `outs` written ones first, then the inputs.
-  :param kernel: the graph's Kernel for the first output; `siblings` those of the others, in order.
+  :param kernel: the graph's Kernel for the first output; `siblings` those of the others, in order. None for a
+    step of a cached schedule run at once (no graph node waits for it: see plugrad.engine.schedule_cache).
   :param frees: buffers whose last use is this step and that nothing outside the schedule holds.
   :param var_vals: the values of the Variables (DEFINE_VAR) of the realize that made it; its kernel takes them
     at launch.
@@ -69,7 +70,7 @@ class ScheduleItem:
   ast: UOp | None
   device: str
   bufs: tuple[Buffer, ...]
-  kernel: Kernel
+  kernel: Kernel | None
   frees: list[Buffer] = field(default_factory=list)
   outs: int = 1
   siblings: tuple[Kernel, ...] = ()
@@ -81,7 +82,7 @@ class ScheduleItem:
   @property
   def kernels(self) -> tuple[Kernel, ...]:
     """Every graph Kernel this step runs (one per output); the engine marks each done after it."""
-    return (self.kernel,) + self.siblings
+    return () if self.kernel is None else (self.kernel,) + self.siblings
 
   def __repr__(self) -> str:
     kind = "copy" if self.is_copy else "kernel"
@@ -116,12 +117,27 @@ def is_buffer_node(u: UOp) -> bool:
 _buffers: dict[int, Buffer] = {}
 
 
+class _NodeRef(weakref.ref):
+  """A weak reference to a BUFFER node whose death drops its buffer from `_buffers` (a plain reference with a
+  callback: weakref.finalize costs three times as much, and every realize makes buffer nodes)."""
+  __slots__ = ("uid",)
+
+
+_node_refs: dict[int, _NodeRef] = {}  # keeps each _NodeRef alive until its callback runs
+
+
+def _drop_buffer(ref: _NodeRef) -> None:
+  _buffers.pop(ref.uid, None)
+  _node_refs.pop(ref.uid, None)
+
+
 def buffer_node(buf: Buffer) -> UOp:
   """The BUFFER node of `buf` (one node per buffer while it lives: UOps are hash-consed)."""
   u = UOp(Ops.BUFFER, buf.dtype, (), (buf.uid, buf.device, buf.size))
   if buf.uid not in _buffers:
     _buffers[buf.uid] = buf
-    weakref.finalize(u, _buffers.pop, buf.uid, None)
+    ref = _node_refs[buf.uid] = _NodeRef(u, _drop_buffer)
+    ref.uid = buf.uid
   return u
 
 
@@ -132,8 +148,9 @@ def buffer_of(u: UOp) -> Buffer:
 
 def contiguous_base(u: UOp) -> UOp | None:
   """The buffer node under a chain of reshapes, when the node is just that buffer's data."""
-  while u.op is Ops.RESHAPE: u = u.src[0]
-  return u if is_buffer_node(u) else None
+  while (op := u.op) is Ops.RESHAPE: u = u.src[0]
+  # is_buffer_node, inlined: every tensor made and dropped asks this
+  return u if op is Ops.BUFFER or (op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL) else None
 
 
 def is_pending_assign(u: UOp) -> bool:

@@ -223,6 +223,23 @@ def test_same_structure_reuses_the_schedule():
   assert _cache().misses == misses
 
 
+def test_a_cached_realize_leaves_buffers_and_frees_its_intermediates():
+  from plugrad.registry import get_registry
+  stats = get_registry().device("PYTHON").allocator.stats
+  a = realized(64, 64, seed=1)
+  # a + 1 (16 KiB) dies in its row sums, before the second 16 KiB intermediate is made
+  def step() -> Tensor: return ((a + 1).contiguous().sum(1, keepdim=True) + a).contiguous().sum(1).realize()
+  step()
+  hits, stats.peak, in_use = _cache().hits, stats.in_use, stats.in_use
+  out = step()
+  assert _cache().hits == hits + 1
+  assert out.uop.op is Ops.BUFFER  # its kernels ran before it was rebound: no kernel node is left in its graph
+  assert stats.in_use == in_use + out.nbytes()
+  assert stats.peak - in_use < 2 * a.nbytes()  # one 16 KiB intermediate alive at a time
+  ref = ((a.numpy() + 1).sum(1, keepdims=True) + a.numpy()).sum(1)
+  assert_close(out, ref, rtol=1e-5)
+
+
 def test_schedule_cache_tells_a_shared_leaf_from_two_leaves():
   a, b = realized(5, seed=1), realized(5, seed=2)
   assert_close((a + b).realize(), a.numpy() + b.numpy())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from plugrad.engine.run import run_schedule
-from plugrad.engine.schedule import LiveBuffers, Rebind, schedule
+from plugrad.engine.schedule import LiveBuffers, Rebind, plan
 from plugrad.registry import Registry
 from plugrad.scheduler import contiguous_base, pending_kernel
 from plugrad.uops import Ops, UOp
@@ -16,7 +16,9 @@ def realize(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Reb
   """Run everything `roots` need; `rebind` is told what each node became (afterwards the caller points
   its handles at `realized_view` of those nodes)."""
   started = time.perf_counter()
-  run_schedule(schedule(roots, devices, live, rebind, registry), registry, started)
+  items, after_run = plan(roots, devices, live, rebind, registry, runs_now=True)
+  run_schedule(items, registry, started)
+  if after_run is not None: after_run()
 
 
 def realized_view(u: UOp) -> UOp | None:

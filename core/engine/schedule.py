@@ -58,31 +58,43 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
 
   Bound Variables are unbound first (their values go to every item's `var_vals`), so graphs that differ only
   in those values share one schedule and one compiled kernel; the nodes handed to `rebind` have them bound."""
+  return plan(roots, devices, live, rebind, registry, limit_device)[0]
+
+
+def plan(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry,
+         limit_device: str | None = None, runs_now: bool = False) -> tuple[list[ScheduleItem], Callable[[], None] | None]:
+  """`schedule`, and for a caller that runs the items at once (`runs_now`: a realize) a second value: None, or
+  the rebind to call once they ran. A graph whose structure was scheduled before then makes no kernel nodes
+  for its steps: its roots are rebound, after the run, to the buffers they then read as."""
   if registry.config.check_spec:
     for r in roots: check_spec(r, tensor_spec, "tensor graph")
   unbound, var_vals = unbind_graph(roots)
-  if unbound is roots: return _schedule(roots, devices, live, rebind, registry, limit_device)
+  if unbound is roots: return _schedule(roots, devices, live, rebind, registry, limit_device, runs_now)
   originals = dict(zip(unbound, roots))
 
   def rebind_bound(becomes: dict[UOp, UOp]) -> None:
     # a live handle holds a bound graph: only the roots can be mapped back to it
     rebind({originals[old]: bind_graph([new], var_vals)[0] for old, new in becomes.items() if old in originals})
-  items = _schedule(unbound, devices, live, rebind_bound, registry, limit_device)
+  items, after_run = _schedule(unbound, devices, live, rebind_bound, registry, limit_device, runs_now)
   for it in items: it.var_vals = var_vals
-  return items
+  return items, after_run
 
 
 def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry,
-              limit_device: str | None) -> list[ScheduleItem]:
-  """`schedule` of a graph without bound Variables."""
-  cache = _caches.setdefault(registry, ScheduleCache())
+              limit_device: str | None, runs_now: bool) -> tuple[list[ScheduleItem], Callable[[], None] | None]:
+  """`plan` of a graph without bound Variables."""
+  if (cache := _caches.get(registry)) is None: cache = _caches[registry] = ScheduleCache()
   found = structure_key(roots, (tuple(devices), limit_device, HFUSE.value))
   if found is not None and (template := cache.get(found[0])) is not None:
-    items, new_roots = template.instantiate(found[1], new_buffer_on(registry), live())
+    items, new_roots = template.instantiate(found[1], new_buffer_on(registry), nodes=not runs_now)
     becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
-    record_applied(becomes)
-    rebind(becomes)
-    return items
+
+    def apply() -> None:
+      record_applied(becomes)
+      rebind(becomes)
+    if runs_now: return items, apply
+    apply()
+    return items, None
   created: list[Buffer] = []
   becomes = kernelize_roots(roots, devices, registry, limit_device, created)
   rebind(becomes)
@@ -91,4 +103,4 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
                           lambda dev: registry.render_device(limit_device or dev).buffer_limit, fuse=bool(HFUSE))
   if found is not None and (template := ScheduleTemplate.record(found[1], new_roots, items)) is not None:
     cache.put(found[0], template)
-  return items
+  return items, None

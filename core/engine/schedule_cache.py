@@ -3,50 +3,69 @@
 A training step or a serving loop realizes the same graph again and again on new buffers. The
 graph's structure (ops, dtypes, arguments, shapes, and which leaves are the same buffer) decides
 the whole schedule, so the first realize records it as a template and later ones only make fresh
-output buffers and new KERNEL nodes. The result is the schedule kernelize and create_schedule
+output buffers and new KERNEL nodes (none, when the schedule runs at once: its roots then become the
+buffers). The result is the schedule kernelize and create_schedule
 would have made, except that intermediate results are never handed to live tensors that
 happen to hold the same graph (they recompute them if realized later: correct, rarely seen).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Callable, Collection, Hashable
+from dataclasses import dataclass, replace
+from typing import Callable, Hashable
 
 from plugrad.device import Buffer
 from plugrad.dtype import DType
-from plugrad.scheduler import (Kernel, ScheduleItem, _plan_frees, applied_as, buffer_node, buffer_of, contiguous_base,
+from plugrad.scheduler import (Kernel, ScheduleItem, applied_as, buffer_node, buffer_of, contiguous_base,
                                output_ast, pending_kernel)
-from plugrad.uops import Ops, UOp, _key_arg, toposort
+from plugrad.uops import Ops, UOp, _key_arg
 
-# a buffer of a template: ("leaf", i) is the i-th distinct input buffer, ("out", j) the j-th one it creates
-Ref = tuple[str, int]
+# a buffer of a template: below the number of leaves L, the i-th distinct input buffer; L + j, the j-th one it creates
+Ref = int
 
 
-def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[Buffer]] | None:
-  """A key equal for graphs of the same structure, and the distinct leaf buffers in the order the
-  key numbers them; None for graphs holding kernelized nodes or an assign that is not a root (not cached)."""
+def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[UOp]] | None:
+  """A key equal for graphs of the same structure, and the BUFFER nodes of the distinct leaf buffers in the
+  order the key numbers them; None for graphs holding kernelized nodes or an assign that is not a root (not
+  cached). One post-order walk (iterative: graphs may be deep); it runs on every realize, so it builds the key
+  as it goes."""
   ids: dict[UOp, int] = {}
   reps: list[tuple] = []
-  leaves: list[Buffer] = []
-  leaf_index: dict[Buffer, int] = {}
-  root_set = set(roots)
-  for n in toposort(roots, descend=lambda n: n.op is not Ops.BUFFER):
-    if n.op is Ops.KERNEL: return None
-    # an assign inside the graph may be held by a live tensor that only a full schedule rebinds: reusing
-    # a template would leave that tensor pointing at the assign, and a later realize would apply it again
-    if n.op is Ops.ASSIGN and (n not in root_set or applied_as(n) is not None): return None
-    if n.op is Ops.BUFFER:
-      buf = buffer_of(n)
-      if buf not in leaf_index:
-        leaf_index[buf] = len(leaves)
-        leaves.append(buf)
-      rep: tuple = ("BUFFER", leaf_index[buf], buf.dtype, buf.size, buf.device, buf.options)
-    else:
+  leaves: list[UOp] = []
+  leaf_index: dict[int, int] = {}  # buffer uid -> its number
+  BUFFER, KERNEL, ASSIGN = Ops.BUFFER, Ops.KERNEL, Ops.ASSIGN  # locals: this loop is on every realize's path
+  for root in roots:
+    stack = [root]
+    while stack:
+      n = stack[-1]
+      if n in ids:
+        stack.pop()
+        continue
+      op = n.op
+      if op is BUFFER:
+        stack.pop()
+        uid, device, size = n.arg
+        if (i := leaf_index.get(uid)) is None:
+          i = leaf_index[uid] = len(leaves)
+          leaves.append(n)
+        ids[n] = len(reps)
+        reps.append(("BUFFER", i, n.dtype, size, device, buffer_of(n).options))
+        continue
+      ready = True
+      for s in reversed(n.src):
+        if s not in ids:
+          stack.append(s)
+          ready = False
+      if not ready: continue
+      stack.pop()
+      if op is KERNEL: return None
+      # an assign inside the graph may be held by a live tensor that only a full schedule rebinds: reusing
+      # a template would leave that tensor pointing at the assign, and a later realize would apply it again
+      if op is ASSIGN and (n not in roots or applied_as(n) is not None): return None
+      ids[n] = len(reps)
       # an ASSIGN's arg only tells one assign from another: equal graphs differ in it every step
-      rep = (n.op, n.dtype, None if n.op is Ops.ASSIGN else _key_arg(n.arg), tuple(ids[s] for s in n.src))
-    ids[n] = len(reps)
-    reps.append(rep)
+      arg = None if op is ASSIGN else n.arg
+      reps.append((op, n.dtype, arg if arg is None or type(arg) is int else _key_arg(arg), tuple(map(ids.__getitem__, n.src))))
   return (tuple(reps), tuple(ids[r] for r in roots), extra), leaves
 
 
@@ -57,6 +76,7 @@ class _Step:
   outs: tuple[Ref, ...]  # one per STORE of a multi-output kernel
   ins: tuple[Ref, ...]
   out_asts: tuple[UOp | None, ...]  # each output's own single-output kernel (made once, at record)
+  frees: tuple[Ref, ...] = ()  # the created buffers whose last use this step is, that no root becomes
 
 
 @dataclass(frozen=True)
@@ -67,14 +87,14 @@ class ScheduleTemplate:
   roots: tuple[tuple[Ref, tuple[int, ...]] | None, ...]  # per root: the buffer it becomes and its shape
 
   @staticmethod
-  def record(leaves: list[Buffer], new_roots: list[UOp], items: list[ScheduleItem]) -> ScheduleTemplate | None:
+  def record(leaves: list[UOp], new_roots: list[UOp], items: list[ScheduleItem]) -> ScheduleTemplate | None:
     """The template of a schedule just made; None when it uses buffers it cannot name."""
-    refs: dict[Buffer, Ref] = {b: ("leaf", i) for i, b in enumerate(leaves)}
+    refs: dict[Buffer, Ref] = {buffer_of(n): i for i, n in enumerate(leaves)}
     outputs, steps = [], []
     for it in items:
       for out in it.bufs[:it.outs]:  # not it.kernel.buffer: a kernel may have been made to write in place
         if out not in refs:
-          refs[out] = ("out", len(outputs))
+          refs[out] = len(leaves) + len(outputs)
           outputs.append((out.device, out.size, out.dtype, out.options))
       if any(b not in refs for b in it.bufs[it.outs:]): return None
       # each output's graph node gets a kernel of its own, which alone would compute it from every input
@@ -90,33 +110,44 @@ class ScheduleTemplate:
         roots.append((refs[buffer_of(base)], r.shape) if buffer_of(base) in refs else None)
       elif buffer_of(base) not in refs: return None
       else: roots.append((refs[buffer_of(base)], r.shape))
+    # a created buffer no root becomes is free after its last use: no live tensor can hold a buffer made by the
+    # instantiation itself, so where that is depends on the structure alone
+    kept = {r[0] for r in roots if r is not None}
+    last_use = {ref: i for i, st in enumerate(steps) for ref in st.outs + st.ins if ref >= len(leaves) and ref not in kept}
+    frees: list[list[Ref]] = [[] for _ in steps]
+    for ref, i in last_use.items(): frees[i].append(ref)
+    steps = [replace(st, frees=tuple(f)) for st, f in zip(steps, frees)]
     return ScheduleTemplate(tuple(steps), tuple(outputs), tuple(roots))
 
-  def instantiate(self, leaves: list[Buffer], new_buffer: Callable[[str, int, DType, object], Buffer],
-                  live: Collection[Buffer]) -> tuple[list[ScheduleItem], list[UOp | None]]:
-    """The schedule on these leaves with fresh outputs, and each root's new node (None: unchanged)."""
-    created = [new_buffer(*spec) for spec in self.outputs]
-    buffer = {("leaf", i): b for i, b in enumerate(leaves)} | {("out", j): b for j, b in enumerate(created)}
-    node: dict[Ref, UOp] = {ref: buffer_node(b) for ref, b in buffer.items()}
+  def instantiate(self, leaves: list[UOp], new_buffer: Callable[[str, int, DType, object], Buffer],
+                  nodes: bool = True) -> tuple[list[ScheduleItem], list[UOp | None]]:
+    """The schedule on these leaves with fresh outputs, and each root's new node (None: unchanged). Without
+    `nodes` (the caller runs the schedule at once) the steps get no kernel nodes and each root's new node is
+    the buffer it will read as."""
+    buffer = [buffer_of(n) for n in leaves] + [new_buffer(*spec) for spec in self.outputs]
+    if nodes: node = leaves + [buffer_node(b) for b in buffer[len(leaves):]]
     items = []
     for st in self.steps:
+      bufs = tuple(buffer[r] for r in st.outs + st.ins)
+      frees = [buffer[r] for r in st.frees]
+      if not nodes:
+        items.append(ScheduleItem(st.ast, st.device, bufs, None, frees, outs=len(st.outs)))
+        continue
       srcs = tuple(node[r] for r in st.ins)
       kernels = []
       for j, ref in enumerate(st.outs):
-        out = buffer[ref]
+        out = bufs[j]
         kernels.append(kernel := Kernel(st.out_asts[j], st.device, buffer_node(out)))
         k = UOp(Ops.KERNEL, None, srcs, kernel)
         # a step writing a buffer an earlier step wrote (in place) runs after it, even when it binds no input
         after = (node[ref],) if node[ref].op is Ops.ASSIGN else ()
         node[ref] = UOp(Ops.ASSIGN, out.dtype, (kernel.out, k) + after)
-      items.append(ScheduleItem(st.ast, st.device, tuple(buffer[r] for r in st.outs + st.ins), kernels[0],
-                                outs=len(st.outs), siblings=tuple(kernels[1:])))
-    _plan_frees(items, live, set(created) - {buffer[r[0]] for r in self.roots if r is not None})
-    roots = []
+      items.append(ScheduleItem(st.ast, st.device, bufs, kernels[0], frees, len(st.outs), tuple(kernels[1:])))
+    roots: list[UOp | None] = []
     for r in self.roots:
       if r is None: roots.append(None)
       else:
-        n = node[r[0]]
+        n = node[r[0]] if nodes else leaves[r[0]] if r[0] < len(leaves) else buffer_node(buffer[r[0]])
         roots.append(n if n.shape == r[1] else UOp(Ops.RESHAPE, n.dtype, (n,), r[1]))
     return items, roots
 
