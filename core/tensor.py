@@ -334,6 +334,7 @@ class Tensor(metaclass=_TensorMeta):
         raise TypeError(f"a tensor on several devices is made from data or from a constant, not from "
                         f"{type(data).__name__}")
       self.device = spread
+    _check_dtype_on(self.device, self.uop.dtype)  # ops on a tensor take its dtype as supported (Tensor._new)
     if requires_grad is not None: self.requires_grad_(requires_grad)
 
   @staticmethod
@@ -368,14 +369,18 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def _from(uop: UOp, device: str | tuple[str, ...]) -> Tensor:
-    for d in device if isinstance(device, tuple) else (device,):
-      caps = get_registry().device(d).caps
-      if uop.dtype.scalar() not in caps.dtypes: check_supported(d, caps, {uop.dtype.scalar()})  # fail at the call
+    _check_dtype_on(device, uop.dtype)
+    return Tensor._make(uop, device)
+
+  @staticmethod
+  def _make(uop: UOp, device: str | tuple[str, ...]) -> Tensor:
     t = object.__new__(Tensor)
     t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
     return t
 
-  def _new(self, uop: UOp) -> Tensor: return Tensor._from(uop, self.device)
+  def _new(self, uop: UOp) -> Tensor:
+    if uop.dtype is self._uop.dtype: return Tensor._make(uop, self.device)  # this device holds that dtype already
+    return Tensor._from(uop, self.device)
 
   # ------------------------------------------------------------------ several devices (plugrad.multi)
 
@@ -1082,9 +1087,13 @@ class Tensor(metaclass=_TensorMeta):
     return (y, x) if reverse else (x, y)
 
   def _alu(self, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
-    return self._new(UOp(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
+    return self._new(UOp(op, dtype or self.dtype, (self._uop, *[s._uop for s in srcs])))
 
   def _bin(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
+    if type(other) in (int, float) and (dt := result_type_with_scalar(self.dtype, other)) is self.dtype:
+      # `x * 2` in the dtype of x, the commonest op of eager code: the constant joins the node, no tensor is made for it
+      c = _const_at(dt, _check_py_int(other), self.shape)
+      return self._new(UOp(op, dtypes.bool if op in GroupOp.Comparison else dt, (c, self.uop) if reverse else (self.uop, c)))
     a, b = self._binary_operands(other, reverse)
     return a._alu(op, b, dtype=dtypes.bool if op in GroupOp.Comparison else None)
 
@@ -3229,6 +3238,13 @@ def _canonical_devices(devices: Sequence[str]) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def _const_node(dt: DType, shape: tuple, value: Any, text: str) -> UOp:
   return broadcast(UOp.const(dt, value), shape)
+
+
+def _check_dtype_on(device: str | tuple[str, ...], dtype: DType) -> None:
+  """UnsupportedError, at the call that makes a tensor, when its device (or one of them) cannot hold `dtype`."""
+  for d in device if isinstance(device, tuple) else (device,):
+    caps = get_registry().device(d).caps
+    if dtype.scalar() not in caps.dtypes: check_supported(d, caps, {dtype.scalar()})
 
 
 def _const_at(dt: DType, value: Any, shape: tuple) -> UOp:
