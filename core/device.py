@@ -37,6 +37,10 @@ class Capabilities:
   :param vector_ops: whether the device's renderer takes vector dtypes (`dtypes.float32.vec(8)`)
     and the ops VECTORIZE and GEP in loop programs; the lowering then vectorises the innermost
     upcast output dimension (plugrad.codegen.vectorize). False: loop programs are all scalar.
+  :param masked_loads: (with vector_ops) whether the renderer takes a vector LOAD gated by a vector of bools,
+    one per lane: a lane whose gate is false reads nothing, not even when its element is outside the
+    buffer, and gives 0 (a masked load). The lowering then reads a window's edge and every other element
+    (a stride-2 convolution) as vectors instead of lane-by-lane gathers.
   :param supports_images: whether the device has 2D images the scheduler may place tensors in.
   :param max_image2d: the largest image (height, width) in pixels.
   :param unsupported_ops: ops the device cannot run (their conformance tests skip).
@@ -51,6 +55,7 @@ class Capabilities:
   max_vector_bytes: int = 16
   vector_registers: int = 16
   vector_ops: bool = False
+  masked_loads: bool = False
   supports_images: bool = False
   max_image2d: tuple[int, int] = (16384, 16384)
   unsupported_ops: frozenset[str] = frozenset()

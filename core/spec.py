@@ -141,7 +141,8 @@ def _element_ok(value, buf: UOp) -> bool:
 
 def _load_ok(u: UOp) -> bool:
   ok_buf = u.src[0].op in (Ops.PARAM, Ops.BARRIER)
-  gate_ok = len(u.src) == 2 or (len(u.src) == 3 and u.src[2].dtype == dtypes.bool)
+  # a vector load may have one gate per lane (a masked load)
+  gate_ok = len(u.src) == 2 or (len(u.src) == 3 and u.src[2].dtype in (dtypes.bool, dtypes.bool.vec(u.dtype.count)))
   return ok_buf and _index_ok(u.src[1]) and gate_ok and _element_ok(u.dtype, u.src[0])
 
 

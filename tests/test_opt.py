@@ -18,7 +18,8 @@ from plugrad.engine.compile import _plan_caches, searched_plan
 from plugrad.registry import Registry, get_registry, set_registry
 from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
-from plugrad.testing import available_devices
+from plugrad.testing import available_devices, run_lowered
+from plugrad.uops import Ops
 
 U, V, R, G, L = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP, OptOps.LANES
 AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)  # the vector registers are left at the default 16
@@ -115,6 +116,28 @@ def test_vectorize_that_only_gathers_is_an_opt_error_and_the_heuristic_falls_bac
   item = [it for it in Tensor.empty(8, 64, device="PYTHON").sum(axis=1).schedule() if not it.is_copy][-1]
   with pytest.raises(OptError, match="neighbouring"): lower(item.ast, AVX512, opts=(Opt(V, 0, 8),))
   assert lower(item.ast, replace(AVX512, vector_ops=False)).opts == (Opt(U, 0, 8),)
+
+
+@pytest.mark.parametrize("stride,size", [(1, 16), (2, 16), (2, 15)])
+def test_masked_loads_read_window_edges_and_strides_as_vectors(stride, size):
+  # a padded convolution's taps at the image edge, and a stride-2 convolution's every other element: lanes with
+  # gates of their own, or indices two apart, are one masked load (the last element of a stride-2 window
+  # of an odd-sized image lies past the buffer's end: masked off, never read)
+  x, w = _x(1, 3, size, size), _x(4, 3, 3, 3, seed=1)
+  want = _conv_ref(x, w)[:, :, ::stride, ::stride]
+  plan = (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 1, 4))  # 8 outputs of a row as one vector
+  def lowered(masked: bool):
+    t = Tensor(x, device="PYTHON").conv2d(Tensor(w, device="PYTHON"), stride=stride, padding=1)
+    return run_lowered(t, replace(AVX512, masked_loads=masked), opts=plan)
+  got, progs = lowered(True)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  loads = [u for u in progs[-1].uops if u.op is Ops.LOAD]
+  masked = [u for u in loads if len(u.src) == 3 and u.src[2].dtype.count > 1]
+  assert masked and all(u.dtype.count == 8 * stride for u in masked)
+  assert not any(u.dtype.count == 1 and u.src[0].arg[0] == 1 for u in loads)  # no lane of the image gathered
+  gathered, progs = lowered(False)
+  np.testing.assert_allclose(gathered, want, rtol=1e-4, atol=1e-4)
+  assert not any(u.op is Ops.LOAD and len(u.src) == 3 and u.src[2].dtype.count > 1 for u in progs[-1].uops)
 
 
 def _plans(out: Tensor, caps: Capabilities) -> list[tuple[Opt, ...]]:

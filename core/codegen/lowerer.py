@@ -56,6 +56,7 @@ class _Lowering:
   ranges: int = 0
   unroll: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> iterations written out
   lanes: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> vector lanes
+  masked: bool = False  # the device takes masked vector loads (Capabilities.masked_loads)
   # reductions over the same loops at the same index -> [(the reductions sharing them, their RANGEs)]
   siblings: dict[tuple, list[tuple[list[UOp], list[UOp]]]] = field(default_factory=dict)
 
@@ -128,7 +129,8 @@ class _Lowering:
   def _lanes_reduce(self, op: Ops, dtype: DType, body: UOp, ranges: list[UOp], ph: UOp, width: int) -> UOp:
     """REDUCE of `body` with the lane placeholder `ph` as a vector of `width` lanes: one vector accumulator,
     its lanes combined with `op` after the loop."""
-    pairs = vectorize(body, ph, ph, [UOp.const(self.idx_dtype, k) for k in range(width)], lambda u: graph_rewrite(u, symbolic))
+    pairs = vectorize(body, ph, ph, [UOp.const(self.idx_dtype, k) for k in range(width)], lambda u: graph_rewrite(u, symbolic),
+                      self.masked)
     if pairs is None: raise OptError("LANES: no load of the reduction reads neighbouring elements per lane")
     vec = pairs[0][1] if len(pairs) == 1 else UOp(Ops.VECTORIZE, dtype.vec(width), tuple(v for _, v in pairs))
     red = UOp(Ops.REDUCE, dtype.vec(width), (vec, *ranges), op)
@@ -512,7 +514,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   axes_list = reduce_axes(ast)
   _check_opts(opts, axes_list, caps)
   lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL},
-                 lanes={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.LANES})
+                 lanes={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.LANES}, masked=caps.masked_loads)
   shape = value.shape
   threads = next((o.amount for o in opts if o.op is OptOps.GROUP), 0)
   if threads:
@@ -583,7 +585,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       lanes = [base + k if k else base for k in range(width)]
       triples = []
       for (p, _), v in zip(outputs, out_values):
-        vectorized = vectorize(v, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules))
+        vectorized = vectorize(v, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules), caps.masked_loads)
         if vectorized is None:
           raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
         triples += [(p, i, x) for i, x in vectorized]

@@ -14,8 +14,11 @@ vectors of V lanes (dtype `scalar.vec(V)`):
 - integer and bool arithmetic on lane-dependent indices stays a list of V scalar expressions, one
   per lane (index math, gates); a vector op that needs it gets VECTORIZE(lane 0, ..., lane V-1);
 - a LOAD whose V lane indices simplify to base, base+1, ..., base+V-1 under one gate becomes one
-  vector LOAD (dtype scalar.vec(V), index base: lanes read consecutive elements); any other
-  lane-dependent LOAD becomes VECTORIZE of V scalar LOADs (a gather);
+  vector LOAD (dtype scalar.vec(V), index base: lanes read consecutive elements). On a device with
+  masked loads (Capabilities.masked_loads) lanes may have gates of their own (a window's edge in a
+  padded convolution: a vector of V gates), and indices base, base+s, ..., base+(V-1)s with a small
+  stride s become one masked load of the V*s elements from base, every s-th lane kept (a stride-2
+  convolution). Any other lane-dependent LOAD becomes VECTORIZE of V scalar LOADs (a gather);
 - an ALU op with a vector source, or a float op on lane-dependent values, is a vector op of the
   same op (lane-independent sources are broadcast with VECTORIZE(x, ..., x));
 - a REDUCE of a vector is a vector REDUCE: the linearizer gives it one vector accumulator;
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from plugrad.dtype import dtypes
 from plugrad.symbolic import split_terms
 from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, toposort
 
@@ -45,17 +49,42 @@ def _affine(u: UOp) -> tuple[dict[UOp, int], int]:
   return {t: c for t, c in merged.items() if c}, const
 
 
-def consecutive(idxs: list[UOp]) -> bool:
-  """Whether the (simplified) indices are base, base+1, ..., base+len-1."""
+def consecutive(idxs: list[UOp], stride: int = 1) -> bool:
+  """Whether the (simplified) indices are base, base+stride, ..., base+(len-1)*stride."""
   terms0, const0 = _affine(idxs[0])
   for k, ix in enumerate(idxs[1:], 1):
     terms, const = _affine(ix)
-    if terms != terms0 or const != const0 + k: return False
+    if terms != terms0 or const != const0 + k * stride: return False
   return True
 
 
-def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp],
-              simplify: Callable[[UOp], UOp]) -> list[tuple[UOp, UOp]] | None:
+MAX_LOAD_STRIDE = 2  # a strided masked load reads stride times the elements it keeps: beyond 2 a gather wins
+
+
+def _lane_stride(idxs: list[UOp]) -> int | None:
+  """s when the (simplified) indices are base, base+s, ... with 1 <= s <= MAX_LOAD_STRIDE, else None."""
+  if len(idxs) < 2: return 1
+  terms0, const0 = _affine(idxs[0])
+  terms1, const1 = _affine(idxs[1])
+  s = const1 - const0
+  return s if terms0 == terms1 and 1 <= s <= MAX_LOAD_STRIDE and consecutive(idxs, s) else None
+
+
+def _masked_load(n: UOp, buf: UOp, idxs: list[UOp], gates: list[UOp | None], stride: int) -> UOp:
+  """The lanes of LOAD `n` (lane k at idxs[k] = idxs[0] + k*stride, read where gates[k] holds) as one load of
+  the stride*V elements from idxs[0] under a vector of gates, every stride-th lane kept."""
+  width, true = len(idxs), UOp.const(dtypes.bool, True)
+  mask = [true if g is None else g for g in gates]
+  if stride > 1:
+    false = UOp.const(dtypes.bool, False)
+    mask = [mask[j // stride] if j % stride == 0 else false for j in range(width * stride)]
+  wide = UOp(Ops.LOAD, n.dtype.vec(width * stride), (buf, idxs[0], UOp(Ops.VECTORIZE, dtypes.bool.vec(len(mask)), tuple(mask))))
+  if stride == 1: return wide
+  return UOp(Ops.VECTORIZE, n.dtype.vec(width), tuple(UOp(Ops.GEP, n.dtype, (wide,), k * stride) for k in range(width)))
+
+
+def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp], simplify: Callable[[UOp], UOp],
+              masked: bool = False) -> list[tuple[UOp, UOp]] | None:
   """The (index, value) pairs to STORE so that every lane of `lane_of` is computed at once.
 
   :param value: the output value, a graph in which `lane_of` stands for the upcast index.
@@ -63,6 +92,7 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp],
   :param lane_of: the placeholder of the upcast index.
   :param lanes: what the placeholder is in each lane (gidx*V + lane).
   :param simplify: the lowering's simplifier (symbolic rules), applied to each lane's load index.
+  :param masked: the device takes vector loads with a gate per lane (Capabilities.masked_loads).
   :return: one (base index, vector) pair when the output is stored as a vector, V scalar pairs
     otherwise; None when vectors would not help (see above).
   """
@@ -70,6 +100,7 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp],
   kind: dict[UOp, int] = {}
   lane_vals: dict[UOp, list[UOp]] = {}
   vec: dict[UOp, UOp] = {}
+  masks: dict[UOp, list[UOp | None]] = {}  # a gated LOAD made a vector load -> each lane's gate (None: none)
   vector_loads = 0
 
   def lane(s: UOp, k: int) -> UOp:
@@ -92,14 +123,24 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp],
       per_lane = [[simplify(lane(s, k)) for s in rest] for k in range(width)]
       idxs, gates = [p[0] for p in per_lane], {tuple(p[1:]) for p in per_lane}
       kind[n] = _VECTOR
+      stride = _lane_stride(idxs) if masked and kind[n.src[1]] != _VECTOR and all(len(p) <= 2 for p in per_lane) else None
       if kind[n.src[1]] != _VECTOR and len(gates) == 1 and consecutive(idxs):
         vec[n] = UOp(Ops.LOAD, n.dtype.vec(width), (buf, idxs[0], *per_lane[0][1:]))
+        if len(per_lane[0]) == 2: masks[n] = [per_lane[0][1]] * width
+        vector_loads += 1
+      elif stride is not None and n.dtype.scalar() not in (dtypes.bool, dtypes.bfloat16):
+        masks[n] = [p[1] if len(p) > 1 else None for p in per_lane]
+        vec[n] = _masked_load(n, buf, idxs, masks[n], stride)
         vector_loads += 1
       else:
         vec[n] = UOp(Ops.VECTORIZE, n.dtype.vec(width), tuple(UOp(Ops.LOAD, n.dtype, (buf, *p)) for p in per_lane))
     elif n.op is Ops.REDUCE:
       kind[n] = _VECTOR
       vec[n] = UOp(Ops.REDUCE, n.dtype.vec(width), (as_vec(n.src[0]), *n.src[1:]), n.arg)
+    elif n.op is Ops.WHERE and n.src[1] in masks and n.src[2].op is Ops.CONST and n.src[2].arg == 0 and \
+        all(simplify(lane(n.src[0], k)) is (g if g is not None else UOp.const(dtypes.bool, True))
+            for k, g in enumerate(masks[n.src[1]])):
+      kind[n], vec[n] = _VECTOR, vec[n.src[1]]  # where(gate, load under that gate, 0): a masked lane is 0 already
     elif n.op in GroupOp.ALU:
       if not n.dtype.is_float and all(kind[s] != _VECTOR for s in n.src):
         kind[n] = _LANES  # index math and gates stay per lane
@@ -129,4 +170,4 @@ vector_rules = PatternMatcher([
     and v.src[0].src[0].dtype == v.dtype else None),
 ])
 
-__all__ = ["vectorize", "consecutive", "vector_rules"]
+__all__ = ["vectorize", "consecutive", "vector_rules", "MAX_LOAD_STRIDE"]

@@ -48,7 +48,8 @@ class CPULLVMPlugin(DevicePlugin):
   def capabilities(self, device: str, config: Config) -> Capabilities | None:
     from plugrad_cpu_llvm.compiler import host_vector_bytes, host_vector_registers
     return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(),
-                        vector_registers=host_vector_registers(), vector_ops=True)
+                        vector_registers=host_vector_registers(), vector_ops=True,
+                        masked_loads=True)
 
   def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_cpu_llvm.renderer import LLVMRenderer

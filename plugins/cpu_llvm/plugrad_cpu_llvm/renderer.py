@@ -413,9 +413,21 @@ class _Kernel:
       lanes.append(self._from_mem(self.op(f"load {mem_type(sdt)}, ptr {p}, align {align}"), sdt))
     return self.build_vector(lanes, dt)
 
+  def masked_load(self, u: UOp) -> str:
+    """A vector LOAD with a gate per lane: llvm.masked.load, which reads no masked-off lane, so the address of
+    the first element may lie outside the buffer (a GEP without inbounds)."""
+    param, dt = u.src[0], u.dtype
+    ty, align = reg_type(dt), max(1, param.dtype.itemsize)
+    ptr = self.op(f"getelementptr {mem_type(param.dtype)}, ptr {self.val(param)}, i64 {self.index64(u.src[1])}")
+    sty = reg_type(dt.scalar())
+    name = f"llvm.masked.load.v{dt.count}{_FLOAT_SUFFIX.get(sty, sty)}.p0"  # bool and bfloat16: vectorize never asks
+    return self.intrinsic(name, ty, [("ptr", ptr), ("i32", str(align)), (reg_type(u.src[2].dtype), self.val(u.src[2])),
+                                     (ty, "zeroinitializer")])
+
   def load(self, u: UOp) -> str:
     param, idx = u.src[0], u.src[1]
     if len(u.src) == 2: return self._load_value(param, idx, u.dtype)
+    if u.src[2].dtype.count > 1: return self.masked_load(u)
     gate = self.val(u.src[2])
     n = self.new_label()
     pre = self.block
