@@ -1,9 +1,18 @@
 """The graph role: a TinyJit capture replayed by generated code instead of a Python call per kernel.
 
-A run of launches that each go on one thread (too small to split across cores) becomes one LLVM function
-that loads its buffers' addresses from a table and calls each kernel in order; a launch split across
-threads stays a call of its Program (the pool that pulls its chunks is Python's). A replay fills the table
-with the buffers it is given and makes one ctypes call per run of small launches.
+A run of launches becomes one LLVM function `run(ptr table, ptr counters)` that loads its buffers'
+addresses from the table and runs each launch in order, on every thread of the device at once: the
+threads pull the launch's chunks (contiguous pieces of its outermost loop) from an atomic counter, count
+the chunks they finish, and wait, spinning, until all of a launch's chunks are done before the next
+launch starts (it may read what this one wrote). So the pool's threads are handed work once per run of
+launches, not once per launch: handing out work from Python costs tens of microseconds, which a
+convolution of a small image would otherwise pay at every launch (or run on one core to avoid). A
+thread that starts late finds the chunks taken and returns; which thread runs a chunk never changes what
+it computes, so results do not depend on timing.
+
+A launch whose kernel splits a one-element reduction into partial sums (`reduce_split`) stays a call of
+its Program between runs. A replay fills the table with the buffers it is given and makes one ctypes
+call per thread per run.
 """
 from __future__ import annotations
 
@@ -13,28 +22,74 @@ from typing import Any, Callable
 from plugrad.plugin import Graph, GraphLaunch
 
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target
-from plugrad_cpu_llvm.runtime import CPUProgram, _jit_target_machine
+from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, _jit_target_machine, run_on_threads
 
-_TABLE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+#: A launch inside a run is cut into chunks worth at least this much work (cost units: operations + bytes
+#: moved). Far below the runtime's SPLIT_THRESHOLD: the threads are already running, and a chunk costs an
+#: atomic add and a call (well under a microsecond), not a hand-off to the pool.
+GRAPH_SPLIT_THRESHOLD = 1 << 17
+#: A run is shared with the pool's threads when its launches cut into chunks hold at least this much work:
+#: the one hand-off per run (25-35 us, see runtime.SPLIT_THRESHOLD) and a barrier per launch must be won back.
+#: A small transformer's step (6M units, about 0.1 ms) ran slower shared; a small CNN's (50M) twice as fast.
+RUN_SPLIT_THRESHOLD = 1 << 23
 
 
-def _segment_ir(name: str, launches: list[GraphLaunch]) -> str:
-  """`void name(ptr table)`: each launch's kernel called on the table's buffers, its one chunk (start, end)."""
-  lines = [f"define void @{name}(ptr %t) {{", "entry:"]
+def _spin_hint(triple: str) -> tuple[str, str]:
+  """(declaration, call) of the instruction that tells the core a thread is spinning, for this target."""
+  if triple.startswith(("x86_64", "i686", "i386")):
+    return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
+  if triple.startswith(("aarch64", "arm64")): return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
+  return "", ""
+
+
+def _chunks(prog: CPUProgram) -> int:
+  return _chunk_count(prog.outer, prog.meta["cost"], prog.threads, GRAPH_SPLIT_THRESHOLD) if prog.meta["splittable"] else 1
+
+
+def _run_ir(name: str, launches: list[GraphLaunch], spin: str) -> str:
+  """`void name(ptr table, ptr counters)`: each launch's chunks pulled with counters[2k] and counted done in
+  counters[2k + 1] (zeroed by the caller), each launch started once the one before it is done."""
+  lines = [f"define void @{name}(ptr %t, ptr %c) {{", "entry:"]
   loaded: dict[int, str] = {}
-  for k, ln in enumerate(launches):
-    prog = ln.program
-    assert isinstance(prog, CPUProgram)
-    args = []
+  for ln in launches:
     for i in ln.buffers:
       if i not in loaded:
         loaded[i] = f"%b{i}"
         lines += [f"  %p{i} = getelementptr inbounds ptr, ptr %t, i64 {i}", f"  %b{i} = load ptr, ptr %p{i}"]
-      args.append(f"ptr {loaded[i]}")
-    start, end = prog.chunks[0]
-    lines += [f"  %f{k} = inttoptr i64 {prog.address} to ptr",
-              f"  call void %f{k}({', '.join(args)}, i64 {start}, i64 {end})"]
-  return "\n".join(lines + ["  ret void", "}", ""])
+  lines.append("  br label %l0.pull")
+  for k, ln in enumerate(launches):
+    prog = ln.program
+    assert isinstance(prog, CPUProgram)
+    n, outer = _chunks(prog), prog.outer
+    args = ", ".join(f"ptr {loaded[i]}" for i in ln.buffers)
+    nxt = f"l{k + 1}.pull" if k + 1 < len(launches) else "exit"
+    lines += [
+      f"l{k}.pull:",
+      f"  %next{k} = getelementptr inbounds i64, ptr %c, i64 {2 * k}",
+      f"  %done{k} = getelementptr inbounds i64, ptr %c, i64 {2 * k + 1}",
+      f"  %i{k} = atomicrmw add ptr %next{k}, i64 1 monotonic",
+      f"  %more{k} = icmp ult i64 %i{k}, {n}",
+      f"  br i1 %more{k}, label %l{k}.run, label %l{k}.wait",
+      f"l{k}.run:",
+      f"  %s{k}m = mul i64 %i{k}, {outer}",
+      f"  %s{k} = udiv i64 %s{k}m, {n}",  # the pieces runtime._pieces cuts: outer*i//n .. outer*(i+1)//n
+      f"  %e{k}m = add i64 %s{k}m, {outer}",
+      f"  %e{k} = udiv i64 %e{k}m, {n}",
+      f"  %f{k} = inttoptr i64 {prog.address} to ptr",
+      f"  call void %f{k}({args}, i64 %s{k}, i64 %e{k})",
+      f"  %r{k} = atomicrmw add ptr %done{k}, i64 1 release",
+      f"  br label %l{k}.pull",
+      f"l{k}.wait:",
+      f"  %d{k} = load atomic i64, ptr %done{k} acquire, align 8",
+      f"  %all{k} = icmp eq i64 %d{k}, {n}",
+      f"  br i1 %all{k}, label %{nxt}, label %l{k}.spin",
+      f"l{k}.spin:",
+      *([f"  {spin}"] if spin else []),
+      f"  br label %l{k}.wait",
+    ]
+  return "\n".join(lines + ["exit:", "  ret void", "}", ""])
 
 
 class CPUGraph(Graph):
@@ -43,24 +98,45 @@ class CPUGraph(Graph):
   def _prepare(self, launches: list[GraphLaunch], nbuffers: int) -> Callable[[list[Any]], None] | None:
     progs = [ln.program for ln in launches]
     if not all(isinstance(p, CPUProgram) and not p.nvars for p in progs): return None
-    # runs of one-thread launches, each one native call; a threaded launch between them stays a Program call
+    # runs of launches, each one native call per thread; a launch with a split reduction between them stays a
+    # Program call
     steps: list[list[GraphLaunch] | GraphLaunch] = []
     for ln in launches:
-      if ln.program.single_call:  # type: ignore[attr-defined]
+      if ln.program.reduce_chunks is None:  # type: ignore[attr-defined]
         if steps and isinstance(steps[-1], list): steps[-1].append(ln)
         else: steps.append([ln])
       else: steps.append(ln)
     runs = [s for s in steps if isinstance(s, list)]
-    if not runs or sum(len(r) for r in runs) < 2: return None  # nothing saved over calling the programs
+    if not runs: return None
+    triple = host_target()[0]
+    decl, spin = _spin_hint(triple)
     llvm = _llvm()
     with _llvm_lock:
-      mod = llvm.parse_assembly("".join(_segment_ir(f"run{i}", r) for i, r in enumerate(runs)))
-      mod.triple = host_target()[0]
+      mod = llvm.parse_assembly(decl + "\n" + "".join(_run_ir(f"run{i}", r, spin) for i, r in enumerate(runs)))
+      mod.triple = triple
       mod.verify()
       engine = llvm.create_mcjit_compiler(mod, _jit_target_machine())
       engine.finalize_object()
-      fns = [_TABLE(engine.get_function_address(f"run{i}")) for i in range(len(runs))]
+      fns = [_RUN(engine.get_function_address(f"run{i}")) for i in range(len(runs))]
     return _Replay(steps, fns, nbuffers, engine, progs)
+
+
+class _Run:
+  """One generated run of launches: how many counters it needs and how many threads can share its work."""
+
+  def __init__(self, fn: Any, launches: list[GraphLaunch]) -> None:
+    first = launches[0].program
+    assert isinstance(first, CPUProgram)
+    self.fn, self.counters = fn, ctypes.c_int64 * (2 * len(launches))
+    self.pool = first.pool
+    chunks = [_chunks(ln.program) for ln in launches]  # type: ignore[arg-type]
+    shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, chunks) if n > 1)  # type: ignore[attr-defined]
+    self.threads = min(first.threads, max(chunks)) if shared >= RUN_SPLIT_THRESHOLD else 1
+
+  def __call__(self, table: Any) -> None:
+    counters = self.counters()
+    if self.threads <= 1: self.fn(table, counters)
+    else: run_on_threads(lambda: self.fn(table, counters), self.threads, self.pool)
 
 
 class _Replay:
@@ -70,7 +146,8 @@ class _Replay:
     # the engine owns the generated code and `progs` the kernels it calls: both live as long as this does
     self.engine, self.progs, self.table_type = engine, progs, ctypes.c_void_p * nbuffers
     fn_iter = iter(fns)
-    self.calls: list[tuple[Any, Any]] = [(next(fn_iter), None) if isinstance(s, list) else (s.program, s) for s in steps]
+    self.calls: list[tuple[Any, Any]] = [(_Run(next(fn_iter), s), None) if isinstance(s, list) else (s.program, s)
+                                         for s in steps]
 
   def __call__(self, raws: list[Any]) -> None:
     table = self.table_type(*(r.addr for r in raws))

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from plugrad.plugin import DeviceError, Program, Runtime
 
@@ -33,10 +33,11 @@ SPLIT_THRESHOLD = 1 << 21
 CHUNKS_PER_THREAD = 8
 
 
-def _chunk_count(outer: int, cost: float, threads: int) -> int:
-  """How many chunks a launch of `outer` iterations and estimated `cost` is cut into."""
-  if threads <= 1 or cost < SPLIT_THRESHOLD: return 1
-  return max(1, min(outer, threads * CHUNKS_PER_THREAD, max(threads, int(cost // SPLIT_THRESHOLD))))
+def _chunk_count(outer: int, cost: float, threads: int, threshold: float = SPLIT_THRESHOLD) -> int:
+  """How many chunks a launch of `outer` iterations and estimated `cost` is cut into, each worth at least
+  `threshold` (what handing out a chunk costs decides it: see SPLIT_THRESHOLD, graph.GRAPH_SPLIT_THRESHOLD)."""
+  if threads <= 1 or cost < threshold: return 1
+  return max(1, min(outer, threads * CHUNKS_PER_THREAD, max(threads, int(cost // threshold))))
 
 
 def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, pool: _Pool,
@@ -50,9 +51,15 @@ def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads
       s, e = pieces[i]
       if extra is None: fn(*args, s, e)
       else: fn(*args, s, e, extra(i))
+  run_on_threads(work, min(len(pieces), threads), pool)
 
+
+def run_on_threads(work: Callable[[], None], threads: int, pool: _Pool) -> None:
+  """Run `work` on the calling thread and on up to `threads` - 1 pool threads at once; return when every
+  one that started has finished. `work` must finish whatever is left on its own: a pool thread may start
+  late, or not at all (it is then cancelled, not waited for)."""
   executor = pool.get(max(_POOL_WORKERS, threads - 1))
-  futs = [executor.submit(work) for _ in range(min(len(pieces), threads) - 1)]
+  futs = [executor.submit(work) for _ in range(threads - 1)]
   work()
   for f in futs:
     if not f.cancel(): f.result()  # a worker that never started has nothing left to do
