@@ -74,7 +74,8 @@ CASES = [
    [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
   ("pooled_conv", [(1, 4, 8, 6), (8, 4, 3, 3)], lambda x, w: x.conv2d(w, padding=1).relu().mean((2, 3)),
    lambda x, w: np.maximum(_conv_ref(x, w), 0).mean((2, 3)),
-   [(), (Opt(L, 4, 2), Opt(U, 0, 8)), (Opt(L, 4, 3), Opt(U, 0, 4)), (Opt(L, 4, 2), Opt(U, 0, 2), Opt(R, 1, 3))]),
+   [(), (Opt(L, 4, 2), Opt(U, 0, 8)), (Opt(L, 4, 3), Opt(U, 0, 4)), (Opt(L, 4, 2), Opt(U, 0, 2), Opt(R, 1, 3)),
+    (Opt(R, 1, 3), Opt(R, 2, 3), Opt(L, 4, 6), Opt(U, 0, 8))]),
   ("cumsum", [(6, 33)], lambda a: a.cumsum(axis=1), lambda a: np.cumsum(a, axis=1),
    [(), (Opt(U, 0, 3),), (Opt(U, 0, 11), Opt(U, 1, 2))]),
 ]
@@ -176,9 +177,10 @@ def test_heuristic_choices_are_pinned():
   conv56 = Tensor.empty(1, 8, 56, 56, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   assert _plans(conv56, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 2, 16))
   assert _plans(conv56, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 2, 8))  # 16 registers
-  # a convolution pooled in the same kernel (nested): lanes along the pool's rows, 16 channels per thread
+  # a convolution pooled in the same kernel (nested): its taps unrolled, a whole pooled row as lanes, 16 channels
+  # per thread
   pooled = Tensor.empty(1, 64, 8, 8, device="PYTHON").conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"), padding=1)
-  assert _plans(pooled.relu().mean((2, 3)), AVX512)[0] == (Opt(L, 4, 4), Opt(U, 0, 16))
+  assert _plans(pooled.relu().mean((2, 3)), AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(L, 4, 8), Opt(U, 0, 16))
   # stride 2: the input is read contiguously only along the unrolled kernel width, so there are no lanes;
   # the outputs are tiled, their vectors gathering the input and broadcasting the weights, the tile's rows along
   # the output channels, which the gathers do not move with (a 32->64 channel 16x16 conv: 88 -> 43-58 us, not rows)

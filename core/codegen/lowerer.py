@@ -489,7 +489,7 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
       size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
     if o.op is OptOps.LANES:
       if any(p.op is OptOps.UNROLL and p.axis == o.axis for p in opts): raise OptError(f"{o}: the axis is unrolled")
-      if o.amount < 2 or size % o.amount or size == o.amount: raise OptError(f"{o}: {o.amount} does not divide {size}")
+      if o.amount < 2 or size % o.amount: raise OptError(f"{o}: {o.amount} does not divide {size}")
     if o.op is OptOps.UNROLL:
       if o.amount != size and (o.amount > size or size % o.amount):
         raise OptError(f"{o}: {o.amount} does not divide {size}")
