@@ -1093,7 +1093,8 @@ class Tensor(metaclass=_TensorMeta):
     if type(other) in (int, float) and (dt := result_type_with_scalar(self.dtype, other)) is self.dtype:
       # `x * 2` in the dtype of x, the commonest op of eager code: the constant joins the node, no tensor is made for it
       c = _const_at(dt, _check_py_int(other), self.shape)
-      return self._new(UOp(op, dtypes.bool if op in GroupOp.Comparison else dt, (c, self.uop) if reverse else (self.uop, c)))
+      srcs = (c, self._uop) if reverse else (self._uop, c)
+      return self._new(UOp(op, dtypes.bool if op in GroupOp.Comparison else dt, srcs))
     a, b = self._binary_operands(other, reverse)
     return a._alu(op, b, dtype=dtypes.bool if op in GroupOp.Comparison else None)
 

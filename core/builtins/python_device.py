@@ -135,7 +135,8 @@ class PythonDevicePlugin(DevicePlugin):
     return [DeviceDecl(NAME, priority=0, description="reference interpreter of the loop program (numpy)",
                        count=lambda: VIRTUAL_DEVICES)]
 
-  def capabilities(self, device: str, config: Config) -> Capabilities: return Capabilities(vector_ops=True, masked_loads=True)
+  def capabilities(self, device: str, config: Config) -> Capabilities:
+    return Capabilities(vector_ops=True, masked_loads=True)
   def renderer(self, device: str, config: Config) -> Renderer: return PythonRenderer(device)
   def compiler(self, device: str, config: Config) -> Compiler: return PythonCompiler()
   def allocator(self, device: str, config: Config) -> Allocator: return PythonAllocator()

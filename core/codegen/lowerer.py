@@ -129,8 +129,8 @@ class _Lowering:
   def _lanes_reduce(self, op: Ops, dtype: DType, body: UOp, ranges: list[UOp], ph: UOp, width: int) -> UOp:
     """REDUCE of `body` with the lane placeholder `ph` as a vector of `width` lanes: one vector accumulator,
     its lanes combined with `op` after the loop."""
-    pairs = vectorize(body, ph, ph, [UOp.const(self.idx_dtype, k) for k in range(width)], lambda u: graph_rewrite(u, symbolic),
-                      self.masked)
+    lanes = [UOp.const(self.idx_dtype, k) for k in range(width)]
+    pairs = vectorize(body, ph, ph, lanes, lambda u: graph_rewrite(u, symbolic), self.masked)
     if pairs is None: raise OptError("LANES: no load of the reduction reads neighbouring elements per lane")
     vec = pairs[0][1] if len(pairs) == 1 else UOp(Ops.VECTORIZE, dtype.vec(width), tuple(v for _, v in pairs))
     red = UOp(Ops.REDUCE, dtype.vec(width), (vec, *ranges), op)

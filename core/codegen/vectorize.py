@@ -78,7 +78,8 @@ def _masked_load(n: UOp, buf: UOp, idxs: list[UOp], gates: list[UOp | None], str
   if stride > 1:
     false = UOp.const(dtypes.bool, False)
     mask = [mask[j // stride] if j % stride == 0 else false for j in range(width * stride)]
-  wide = UOp(Ops.LOAD, n.dtype.vec(width * stride), (buf, idxs[0], UOp(Ops.VECTORIZE, dtypes.bool.vec(len(mask)), tuple(mask))))
+  lane_gates = UOp(Ops.VECTORIZE, dtypes.bool.vec(len(mask)), tuple(mask))
+  wide = UOp(Ops.LOAD, n.dtype.vec(width * stride), (buf, idxs[0], lane_gates))
   if stride == 1: return wide
   return UOp(Ops.VECTORIZE, n.dtype.vec(width), tuple(UOp(Ops.GEP, n.dtype, (wide,), k * stride) for k in range(width)))
 
@@ -123,7 +124,8 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp], simplify: 
       per_lane = [[simplify(lane(s, k)) for s in rest] for k in range(width)]
       idxs, gates = [p[0] for p in per_lane], {tuple(p[1:]) for p in per_lane}
       kind[n] = _VECTOR
-      stride = _lane_stride(idxs) if masked and kind[n.src[1]] != _VECTOR and all(len(p) <= 2 for p in per_lane) else None
+      one_gate = all(len(p) <= 2 for p in per_lane)  # at most one gate per lane
+      stride = _lane_stride(idxs) if masked and kind[n.src[1]] != _VECTOR and one_gate else None
       if kind[n.src[1]] != _VECTOR and len(gates) == 1 and consecutive(idxs):
         vec[n] = UOp(Ops.LOAD, n.dtype.vec(width), (buf, idxs[0], *per_lane[0][1:]))
         if len(per_lane[0]) == 2: masks[n] = [per_lane[0][1]] * width

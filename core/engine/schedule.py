@@ -62,7 +62,8 @@ def schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Re
 
 
 def plan(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry,
-         limit_device: str | None = None, runs_now: bool = False) -> tuple[list[ScheduleItem], Callable[[], None] | None]:
+         limit_device: str | None = None,
+         runs_now: bool = False) -> tuple[list[ScheduleItem], Callable[[], None] | None]:
   """`schedule`, and for a caller that runs the items at once (`runs_now`: a realize) a second value: None, or
   the rebind to call once they ran. A graph whose structure was scheduled before then makes no kernel nodes
   for its steps: its roots are rebound, after the run, to the buffers they then read as."""

@@ -65,7 +65,8 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[UOp
       ids[n] = len(reps)
       # an ASSIGN's arg only tells one assign from another: equal graphs differ in it every step
       arg = None if op is ASSIGN else n.arg
-      reps.append((op, n.dtype, arg if arg is None or type(arg) is int else _key_arg(arg), tuple(map(ids.__getitem__, n.src))))
+      key_arg = arg if arg is None or type(arg) is int else _key_arg(arg)
+      reps.append((op, n.dtype, key_arg, tuple(map(ids.__getitem__, n.src))))
   return (tuple(reps), tuple(ids[r] for r in roots), extra), leaves
 
 
@@ -113,7 +114,8 @@ class ScheduleTemplate:
     # a created buffer no root becomes is free after its last use: no live tensor can hold a buffer made by the
     # instantiation itself, so where that is depends on the structure alone
     kept = {r[0] for r in roots if r is not None}
-    last_use = {ref: i for i, st in enumerate(steps) for ref in st.outs + st.ins if ref >= len(leaves) and ref not in kept}
+    last_use = {ref: i for i, st in enumerate(steps) for ref in st.outs + st.ins
+                if ref >= len(leaves) and ref not in kept}
     frees: list[list[Ref]] = [[] for _ in steps]
     for ref, i in last_use.items(): frees[i].append(ref)
     steps = [replace(st, frees=tuple(f)) for st, f in zip(steps, frees)]

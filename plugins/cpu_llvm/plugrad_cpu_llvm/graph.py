@@ -40,12 +40,14 @@ def _spin_hint(triple: str) -> tuple[str, str]:
   """(declaration, call) of the instruction that tells the core a thread is spinning, for this target."""
   if triple.startswith(("x86_64", "i686", "i386")):
     return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
-  if triple.startswith(("aarch64", "arm64")): return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
+  if triple.startswith(("aarch64", "arm64")):
+    return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
   return "", ""
 
 
 def _chunks(prog: CPUProgram) -> int:
-  return _chunk_count(prog.outer, prog.meta["cost"], prog.threads, GRAPH_SPLIT_THRESHOLD) if prog.meta["splittable"] else 1
+  if not prog.meta["splittable"]: return 1
+  return _chunk_count(prog.outer, prog.meta["cost"], prog.threads, GRAPH_SPLIT_THRESHOLD)
 
 
 def _run_ir(name: str, launches: list[GraphLaunch], spin: str) -> str:
