@@ -173,6 +173,20 @@ def test_matmul_batch_broadcast(dev):
   check_grad(dev, lambda a, b: a @ b, lambda a, b: a @ b, (2, 1, 3, 4), (5, 4, 3))
 
 
+def test_matmul_in_panels(dev, monkeypatch):
+  # a large row-major right operand is copied into panels one vector wide first (on a device that loops over its
+  # outputs with vector ops): the thresholds lowered so that a small case takes that path
+  import plugrad.tensor
+  from plugrad.registry import get_registry
+  monkeypatch.setattr(plugrad.tensor, "PANEL_MIN_ELEMENTS", 1)
+  monkeypatch.setattr(plugrad.tensor, "PANEL_MIN_ROWS", 1)
+  caps = get_registry().device(dev).caps
+  panels = caps.launch_dims == 0 and caps.vector_ops
+  a, b = Tensor.empty(2, 5, 24, device=dev), Tensor.empty(24, 64, device=dev)
+  assert len([it for it in (a @ b).schedule() if not it.is_copy]) == (2 if panels else 1)
+  check_grad(dev, lambda a, b: a @ b, lambda a, b: a @ b, (2, 5, 24), (24, 64))
+
+
 def test_matmul_vectors_and_linear(dev):
   check_grad(dev, lambda v, m, b: (v @ m).linear(m.T, b), lambda v, m, b: F.linear(v @ m, m, b), (3,), (3, 4), (3,))
 
