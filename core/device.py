@@ -34,6 +34,8 @@ class Capabilities:
   :param max_vector_bytes: widest vector load/store the device likes.
   :param vector_registers: how many vector registers a thread has (16 on AVX2, 32 on AVX-512 and NEON):
     bounds how many vector accumulators a register tile may keep.
+  :param cache_bytes: bytes of the cache a thread's tiles should stay in (a CPU core's L2), detected at run
+    time; 0 when unknown (the heuristic then assumes 1 MiB).
   :param vector_ops: whether the device's renderer takes vector dtypes (`dtypes.float32.vec(8)`)
     and the ops VECTORIZE and GEP in loop programs; the lowering then vectorises the innermost
     upcast output dimension (plugrad.codegen.vectorize). False: loop programs are all scalar.
@@ -54,6 +56,7 @@ class Capabilities:
   local_memory: int = 0
   max_vector_bytes: int = 16
   vector_registers: int = 16
+  cache_bytes: int = 0
   vector_ops: bool = False
   masked_loads: bool = False
   supports_images: bool = False

@@ -21,7 +21,7 @@ from plugrad.spec import check_program
 from plugrad.testing import available_devices, run_lowered
 from plugrad.uops import Ops
 
-U, V, R, G, L = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP, OptOps.LANES
+U, V, R, G, L, O = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP, OptOps.LANES, OptOps.OUTER
 AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)  # the vector registers are left at the default 16
 AVX2 = Capabilities(max_vector_bytes=32, vector_ops=True)
 SCALAR = Capabilities(max_vector_bytes=32)
@@ -55,7 +55,7 @@ def _x(*shape: int, seed: int = 0) -> np.ndarray:
 # (name, numpy inputs, build(tensors), reference(arrays), plans that apply)
 CASES = [
   ("elementwise", [(37, 19), (37, 19)], lambda a, b: (a * b + 1).relu(), lambda a, b: np.maximum(a * b + 1, 0),
-   [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),)]),
+   [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),), (Opt(U, 0, 19), Opt(O, 0, 1))]),
   ("row_sum", [(12, 40)], lambda a: a.sum(axis=1), lambda a: a.sum(axis=1, keepdims=False),
    [(), (Opt(U, 0, 4),), (Opt(U, 0, 4), Opt(R, 0, 8)), (Opt(R, 0, 40),), (Opt(R, 0, 5),), (Opt(L, 0, 4),),
     (Opt(L, 0, 8), Opt(U, 0, 3))]),
@@ -66,9 +66,10 @@ CASES = [
   ("matmul", [(24, 36), (36, 20)], lambda a, b: a @ b, lambda a, b: a @ b,
    [(), (Opt(V, 0, 4), Opt(U, 1, 8)), (Opt(U, 0, 5), Opt(U, 1, 3)), (Opt(V, 0, 4), Opt(U, 0, 5), Opt(U, 1, 4)),
     (Opt(V, 0, 2), Opt(U, 0, 2), Opt(R, 0, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
-    (Opt(U, 0, 2), Opt(R, 0, 9))]),
+    (Opt(U, 0, 2), Opt(R, 0, 9)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(O, 0, 1))]),
   ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
-   lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),)]),
+   lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),),
+                                  (Opt(U, 1, 3), Opt(O, 0, 1))]),
   ("strided_conv", [(1, 3, 12, 12), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, stride=2, padding=1),
    lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2],
    [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
@@ -105,6 +106,7 @@ def test_every_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
   ((Opt(U, 0, 5),), "divide"), ((Opt(V, 0, 4), Opt(U, 0, 5)), "divide"), ((Opt(U, 2, 2),), "launch dimension"),
   ((Opt(R, 0, 7),), "divide"), ((Opt(L, 0, 7),), "divide"), ((Opt(L, 0, 4), Opt(R, 0, 4)), "unrolled"),
   ((Opt(R, 3, 2),), "reduce axes"), ((Opt(U, 0, 2), Opt(U, 0, 4)), "repeats"), ((Opt(G, 0, 16),), "work-groups"),
+  ((Opt(O, 0, 2),), "amount 1"), ((Opt(O, 2, 1),), "launch dimensions"), ((Opt(O, 0, 1), Opt(O, 1, 1)), "one OUTER"),
 ])
 def test_plans_that_do_not_fit_are_opt_errors(plan, why):
   item = [it for it in (Tensor.empty(12, 40, device="PYTHON") @ Tensor.empty(40, 12, device="PYTHON")).schedule()
@@ -160,6 +162,14 @@ def test_heuristic_choices_are_pinned():
   big = Tensor.empty(1024, 1024, device="PYTHON")
   assert _plans(big @ big, GPU) == [(Opt(U, 0, 4), Opt(U, 1, 8)), ()]
   assert _plans(big * 2, GPU) == [(Opt(U, 1, 4),), ()]
+  with pytest.raises(OptError, match="loops over"):
+    lower([it for it in (big @ big).schedule() if not it.is_copy][-1].ast, GPU, opts=(Opt(O, 0, 1),))
+  # a matmul tile reading 512 KiB of B over its sum loops over B's columns outermost; 128 KiB stay in cache anyway
+  wide = Tensor.empty(256, 4096, device="PYTHON") @ Tensor.empty(4096, 4096, device="PYTHON")
+  assert _plans(wide, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(O, 0, 1))
+  assert _plans(big @ big, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
+  # ... measured against the cache the device declares (a quarter of it; 1 MiB when it does not say)
+  assert Opt(O, 0, 1) not in _plans(wide, replace(AVX512, vector_registers=32, cache_bytes=4 << 20))[0]
   assert _plans(Tensor.empty(64, 64, device="PYTHON") * 2, GPU) == [()]  # too few threads would be left
   # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
   assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [(Opt(L, 0, 16),), ()]

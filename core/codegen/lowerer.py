@@ -152,6 +152,16 @@ def _maybe_lt(a: int | UOp, b: int | UOp) -> bool:
     return True
 
 
+def _outermost(sink: UOp, global_size: tuple, axis: int) -> tuple[UOp, tuple]:
+  """Launch dim `axis` renumbered to the highest (the outermost loop of a device that loops over its launch, the
+  one its threads split), the dims above it one lower each."""
+  order = [d for d in range(len(global_size)) if d != axis] + [axis]  # new dim i is old dim order[i]
+  new_dim = {old: new for new, old in enumerate(order)}
+  renamed = {u: UOp(Ops.SPECIAL, u.dtype, u.src, (f"gidx{new_dim[u.arg[1]]}", new_dim[u.arg[1]], u.arg[2]))
+             for u in sink.toposort if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx")}
+  return substitute(sink, renamed), tuple(global_size[d] for d in order)
+
+
 def _special(name: str, dim: int, size: int | UOp, dtype: DType) -> UOp:
   """A launch index; a symbolic size is its source (evaluated at launch) and its largest value the arg's."""
   if isinstance(size, int): return UOp(Ops.SPECIAL, dtype, (), (name, dim, size))
@@ -498,6 +508,9 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
     elif o.op is OptOps.GROUP and (o.axis != 0 or caps.launch_dims < 2 or caps.local_memory <= 0 or o.amount < 2 or
                                    o.amount > caps.max_workgroup_threads):
       raise OptError(f"{o}: the device has no work-groups of {o.amount} threads with local memory")
+    elif o.op is OptOps.OUTER and (caps.launch_dims != 0 or o.amount != 1):
+      raise OptError(f"{o}: only a device that loops over its launch dimensions orders them (amount 1)")
+  if sum(o.op is OptOps.OUTER for o in opts) > 1: raise OptError("a plan has one OUTER")
   if any(o.op is OptOps.GROUP for o in opts) and any(o.op in (OptOps.UPCAST, OptOps.VECTORIZE) for o in opts):
     raise OptError("a GROUP plan does not also tile its outputs")
 
@@ -611,6 +624,9 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v) + gate) for (p, _), v in zip(outputs, out_values)))
     global_size = tuple(launch)
     local_size = _local_size(global_size, caps, sym_local)
+  if (outer := next((o for o in opts if o.op is OptOps.OUTER), None)) is not None:
+    if outer.axis >= len(global_size): raise OptError(f"{outer}: the kernel has {len(global_size)} launch dimensions")
+    sink, global_size = _outermost(sink, global_size, outer.axis)
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")

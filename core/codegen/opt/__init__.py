@@ -2,7 +2,8 @@
 
 An optimization plan is a tuple of `Opt`s: which output dimension computes several outputs per
 thread (UPCAST: scalar copies, VECTORIZE: vector lanes), which reduce axis is written out in the
-loop body (UNROLL), and whether a reduction is split across a work-group (GROUP). The lowering
+loop body (UNROLL), whether a reduction is split across a work-group (GROUP), and which launch dimension is
+the outermost loop on a device that loops over its launch (OUTER). The lowering
 applies a plan and makes no choice of its own: `heuristic.hand_coded_optimizations` proposes plans
 from the kernel's `KernelFeatures` and the device's Capabilities, and a plan can be printed,
 compared, pinned in a test or searched.
@@ -25,6 +26,8 @@ class OptOps(Enum):
   GROUP = auto()      # the reduction is split across `amount` threads of a work-group (local memory)
   LANES = auto()      # reduce axis `axis`: `amount` consecutive iterations as vector lanes, each lane its own
                       # accumulator (a vector accumulator), the lanes combined after the loop
+  OUTER = auto()      # launch dim `axis` becomes the outermost loop (devices that loop over their launch dims;
+                      # `amount` 1): the tiles along it are the ones threads split, the others are swept inside
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 

@@ -16,7 +16,9 @@ What it decides:
   lanes; two of them where the registers hold 16 accumulators, as AVX-512's 32 do) and the first
   dimension the vector loads do not move with makes 8 rows of vector accumulators (a matmul's rows:
   each load of B's row feeds 8 FMAs; a convolution's output channels); without vector ops, 8 x 4
-  scalar copies. A reduction that reads contiguously along its own innermost loop and not along the
+  scalar copies. A matmul whose tile reads a large panel of B (a quarter of the cache over its sum)
+  loops over B's columns outermost (OUTER), so the panel stays in cache while the rows are swept. A
+  reduction that reads contiguously along its own innermost loop and not along the
   outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
   (LANES), one vector accumulator whose lanes each add 1/width of the values;
 - a reduction nested in another (a convolution pooled in the same kernel) takes the outer one's innermost
@@ -32,6 +34,10 @@ UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
 GROUP_MIN, GROUP_MAX, GROUP_LOADS = 32, 256, 64  # work-group sizes, and the values each thread adds at least
 GPU_TILE = 4, 8   # outputs per thread along launch dims 0 and 1 of a GPU reduction too large to group
 GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU needs in flight)
+# a matmul tile reading at least this share of the cache (Capabilities.cache_bytes) of B over its sum loops over
+# B's columns outermost
+OUTER_MIN_SHARE = 1 / 4
+DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 
 
 def _unrolls(k: KernelFeatures) -> list[Opt]:
@@ -102,6 +108,12 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool) -> list[Opt]:
       rows, size = factors[1], k.dims[row_dim][1]
       while 2 * rows <= budget and size % (2 * rows) == 0 and rows < 16: rows *= 2
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
+    # a matmul whose tile reads more of B than of A per step keeps B's panel in cache: its columns become the
+    # outer loop, the rows swept inside (4096 float32 on AVX-512: 214 -> 357 GFLOP/s; at 1024 no change)
+    panel = prod(k.reduce_axes) * factors[0] * copies * k.reduce_itemsize
+    cache = caps.cache_bytes or DEFAULT_CACHE_BYTES
+    if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1] and panel >= cache * OUTER_MIN_SHARE:
+      out.append(Opt(OptOps.OUTER, 0, 1))
   return out
 
 

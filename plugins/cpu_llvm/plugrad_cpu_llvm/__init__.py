@@ -46,9 +46,9 @@ class CPULLVMPlugin(DevicePlugin):
     return [THREADS, DEVICES]
 
   def capabilities(self, device: str, config: Config) -> Capabilities | None:
-    from plugrad_cpu_llvm.compiler import host_vector_bytes, host_vector_registers
+    from plugrad_cpu_llvm.compiler import host_cache_bytes, host_vector_bytes, host_vector_registers
     return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(),
-                        vector_registers=host_vector_registers(), vector_ops=True,
+                        vector_registers=host_vector_registers(), cache_bytes=host_cache_bytes(), vector_ops=True,
                         masked_loads=True)
 
   def renderer(self, device: str, config: Config) -> Renderer | None:

@@ -48,6 +48,17 @@ def test_plugin_contract_and_roles():
     assert getattr(plugin, hook)(device="CPU", config=cfg) is not None
   caps = plugin.plugrad_device_capabilities(device="CPU", config=cfg)
   assert caps.max_buffers is None and caps.launch_dims == 0 and caps.max_vector_bytes in (16, 32, 64)
+  assert caps.vector_ops and caps.masked_loads
+
+
+def test_the_cache_size_is_read_from_the_machine():
+  from pathlib import Path
+  from plugrad_cpu_llvm.compiler import host_cache_bytes
+  caps = plugin.plugrad_device_capabilities(device="CPU", config=Config.from_env({}))
+  assert caps.cache_bytes == host_cache_bytes()
+  levels = [(d / "level").read_text().strip() for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")]
+  if "2" not in levels: pytest.skip("this system does not list its L2 cache in /sys/devices/system/cpu")
+  assert 64 << 10 <= caps.cache_bytes <= 64 << 20  # any core's L2
 
 
 def test_threads_option(tmp_path):
