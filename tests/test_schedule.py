@@ -240,6 +240,24 @@ def test_a_cached_realize_leaves_buffers_and_frees_its_intermediates():
   assert_close(out, ref, rtol=1e-5)
 
 
+def test_a_cached_realize_whose_launch_fails_leaves_the_tensor_lazy(monkeypatch):
+  import sys
+  from plugrad.device import DeviceError
+  run = sys.modules["plugrad.engine.run"]
+  a, b = realized(8, seed=1), realized(8, seed=2)
+  (a * b + 1).realize()  # the structure is cached from here on
+  out = a * b + 1
+  launch = run._launch
+
+  def failing(*args, **kwargs):
+    raise DeviceError("the device went away")
+  monkeypatch.setattr(run, "_launch", failing)
+  with pytest.raises(DeviceError, match="went away"): out.realize()
+  assert out.uop.op is Ops.ADD  # not rebound to a buffer no kernel wrote
+  monkeypatch.setattr(run, "_launch", launch)
+  assert_close(out, a.numpy() * b.numpy() + 1)
+
+
 def test_schedule_cache_tells_a_shared_leaf_from_two_leaves():
   a, b = realized(5, seed=1), realized(5, seed=2)
   assert_close((a + b).realize(), a.numpy() + b.numpy())
