@@ -5,7 +5,8 @@ addresses from the table and runs each launch in order, on every thread of the d
 threads pull the launch's chunks (contiguous pieces of its outermost loop) from an atomic counter, count
 the chunks they finish, and wait, spinning, until all of a launch's chunks are done before the next
 launch starts (it may read what this one wrote). So the pool's threads are handed work once per run of
-launches, not once per launch: handing out work from Python costs tens of microseconds, which a
+launches, not once per launch (a thread that waits long yields its core, in case the one it waits for lost
+its own): handing out work from Python costs tens of microseconds, which a
 convolution of a small image would otherwise pay at every launch (or run on one core to avoid). A
 thread that starts late finds the chunks taken and returns; which thread runs a chunk never changes what
 it computes, so results do not depend on timing.
@@ -34,6 +35,9 @@ GRAPH_SPLIT_THRESHOLD = 1 << 17
 #: the one hand-off per run (25-35 us, see runtime.SPLIT_THRESHOLD) and a barrier per launch must be won back.
 #: A small transformer's step (6M units, about 0.1 ms) ran slower shared; a small CNN's (50M) twice as fast.
 RUN_SPLIT_THRESHOLD = 1 << 23
+#: A thread waiting at a launch's end spins this many times (each a pause hint, well under a microsecond), then
+#: yields its core at every try: the thread it waits for may have been descheduled (another process on the core).
+SPINS_BEFORE_YIELD = 4000
 
 
 def _spin_hint(triple: str) -> tuple[str, str]:
@@ -84,11 +88,20 @@ def _run_ir(name: str, launches: list[GraphLaunch], spin: str) -> str:
       f"  %r{k} = atomicrmw add ptr %done{k}, i64 1 release",
       f"  br label %l{k}.pull",
       f"l{k}.wait:",
+      f"  %w{k} = phi i64 [0, %l{k}.pull], [%w{k}n, %l{k}.pause], [%w{k}n, %l{k}.yield]",
       f"  %d{k} = load atomic i64, ptr %done{k} acquire, align 8",
       f"  %all{k} = icmp eq i64 %d{k}, {n}",
       f"  br i1 %all{k}, label %{nxt}, label %l{k}.spin",
       f"l{k}.spin:",
+      f"  %w{k}n = add i64 %w{k}, 1",
+      # a thread whose chunk is late may have lost its core: after a while, the waiting one gives its core up
+      f"  %long{k} = icmp ugt i64 %w{k}, {SPINS_BEFORE_YIELD}",
+      f"  br i1 %long{k}, label %l{k}.yield, label %l{k}.pause",
+      f"l{k}.pause:",
       *([f"  {spin}"] if spin else []),
+      f"  br label %l{k}.wait",
+      f"l{k}.yield:",
+      "  %y{k} = call i32 @sched_yield()".replace("{k}", str(k)),
       f"  br label %l{k}.wait",
     ]
   return "\n".join(lines + ["exit:", "  ret void", "}", ""])
@@ -114,7 +127,8 @@ class CPUGraph(Graph):
     decl, spin = _spin_hint(triple)
     llvm = _llvm()
     with _llvm_lock:
-      mod = llvm.parse_assembly(decl + "\n" + "".join(_run_ir(f"run{i}", r, spin) for i, r in enumerate(runs)))
+      decls = f"{decl}\ndeclare i32 @sched_yield()\n"
+      mod = llvm.parse_assembly(decls + "".join(_run_ir(f"run{i}", r, spin) for i, r in enumerate(runs)))
       mod.triple = triple
       mod.verify()
       engine = llvm.create_mcjit_compiler(mod, _jit_target_machine())
