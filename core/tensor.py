@@ -40,7 +40,7 @@ SPLIT_REDUCE_MIN = 1 << 16
 SPLIT_REDUCE_MAX_OUTPUT = 64
 #: A matmul whose right operand is a row-major buffer of at least this many elements, read by at least PANEL_MIN_ROWS
 #: rows, copies it into panels one vector wide first on a device that loops over its outputs with vector ops (see
-#: `Tensor._panels`).
+#: `Tensor._panel_width`).
 PANEL_MIN_ELEMENTS, PANEL_MIN_ROWS = 1 << 20, 128
 # sorts of at most this many elements per row count ranks in one pass; longer ones use a bitonic network
 SORT_RANK_MAX = 256
@@ -1510,18 +1510,17 @@ class Tensor(metaclass=_TensorMeta):
     if y1: y = y.reshape(-1, 1)
     batch = broadcast_shape(x.shape[:-2], y.shape[:-2])
     n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
+    # a matmul keeps its dtype (torch): integers accumulate in their own width, halves in float32
+    sum_dtype = dt if dtype is not None or dt not in (dtypes.float16, dtypes.bfloat16) else None
     if (width := x._panel_width(y)) is not None:
       # (k, m) -> (m/width, k, width): each output vector's loads of y walk one panel contiguously
       panels = y.reshape(k, m // width, width).permute(1, 0, 2).contiguous()
       prods = x.reshape(x.shape[:-2] + (n, 1, k, 1)) * panels.reshape(1, m // width, k, width)
-      out = prods.sum(-2, dtype=dt if dtype is not None or dt not in (dtypes.float16, dtypes.bfloat16) else None)
-      out = out.reshape(x.shape[:-2] + (n, m))
-      return out.squeeze(-2) if x1 else out
-    xe = x.reshape(x.shape[:-2] + (n, 1, k))
-    ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
-    # a matmul keeps its dtype (torch): integers accumulate in their own width, halves in float32
-    prods = xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))
-    out = prods.sum(-1, dtype=dt if dtype is not None or dt not in (dtypes.float16, dtypes.bfloat16) else None)
+      out = prods.sum(-2, dtype=sum_dtype).reshape(x.shape[:-2] + (n, m))
+    else:
+      xe = x.reshape(x.shape[:-2] + (n, 1, k))
+      ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
+      out = (xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))).sum(-1, dtype=sum_dtype)
     if x1: out = out.squeeze(-2)
     if y1: out = out.squeeze(-1)
     return out
