@@ -54,9 +54,10 @@ def _chunks(prog: CPUProgram) -> int:
   return _chunk_count(prog.outer, prog.meta["cost"], prog.threads, GRAPH_SPLIT_THRESHOLD)
 
 
-def _run_ir(name: str, launches: list[GraphLaunch], spin: str) -> str:
+def _run_ir(name: str, run: _Run, spin: str) -> str:
   """`void name(ptr table, ptr counters)`: each launch's chunks pulled with counters[2k] and counted done in
   counters[2k + 1] (zeroed by the caller), each launch started once the one before it is done."""
+  launches = run.launches
   lines = [f"define void @{name}(ptr %t, ptr %c) {{", "entry:"]
   loaded: dict[int, str] = {}
   for ln in launches:
@@ -68,7 +69,7 @@ def _run_ir(name: str, launches: list[GraphLaunch], spin: str) -> str:
   for k, ln in enumerate(launches):
     prog = ln.program
     assert isinstance(prog, CPUProgram)
-    n, outer = _chunks(prog), prog.outer
+    n, outer = run.chunks[k], prog.outer
     args = ", ".join(f"ptr {loaded[i]}" for i in ln.buffers)
     nxt = f"l{k + 1}.pull" if k + 1 < len(launches) else "exit"
     lines += [
@@ -101,7 +102,7 @@ def _run_ir(name: str, launches: list[GraphLaunch], spin: str) -> str:
       *([f"  {spin}"] if spin else []),
       f"  br label %l{k}.wait",
       f"l{k}.yield:",
-      "  %y{k} = call i32 @sched_yield()".replace("{k}", str(k)),
+      f"  %y{k} = call i32 @sched_yield()",
       f"  br label %l{k}.wait",
     ]
   return "\n".join(lines + ["exit:", "  ret void", "}", ""])
@@ -121,7 +122,7 @@ class CPUGraph(Graph):
         if steps and isinstance(steps[-1], list): steps[-1].append(ln)
         else: steps.append([ln])
       else: steps.append(ln)
-    runs = [s for s in steps if isinstance(s, list)]
+    runs = [_Run(s) for s in steps if isinstance(s, list)]
     if not runs: return None
     triple = host_target()[0]
     decl, spin = _spin_hint(triple)
@@ -133,21 +134,23 @@ class CPUGraph(Graph):
       mod.verify()
       engine = llvm.create_mcjit_compiler(mod, _jit_target_machine())
       engine.finalize_object()
-      fns = [_RUN(engine.get_function_address(f"run{i}")) for i in range(len(runs))]
-    return _Replay(steps, fns, nbuffers, engine, progs)
+      for i, r in enumerate(runs): r.fn = _RUN(engine.get_function_address(f"run{i}"))
+    return _Replay(steps, runs, nbuffers, engine, progs)
 
 
 class _Run:
-  """One generated run of launches: how many counters it needs and how many threads can share its work."""
+  """One run of launches: each launch's chunk count, how many threads share its work, and (once generated) the
+  function that runs it."""
 
-  def __init__(self, fn: Any, launches: list[GraphLaunch]) -> None:
+  def __init__(self, launches: list[GraphLaunch]) -> None:
     first = launches[0].program
     assert isinstance(first, CPUProgram)
-    self.fn, self.counters = fn, ctypes.c_int64 * (2 * len(launches))
+    self.launches, self.counters = launches, ctypes.c_int64 * (2 * len(launches))
+    self.fn: Any = None  # set once the module is compiled
     self.pool = first.pool
-    chunks = [_chunks(ln.program) for ln in launches]  # type: ignore[arg-type]
-    shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, chunks) if n > 1)  # type: ignore[attr-defined]
-    self.threads = min(first.threads, max(chunks)) if shared >= RUN_SPLIT_THRESHOLD else 1
+    self.chunks = [_chunks(ln.program) for ln in launches]  # type: ignore[arg-type]
+    shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, self.chunks) if n > 1)  # type: ignore[attr-defined]
+    self.threads = min(first.threads, max(self.chunks)) if shared >= RUN_SPLIT_THRESHOLD else 1
 
   def __call__(self, table: Any) -> None:
     counters = self.counters()
@@ -158,11 +161,11 @@ class _Run:
 class _Replay:
   """What `CPUGraph.prepare` returns: called with the raw buffers of one replay."""
 
-  def __init__(self, steps: list, fns: list, nbuffers: int, engine: Any, progs: list[Any]):
+  def __init__(self, steps: list, runs: list[_Run], nbuffers: int, engine: Any, progs: list[Any]):
     # the engine owns the generated code and `progs` the kernels it calls: both live as long as this does
     self.engine, self.progs, self.table_type = engine, progs, ctypes.c_void_p * nbuffers
-    fn_iter = iter(fns)
-    self.calls: list[tuple[Any, Any]] = [(_Run(next(fn_iter), s), None) if isinstance(s, list) else (s.program, s)
+    run_iter = iter(runs)
+    self.calls: list[tuple[Any, Any]] = [(next(run_iter), None) if isinstance(s, list) else (s.program, s)
                                          for s in steps]
 
   def __call__(self, raws: list[Any]) -> None:

@@ -108,9 +108,6 @@ class CPUProgram(Program):
     self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
     self.part, self.fin = fns.get("part"), fns.get("fin")
     self.address: int = ctypes.cast(self.fn, ctypes.c_void_p).value or 0  # where the graph role calls the kernel
-    # one call of `fn` on the calling thread runs the whole launch (what the graph role can run natively)
-    self.single_call = self.reduce_chunks is None and len(self.chunks) == 1 and \
-      not (self.nvars and meta["outer_dim"] is not None)
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] | None = None,
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
