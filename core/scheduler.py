@@ -148,9 +148,8 @@ def buffer_of(u: UOp) -> Buffer:
 
 def contiguous_base(u: UOp) -> UOp | None:
   """The buffer node under a chain of reshapes, when the node is just that buffer's data."""
-  while (op := u.op) is Ops.RESHAPE: u = u.src[0]
-  # is_buffer_node, inlined: every tensor made and dropped asks this
-  return u if op is Ops.BUFFER or (op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL) else None
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u if is_buffer_node(u) else None
 
 
 def is_pending_assign(u: UOp) -> bool:

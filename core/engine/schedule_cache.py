@@ -64,9 +64,7 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[UOp
       if op is ASSIGN and (n not in roots or applied_as(n) is not None): return None
       ids[n] = len(reps)
       # an ASSIGN's arg only tells one assign from another: equal graphs differ in it every step
-      arg = None if op is ASSIGN else n.arg
-      key_arg = arg if arg is None or type(arg) is int else _key_arg(arg)
-      reps.append((op, n.dtype, key_arg, tuple(map(ids.__getitem__, n.src))))
+      reps.append((op, n.dtype, None if op is ASSIGN else _key_arg(n.arg), tuple(map(ids.__getitem__, n.src))))
   return (tuple(reps), tuple(ids[r] for r in roots), extra), leaves
 
 
