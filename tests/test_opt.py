@@ -58,9 +58,11 @@ CASES = [
    [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),), (Opt(U, 0, 19), Opt(O, 0, 1))]),
   ("row_sum", [(12, 40)], lambda a: a.sum(axis=1), lambda a: a.sum(axis=1, keepdims=False),
    [(), (Opt(U, 0, 4),), (Opt(U, 0, 4), Opt(R, 0, 8)), (Opt(R, 0, 40),), (Opt(R, 0, 5),), (Opt(L, 0, 4),),
-    (Opt(L, 0, 8), Opt(U, 0, 3))]),
+    (Opt(L, 0, 8), Opt(U, 0, 3)), (Opt(L, 0, 4), Opt(R, 0, 5)), (Opt(L, 0, 4), Opt(R, 0, 2), Opt(U, 0, 3)),
+    (Opt(L, 0, 8), Opt(R, 0, 5))]),
   ("exp_sum", [(6, 64)], lambda a: (a - 1).exp().sum(axis=1), lambda a: np.exp(a.astype(np.float64) - 1).sum(axis=1),
-   [(), (Opt(L, 0, 4),), (Opt(L, 0, 16),), (Opt(L, 0, 2), Opt(U, 0, 2))]),
+   [(), (Opt(L, 0, 4),), (Opt(L, 0, 16),), (Opt(L, 0, 2), Opt(U, 0, 2)), (Opt(L, 0, 16), Opt(R, 0, 2)),
+    (Opt(L, 0, 4), Opt(R, 0, 4), Opt(U, 0, 3))]),
   ("col_max", [(40, 12)], lambda a: a.max(axis=0), lambda a: a.max(axis=0),
    [(), (Opt(V, 0, 4),), (Opt(U, 0, 3),), (Opt(V, 0, 4), Opt(R, 0, 2)), (Opt(R, 0, 40),)]),
   ("matmul", [(24, 36), (36, 20)], lambda a, b: a @ b, lambda a, b: a @ b,
@@ -104,7 +106,7 @@ def test_every_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
 
 @pytest.mark.parametrize("plan,why", [
   ((Opt(U, 0, 5),), "divide"), ((Opt(V, 0, 4), Opt(U, 0, 5)), "divide"), ((Opt(U, 2, 2),), "launch dimension"),
-  ((Opt(R, 0, 7),), "divide"), ((Opt(L, 0, 7),), "divide"), ((Opt(L, 0, 4), Opt(R, 0, 4)), "unrolled"),
+  ((Opt(R, 0, 7),), "divide"), ((Opt(L, 0, 7),), "divide"), ((Opt(L, 0, 4), Opt(R, 0, 3)), "4 lanes times 3"),
   ((Opt(R, 3, 2),), "reduce axes"), ((Opt(U, 0, 2), Opt(U, 0, 4)), "repeats"), ((Opt(G, 0, 16),), "work-groups"),
   ((Opt(O, 0, 2),), "amount 1"), ((Opt(O, 2, 1),), "launch dimensions"), ((Opt(O, 0, 1), Opt(O, 1, 1)), "one OUTER"),
 ])
@@ -172,11 +174,13 @@ def test_heuristic_choices_are_pinned():
   assert Opt(O, 0, 1) not in _plans(wide, replace(AVX512, vector_registers=32, cache_bytes=4 << 20))[0]
   assert _plans(Tensor.empty(64, 64, device="PYTHON") * 2, GPU) == [()]  # too few threads would be left
   # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
-  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [(Opt(L, 0, 16),), ()]
-  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX2) == [(Opt(L, 0, 8),), ()]
+  # ... four vectors loaded per step where the axis has two such steps or more
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX512) == [(Opt(L, 0, 16), Opt(R, 0, 4)), ()]
+  assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), AVX2) == [(Opt(L, 0, 8), Opt(R, 0, 4)), ()]
+  assert _plans(Tensor.empty(64, 64, device="PYTHON").sum(axis=1), AVX512) == [(Opt(L, 0, 16),), ()]
   assert _plans(Tensor.empty(64, 24, device="PYTHON").sum(axis=1), AVX512) == [()]  # 16 does not divide 24
   softmax_sum = (Tensor.empty(64, 256, device="PYTHON") - 1).exp().sum(axis=1)
-  assert _plans(softmax_sum, AVX512) == [(Opt(L, 0, 16),), ()]
+  assert _plans(softmax_sum, AVX512) == [(Opt(L, 0, 16), Opt(R, 0, 4)), ()]
   assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), SCALAR) == [(Opt(U, 0, 8),)]
   assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16),)
   assert _plans(Tensor.empty(64, 64, device="PYTHON") + 1, AVX512) == [()]  # elementwise: left to the compiler

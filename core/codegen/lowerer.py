@@ -95,10 +95,14 @@ class _Lowering:
         size = src_shape[ax]
         if size == 1: continue
         if (width := self.lanes.get((n, ax), 1)) > 1:
-          r = self.new_range(size // width) if reuse is None else next(reuse)
+          # UNROLL on a LANES axis: `amount` vectors per iteration, added to each other before the one accumulator,
+          # so the loop-carried chain has one vector add per `amount` loads
+          amount = self.unroll.get((n, ax), 1)
+          r = self.new_range(size // (width * amount)) if reuse is None else next(reuse)
           ranges.append(r)
           lane = (UOp(Ops.SPECIAL, self.idx_dtype, (), ("lane", r.arg, width)), width)
-          inner_idx[ax] = r * width + lane[0]
+          if amount == 1: inner_idx[ax] = r * width + lane[0]
+          else: unrolled.append((ax, [(r * amount + k) * width + lane[0] for k in range(amount)]))
           continue
         amount = self.unroll.get((n, ax), 1)
         if isinstance(size, int) and amount >= size:  # written out in full
@@ -498,8 +502,9 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
       if not 0 <= o.axis < len(axes): raise OptError(f"{o}: the kernel has {len(axes)} reduce axes")
       size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
     if o.op is OptOps.LANES:
-      if any(p.op is OptOps.UNROLL and p.axis == o.axis for p in opts): raise OptError(f"{o}: the axis is unrolled")
-      if o.amount < 2 or size % o.amount: raise OptError(f"{o}: {o.amount} does not divide {size}")
+      unroll = next((p.amount for p in opts if p.op is OptOps.UNROLL and p.axis == o.axis), 1)
+      if o.amount < 2 or size % (o.amount * unroll):
+        raise OptError(f"{o}: {o.amount} lanes times {unroll} unrolled do not divide {size}")
     if o.op is OptOps.UNROLL:
       if o.amount != size and (o.amount > size or size % o.amount):
         raise OptError(f"{o}: {o.amount} does not divide {size}")
