@@ -69,6 +69,25 @@ def host_cache_bytes() -> int:
   return 0
 
 
+def jit_target_machine() -> Any:
+  """The host's target machine for MCJIT."""
+  triple, cpu, feats = host_target()
+  return _llvm().Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=0, reloc="pic",
+                                                                   codemodel="default", jit=True)
+
+
+def jit_module(ir: str) -> Any:
+  """An MCJIT engine holding the machine code of `ir` (the runtime's own helpers: the worker pool, graph runs),
+  compiled for the host; the code lives as long as the engine. Call with `_llvm_lock` held."""
+  llvm = _llvm()
+  mod = llvm.parse_assembly(ir)
+  mod.triple = host_target()[0]
+  mod.verify()
+  engine = llvm.create_mcjit_compiler(mod, jit_target_machine())
+  engine.finalize_object()
+  return engine
+
+
 def pack_binary(meta: dict[str, Any], obj: bytes) -> bytes:
   """Header (magic, JSON length, JSON) + object bytes."""
   head = json.dumps(meta, sort_keys=True).encode()

@@ -4,16 +4,15 @@ A run of launches becomes one LLVM function `run(ptr table, ptr counters)` that 
 addresses from the table and runs each launch in order, on every thread of the device at once: the
 threads pull the launch's chunks (contiguous pieces of its outermost loop) from an atomic counter, count
 the chunks they finish, and wait, spinning, until all of a launch's chunks are done before the next
-launch starts (it may read what this one wrote). So the pool's threads are handed work once per run of
+launch starts (it may read what this one wrote). So the runtime's workers are handed work once per run of
 launches, not once per launch (a thread that waits long yields its core, in case the one it waits for lost
-its own): handing out work from Python costs tens of microseconds, which a
-convolution of a small image would otherwise pay at every launch (or run on one core to avoid). A
-thread that starts late finds the chunks taken and returns; which thread runs a chunk never changes what
-it computes, so results do not depend on timing.
+its own): even the native workers' hand-off and wake-up cost microseconds, which a convolution of a small image
+would otherwise pay at every launch. A thread that starts late finds the chunks taken and returns; which thread
+runs a chunk never changes what it computes, so results do not depend on timing.
 
 A launch whose kernel splits a one-element reduction into partial sums (`reduce_split`) stays a call of
-its Program between runs. A replay fills the table with the buffers it is given and makes one ctypes
-call per thread per run.
+its Program between runs. A replay fills the table with the buffers it is given and hands each run to the
+workers with one call.
 """
 from __future__ import annotations
 
@@ -22,31 +21,26 @@ from typing import Any, Callable
 
 from plugrad.plugin import Graph, GraphLaunch
 
-from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target
-from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, _jit_target_machine, run_on_threads
+from plugrad_cpu_llvm.compiler import _llvm_lock, host_target, jit_module
+from plugrad_cpu_llvm.pool import spin_hint
+from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, run_on_threads
 
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 #: A launch inside a run is cut into chunks worth at least this much work (cost units: operations + bytes
-#: moved). Far below the runtime's SPLIT_THRESHOLD: the threads are already running, and a chunk costs an
-#: atomic add and a call (well under a microsecond), not a hand-off to the pool.
+#: moved). Below the runtime's SPLIT_THRESHOLD: the threads are already running, and a chunk costs an
+#: atomic add and a call (well under a microsecond), not a hand-off to the workers.
 GRAPH_SPLIT_THRESHOLD = 1 << 17
-#: A run is shared with the pool's threads when its launches cut into chunks hold at least this much work:
-#: the one hand-off per run (25-35 us, see runtime.SPLIT_THRESHOLD) and a barrier per launch must be won back.
-#: A small transformer's step (6M units, about 0.1 ms) ran slower shared; a small CNN's (50M) twice as fast.
-RUN_SPLIT_THRESHOLD = 1 << 23
+#: A run is shared with the runtime's workers when its launches cut into chunks hold at least this much work:
+#: the one hand-off per run and a barrier per launch must be won back. With the native workers (a hand-off of a
+#: few microseconds) a small transformer's step (6M units) runs shared in 0.08 ms, alone in 0.12 ms.
+RUN_SPLIT_THRESHOLD = 1 << 20
+#: The same with the Python pool (a hand-off of 25-35 us): that transformer step ran slower shared, a small
+#: CNN's (50M) twice as fast.
+PYTHON_POOL_RUN_SPLIT_THRESHOLD = 1 << 23
 #: A thread waiting at a launch's end spins this many times (each a pause hint, well under a microsecond), then
 #: yields its core at every try: the thread it waits for may have been descheduled (another process on the core).
 SPINS_BEFORE_YIELD = 4000
-
-
-def _spin_hint(triple: str) -> tuple[str, str]:
-  """(declaration, call) of the instruction that tells the core a thread is spinning, for this target."""
-  if triple.startswith(("x86_64", "i686", "i386")):
-    return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
-  if triple.startswith(("aarch64", "arm64")):
-    return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
-  return "", ""
 
 
 def _chunks(prog: CPUProgram) -> int:
@@ -124,17 +118,13 @@ class CPUGraph(Graph):
       else: steps.append(ln)
     runs = [_Run(s) for s in steps if isinstance(s, list)]
     if not runs: return None
-    triple = host_target()[0]
-    decl, spin = _spin_hint(triple)
-    llvm = _llvm()
+    decl, spin = spin_hint(host_target()[0])
     with _llvm_lock:
-      decls = f"{decl}\ndeclare i32 @sched_yield()\n"
-      mod = llvm.parse_assembly(decls + "".join(_run_ir(f"run{i}", r, spin) for i, r in enumerate(runs)))
-      mod.triple = triple
-      mod.verify()
-      engine = llvm.create_mcjit_compiler(mod, _jit_target_machine())
-      engine.finalize_object()
-      for i, r in enumerate(runs): r.fn = _RUN(engine.get_function_address(f"run{i}"))
+      engine = jit_module(f"{decl}\ndeclare i32 @sched_yield()\n" +
+                          "".join(_run_ir(f"run{i}", r, spin) for i, r in enumerate(runs)))
+      for i, r in enumerate(runs):
+        r.address = engine.get_function_address(f"run{i}")
+        r.fn = _RUN(r.address)
     return _Replay(steps, runs, nbuffers, engine, progs)
 
 
@@ -146,15 +136,19 @@ class _Run:
     first = launches[0].program
     assert isinstance(first, CPUProgram)
     self.launches, self.counters = launches, ctypes.c_int64 * (2 * len(launches))
-    self.fn: Any = None  # set once the module is compiled
+    self.fn: Any = None  # set once the module is compiled, with its address
+    self.address = 0
     self.pool = first.pool
     self.chunks = [_chunks(ln.program) for ln in launches]  # type: ignore[arg-type]
     shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, self.chunks) if n > 1)  # type: ignore[attr-defined]
-    self.threads = min(first.threads, max(self.chunks)) if shared >= RUN_SPLIT_THRESHOLD else 1
+    threshold = RUN_SPLIT_THRESHOLD if self.pool.native() is not None else PYTHON_POOL_RUN_SPLIT_THRESHOLD
+    self.threads = min(first.threads, max(self.chunks)) if shared >= threshold else 1
 
   def __call__(self, table: Any) -> None:
     counters = self.counters()
     if self.threads <= 1: self.fn(table, counters)
+    elif (native := self.pool.native()) is not None:
+      native.run(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
     else: run_on_threads(lambda: self.fn(table, counters), self.threads, self.pool)
 
 

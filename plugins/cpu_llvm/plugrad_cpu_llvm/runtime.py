@@ -1,13 +1,15 @@
 """The runtime role: load object files with LLVM's MCJIT and call kernels through ctypes.
 
 Every kernel is `void kernel(ptr buf0, ..., ptr bufN-1, i64 start, i64 end)`: it runs the
-iterations start..end-1 of its outermost launch loop. ctypes releases the GIL during the call, so
-a launch big enough to be worth it is cut into contiguous chunks (up to CHUNKS_PER_THREAD per
-thread, each worth at least SPLIT_THRESHOLD of work) that the calling thread and a persistent pool
-pull from a shared counter: a thread whose core is busy with another process takes fewer chunks
-instead of stalling the launch with a fixed share, and a pool thread that has not started by the
-time the chunks are gone is cancelled, not waited for. The chunk boundaries depend only on the
-kernel and the thread count, never on timing, so results are the same run to run.
+iterations start..end-1 of its outermost launch loop. A launch big enough to be worth it is cut into
+contiguous chunks (up to CHUNKS_PER_THREAD per thread, each worth at least the pool's split threshold)
+that the calling thread and the runtime's workers pull from a shared counter: a thread whose core is busy
+with another process takes fewer chunks instead of stalling the launch with a fixed share, and a worker
+that arrives after the chunks are gone is not waited for. The workers wait in native code
+(`pool.NativePool`: a hand-off costs a few microseconds); where a process cannot have those, a Python
+thread pool does the same through ctypes, which releases the GIL during each call (25-35 us a hand-off).
+The chunk boundaries depend only on the kernel and the thread count, never on timing, so results are the
+same run to run.
 """
 from __future__ import annotations
 
@@ -21,19 +23,23 @@ from typing import Any, Callable
 
 from plugrad.plugin import DeviceError, Program, Runtime
 
-from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, unpack_binary
+from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, jit_target_machine, unpack_binary
+from plugrad_cpu_llvm.pool import NativePool
 from plugrad_cpu_llvm.support import check_symbols, install_helpers
 
-#: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread: handing
-#: chunks to the pool costs 25-35 us (measured on the 2-core machine: a 1M-flop matmul ran in 10 us on
-#: one thread and 38 us cut in four), which only a launch of about 2M cost units or more wins back.
-SPLIT_THRESHOLD = 1 << 21
+#: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread; above it, each
+#: chunk is worth at least this much. With the native pool a hand-off costs a few microseconds (2-core machine:
+#: a 96x96 matmul, 1.8M units, 8.2 us on one thread and 6.5 us split; a 64x64 one, 0.55M, 3.2 us and 3.8 us).
+SPLIT_THRESHOLD = 1 << 20
+#: The same with the Python pool, whose hand-off costs 25-35 us (a 1M-flop matmul ran in 10 us on one thread and
+#: 38 us cut in four): only a launch of about 2M cost units or more wins it back.
+PYTHON_POOL_SPLIT_THRESHOLD = 1 << 21
 #: The most chunks per thread a launch is cut into: enough that a slowed thread's share is small,
 #: few enough that each ctypes call (about a microsecond) stays negligible.
 CHUNKS_PER_THREAD = 8
 
 
-def _chunk_count(outer: int, cost: float, threads: int, threshold: float = SPLIT_THRESHOLD) -> int:
+def _chunk_count(outer: int, cost: float, threads: int, threshold: float) -> int:
   """How many chunks a launch of `outer` iterations and estimated `cost` is cut into, each worth at least
   `threshold` (what handing out a chunk costs decides it: see SPLIT_THRESHOLD, graph.GRAPH_SPLIT_THRESHOLD)."""
   if threads <= 1 or cost < threshold: return 1
@@ -74,10 +80,12 @@ def cpu_count() -> int:
 
 
 class _Pool:
-  """A lazily started pool of (cores - 1) worker threads: one per runtime, so one per CPU device."""
+  """A runtime's worker threads, started lazily: (cores - 1) workers parked in native code (`pool.NativePool`),
+  or where the process cannot have those, a Python thread pool. One per runtime, so one per CPU device."""
 
   def __init__(self) -> None:
     self._pool: ThreadPoolExecutor | None = None
+    self._native: NativePool | None | bool = False  # False: not made yet
     self._lock = threading.Lock()
 
   def get(self, workers: int) -> ThreadPoolExecutor:
@@ -85,6 +93,31 @@ class _Pool:
       with self._lock:
         if self._pool is None: self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="plugrad-cpu")
     return self._pool
+
+  def native(self) -> NativePool | None:
+    """The native workers, or None where this process cannot have them (then `get` is the pool)."""
+    if self._native is False:
+      with self._lock:
+        if self._native is False: self._native = NativePool.create(_POOL_WORKERS)
+    return self._native  # type: ignore[return-value]
+
+  def split_threshold(self) -> int:
+    """The work below which a launch stays on one thread (SPLIT_THRESHOLD: what one hand-off costs decides it)."""
+    return SPLIT_THRESHOLD if self.native() is not None else PYTHON_POOL_SPLIT_THRESHOLD
+
+  def run_pulled(self, program: CPUProgram, ptrs: list[int], pieces: list[tuple[int, int]], fn: Any, address: int,
+                 partials: int | None = None) -> None:
+    """Run the kernel function `fn` (at `address`) over every piece, on the calling thread and up to
+    program.threads - 1 workers pulling pieces from a shared counter; a split reduction's piece i also gets the
+    address of its 8-byte slot, partials + 8*i."""
+    native = self.native()
+    if native is None:
+      _run_pulled(fn, ptrs, pieces, program.threads, self, None if partials is None else lambda i: partials + 8 * i)
+      return
+    pull = NativePool.pull(program.nparams, program.nvars, partials is not None)
+    args = (ctypes.c_int64 * max(len(ptrs), 1))(*ptrs)
+    ctl = (ctypes.c_int64 * 5)(0, len(pieces), pieces[-1][1], address, partials or 0)  # the pieces cut 0..outer
+    native.run(pull, ctypes.addressof(args), ctypes.addressof(ctl), min(len(pieces), program.threads) - 1)
 
 
 _POOL_WORKERS = max(1, cpu_count() - 1)
@@ -100,14 +133,19 @@ class CPUProgram(Program):
     self.nparams: int = meta["nparams"]
     self.nvars: int = meta.get("nvars", 0)
     self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
-    self.chunks = _pieces(self.outer, _chunk_count(self.outer, meta["cost"], threads) if meta["splittable"] else 1)
+    self.threshold = pool.split_threshold() if threads > 1 else SPLIT_THRESHOLD
+    self.chunks = _pieces(self.outer, self._chunk_count(self.outer) if meta["splittable"] else 1)
     # a one-element reduction big enough to split: pieces of its outer reduce loop write partials `fin` combines
     split = meta.get("reduce_split")
-    pieces = _pieces(split["outer"], _chunk_count(split["outer"], meta["cost"], threads)) if split else []
+    pieces = _pieces(split["outer"], self._chunk_count(split["outer"])) if split else []
     self.reduce_chunks = pieces if len(pieces) > 1 else None
     self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
     self.part, self.fin = fns.get("part"), fns.get("fin")
     self.address: int = ctypes.cast(self.fn, ctypes.c_void_p).value or 0  # where the graph role calls the kernel
+    self.part_address: int = ctypes.cast(self.part, ctypes.c_void_p).value or 0 if self.part is not None else 0
+
+  def _chunk_count(self, outer: int) -> int:
+    return _chunk_count(outer, self.meta["cost"], self.threads, self.threshold)
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] | None = None,
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
@@ -120,17 +158,16 @@ class CPUProgram(Program):
     fn, chunks = self.fn, self.chunks
     if self.nvars and self.meta["outer_dim"] is not None:  # the outer launch loop's length may depend on a Variable
       outer = global_size[self.meta["outer_dim"]]
-      chunks = _pieces(outer, _chunk_count(outer, self.meta["cost"], self.threads) if self.meta["splittable"] else 1)
+      chunks = _pieces(outer, self._chunk_count(outer) if self.meta["splittable"] else 1)
     if self.reduce_chunks is not None:
-      pieces = self.reduce_chunks
       partials = self._partials_type()  # one 8-byte slot per piece: the sum's order never depends on who ran it
       base = ctypes.addressof(partials)
-      _run_pulled(self.part, ptrs, pieces, self.threads, self.pool, lambda i: base + 8 * i)
-      self.fin(*ptrs, base, len(pieces))
+      self.pool.run_pulled(self, ptrs, self.reduce_chunks, self.part, self.part_address, base)
+      self.fin(*ptrs, base, len(self.reduce_chunks))
     elif len(chunks) == 1:
       fn(*ptrs, *chunks[0])
     else:
-      _run_pulled(fn, ptrs, chunks, self.threads, self.pool)
+      self.pool.run_pulled(self, ptrs, chunks, fn, self.address)
     return time.perf_counter() - st if wait else None
 
 
@@ -156,9 +193,9 @@ class CPURuntime(Runtime):
     llvm = _llvm()
     triple = host_target()[0]
     with _llvm_lock:
-      install_helpers(llvm, _jit_target_machine)
+      install_helpers(llvm, jit_target_machine)
       check_symbols(llvm, obj, name)
-      tm = _jit_target_machine()
+      tm = jit_target_machine()
       empty = llvm.parse_assembly("")
       empty.triple = triple
       engine = llvm.create_mcjit_compiler(empty, tm)
@@ -173,13 +210,6 @@ class CPURuntime(Runtime):
           engine.get_function_address(split["part"]))
         fns["fin"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(split["fin"]))
     return CPUProgram(name, meta, fns, engine, self.threads, self.pool)
-
-
-def _jit_target_machine() -> Any:
-  """The host's target machine for MCJIT."""
-  triple, cpu, feats = host_target()
-  return _llvm().Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=0, reloc="pic",
-                                                                   codemodel="default", jit=True)
 
 
 def _pieces(n: int, parts: int) -> list[tuple[int, int]]:

@@ -7,7 +7,8 @@ import pytest
 
 from plugrad import CompileError
 from plugrad_cpu_llvm.compiler import LLVMCompiler, _llvm, host_target
-from plugrad_cpu_llvm.runtime import CPURuntime, _jit_target_machine
+from plugrad_cpu_llvm.compiler import jit_target_machine
+from plugrad_cpu_llvm.runtime import CPURuntime
 from plugrad_cpu_llvm.support import HELPERS, install_helpers, undefined_symbols
 
 # one loop per helper, calling it explicitly: in[i] -> out[i]
@@ -38,11 +39,11 @@ _SIGS = {"__truncsfhf2": ("float", "half"), "__truncdfhf2": ("double", "half"), 
 
 def run_helper(name: str, x: np.ndarray, out_dtype) -> np.ndarray:
   llvm = _llvm()
-  install_helpers(llvm, _jit_target_machine)
+  install_helpers(llvm, jit_target_machine)
   src, dst = _SIGS[name]
   mod = llvm.parse_assembly(_DRIVER.format(name=name, src=src, dst=dst))
   mod.triple = host_target()[0]
-  engine = llvm.create_mcjit_compiler(mod, _jit_target_machine())
+  engine = llvm.create_mcjit_compiler(mod, jit_target_machine())
   engine.finalize_object()
   fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(f"run_{name}"))
   x = np.ascontiguousarray(x)

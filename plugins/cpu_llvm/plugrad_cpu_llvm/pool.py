@@ -1,0 +1,305 @@
+"""Worker threads that wait in native code, so handing a launch to them costs a store and (at most) one wake-up.
+
+Handing work to Python threads (a queue, a condition, the GIL) costs 25-35 us per launch on the 2-core machine,
+more than a small kernel runs. Here each worker is a Python thread parked inside a generated function,
+`pool_worker(state)`, which it entered through ctypes (so without the GIL) and never leaves: it spins a while on the
+job counter after each job, then sleeps on it with a futex. `pool_run(state, fn, a, b)` publishes a job, wakes the
+sleepers, calls `fn(a, b)` itself, and returns once no worker is still inside the job. A job's function pulls its
+pieces of work from counters it gets through `a` and `b` (a kernel's chunks, or a graph run's launches), so a worker
+that arrives late finds nothing left and the caller never waits for one to start.
+
+How a worker joins a job safely: it counts itself `inside`, then reads `closed`; the caller, done with its own part,
+sets `closed` and waits until `inside` is 0 (both sequentially consistent). A worker that counted itself in before the
+close is waited for; one that counts itself in after it sees the job closed and touches nothing of it, so the
+caller may free the job's memory as soon as it returns.
+
+Linux only (futexes): elsewhere `NativePool.create` returns None and the runtime keeps its Python pool.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import sys
+import threading
+import weakref
+from typing import Any
+
+from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, jit_module
+
+#: futex system call numbers (the syscall is the same on every Linux architecture; its number is not)
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+_FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+#: A worker spins this many times (each a pause hint) for the next job before it sleeps: long enough to catch the
+#: next launch of a program that launches back to back, short enough that an idle program leaves the cores alone.
+WORKER_SPINS = 8000
+#: The caller, waiting for workers to leave a job, spins this many times before it yields its core at every try.
+CALLER_SPINS = 4000
+
+# the state: one 8-byte slot each
+_GEN, _SLEEPING, _INSIDE, _CLOSED, _FN, _A, _B, _SEATS, _STOP = range(9)
+_SLOTS = 9
+
+_JOB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def spin_hint(triple: str) -> tuple[str, str]:
+  """(declaration, call) of the instruction that tells the core a thread is spinning, for this target."""
+  if triple.startswith(("x86_64", "i686", "i386")): return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
+  if triple.startswith(("aarch64", "arm64")): return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
+  return "", ""
+
+
+def _slot(name: str, k: int) -> str:
+  return f"  %{name} = getelementptr inbounds i64, ptr %s, i64 {k}"
+
+
+def _pool_ir(futex: int, pause_decl: str, pause: str) -> str:
+  """`pool_worker(ptr state)`, `pool_run(ptr state, ptr fn, ptr a, ptr b, i64 workers)` and `pool_stop(ptr state)`
+  (see the module docstring)."""
+  slots = "\n".join(_slot(n, k) for n, k in [("gen", _GEN), ("sleeping", _SLEEPING), ("inside", _INSIDE),
+                                              ("closed", _CLOSED), ("fnp", _FN), ("ap", _A), ("bp", _B),
+                                              ("seats", _SEATS), ("stop", _STOP)])
+  pause_line = f"  {pause}" if pause else ""
+  return f"""\
+{pause_decl}
+declare i64 @syscall(i64, ...)
+declare i32 @sched_yield()
+
+define void @pool_worker(ptr %s) {{
+entry:
+{slots}
+  %g0 = load atomic i32, ptr %gen acquire, align 8
+  br label %wait
+wait:
+  %seen = phi i32 [%g0, %entry], [%g, %seat], [%g, %leave], [%seen, %slept]
+  br label %spin
+spin:
+  %k = phi i64 [0, %wait], [%k1, %pause]
+  %gs = load atomic i32, ptr %gen acquire, align 8
+  %news = icmp ne i32 %gs, %seen
+  br i1 %news, label %got, label %more
+more:
+  %k1 = add i64 %k, 1
+  %long = icmp ugt i64 %k1, {WORKER_SPINS}
+  br i1 %long, label %sleep, label %pause
+pause:
+{pause_line}
+  br label %spin
+sleep:
+  %sl0 = atomicrmw add ptr %sleeping, i64 1 seq_cst
+  %gq = load atomic i32, ptr %gen seq_cst, align 8
+  %newq = icmp ne i32 %gq, %seen
+  br i1 %newq, label %woke, label %futex
+futex:
+  %seen64 = zext i32 %seen to i64
+  %fr = call i64 (i64, ...) @syscall(i64 {futex}, ptr %gen, i64 {_FUTEX_WAIT_PRIVATE}, i64 %seen64, ptr null, ptr null, i64 0)
+  br label %woke
+woke:
+  %sl1 = atomicrmw sub ptr %sleeping, i64 1 seq_cst
+  br label %slept
+slept:
+  %st = load atomic i64, ptr %stop acquire, align 8
+  %quit = icmp ne i64 %st, 0
+  br i1 %quit, label %exit, label %wait
+got:
+  %g = phi i32 [%gs, %spin]
+  %st2 = load atomic i64, ptr %stop acquire, align 8
+  %quit2 = icmp ne i64 %st2, 0
+  br i1 %quit2, label %exit, label %seat
+seat:
+  %free = atomicrmw sub ptr %seats, i64 1 seq_cst
+  %has = icmp sgt i64 %free, 0
+  br i1 %has, label %enter, label %wait
+enter:
+  %in0 = atomicrmw add ptr %inside, i64 1 seq_cst
+  %cl = load atomic i64, ptr %closed seq_cst, align 8
+  %open = icmp eq i64 %cl, 0
+  br i1 %open, label %work, label %leave
+work:
+  %fn = load atomic ptr, ptr %fnp acquire, align 8
+  %a = load atomic ptr, ptr %ap acquire, align 8
+  %b = load atomic ptr, ptr %bp acquire, align 8
+  call void %fn(ptr %a, ptr %b)
+  br label %leave
+leave:
+  %in1 = atomicrmw sub ptr %inside, i64 1 seq_cst
+  br label %wait
+exit:
+  ret void
+}}
+
+define void @pool_stop(ptr %s) {{
+entry:
+{slots}
+  store atomic i64 1, ptr %stop seq_cst, align 8
+  %g = atomicrmw add ptr %gen, i32 1 seq_cst
+  %wr = call i64 (i64, ...) @syscall(i64 {futex}, ptr %gen, i64 {_FUTEX_WAKE_PRIVATE}, i64 2147483647)
+  ret void
+}}
+
+define void @pool_run(ptr %s, ptr %fn, ptr %a, ptr %b, i64 %workers) {{
+entry:
+{slots}
+  store atomic ptr %fn, ptr %fnp release, align 8
+  store atomic ptr %a, ptr %ap release, align 8
+  store atomic ptr %b, ptr %bp release, align 8
+  store atomic i64 %workers, ptr %seats seq_cst, align 8
+  store atomic i64 0, ptr %closed seq_cst, align 8
+  %g = atomicrmw add ptr %gen, i32 1 seq_cst
+  %sl = load atomic i64, ptr %sleeping seq_cst, align 8
+  %any = icmp sgt i64 %sl, 0
+  br i1 %any, label %wake, label %run
+wake:
+  %wr = call i64 (i64, ...) @syscall(i64 {futex}, ptr %gen, i64 {_FUTEX_WAKE_PRIVATE}, i64 2147483647)
+  br label %run
+run:
+  call void %fn(ptr %a, ptr %b)
+  store atomic i64 1, ptr %closed seq_cst, align 8
+  br label %check
+check:
+  %k = phi i64 [0, %run], [%k1, %pause], [%k1, %yield]
+  %in = load atomic i64, ptr %inside seq_cst, align 8
+  %none = icmp eq i64 %in, 0
+  br i1 %none, label %exit, label %spin
+spin:
+  %k1 = add i64 %k, 1
+  %long = icmp ugt i64 %k1, {CALLER_SPINS}
+  br i1 %long, label %yield, label %pause
+pause:
+{pause_line}
+  br label %check
+yield:
+  %y = call i32 @sched_yield()
+  br label %check
+exit:
+  ret void
+}}
+"""
+
+
+def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
+  """`pull(ptr args, ptr ctl)`: the chunks of one launch of a kernel function taking `nbufs` buffers, `nvars`
+  Variable values and (start, end), pulled from ctl = [next chunk, chunks, outer iterations, function address,
+  partials]; chunk i is iterations outer*i//n .. outer*(i+1)//n, the pieces `runtime._pieces` cuts. `args` holds
+  the buffers' addresses and then the values, 8 bytes each. `partial`: the function is a split reduction's piece,
+  which also takes the address of its 8-byte slot, partials + 8*i."""
+  lines = ["define void @pull(ptr %args, ptr %ctl) {", "entry:"]
+  vals = []
+  for i in range(nbufs + nvars):
+    lines.append(f"  %p{i} = getelementptr inbounds i64, ptr %args, i64 {i}")
+    if i < nbufs:
+      lines.append(f"  %v{i} = load ptr, ptr %p{i}")
+      vals.append(f"ptr %v{i}")
+    else:
+      lines += [f"  %w{i} = load i64, ptr %p{i}", f"  %v{i} = trunc i64 %w{i} to i32"]
+      vals.append(f"i32 %v{i}")
+  lines += [
+    "  %np = getelementptr inbounds i64, ptr %ctl, i64 1", "  %n = load i64, ptr %np",
+    "  %op = getelementptr inbounds i64, ptr %ctl, i64 2", "  %outer = load i64, ptr %op",
+    "  %fp = getelementptr inbounds i64, ptr %ctl, i64 3", "  %f = load ptr, ptr %fp",
+    "  %pp = getelementptr inbounds i64, ptr %ctl, i64 4", "  %partials = load ptr, ptr %pp",
+    "  br label %pull",
+    "pull:",
+    "  %i = atomicrmw add ptr %ctl, i64 1 monotonic",
+    "  %more = icmp ult i64 %i, %n",
+    "  br i1 %more, label %run, label %exit",
+    "run:",
+    "  %sm = mul i64 %i, %outer", "  %st = udiv i64 %sm, %n",
+    "  %em = add i64 %sm, %outer", "  %en = udiv i64 %em, %n",
+    "  %slot = getelementptr inbounds i64, ptr %partials, i64 %i",
+    f"  call void %f({', '.join(vals + ['i64 %st', 'i64 %en'] + (['ptr %slot'] if partial else []))})",
+    "  br label %pull",
+    "exit:", "  ret void", "}", ""]
+  return "\n".join(lines)
+
+
+class NativePool:
+  """`workers` threads parked in `pool_worker`, started at the first job. One per CPU runtime."""
+
+  _engine: Any = None  # the generated code, shared by every pool and kept for the life of the process
+  _engines: list[Any] = []  # the pull functions' code, likewise
+  _pulls: dict[tuple[int, int, bool], int] = {}
+  _lock = threading.Lock()
+
+  def __init__(self, workers: int) -> None:
+    self.workers = workers
+    self._state = (ctypes.c_int64 * _SLOTS)()
+    self._started = False
+    self._busy = threading.Lock()  # one job at a time; a second thread's launch runs on its own thread meanwhile
+    self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_int64)(NativePool._engine.get_function_address("pool_run"))
+    self._worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(NativePool._engine.get_function_address("pool_worker"))
+    self._stop = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(NativePool._engine.get_function_address("pool_stop"))
+    _pools.add(self)
+
+  @classmethod
+  def create(cls, workers: int) -> NativePool | None:
+    """A pool, or None where this process cannot have one (not Linux, an unknown architecture, no `syscall`)."""
+    if workers < 1 or not sys.platform.startswith("linux"): return None
+    futex = _SYS_FUTEX.get(platform.machine().lower())
+    if futex is None or not _llvm().address_of_symbol("syscall"): return None
+    with cls._lock:
+      if cls._engine is None:
+        with _llvm_lock: cls._engine = jit_module(_pool_ir(futex, *spin_hint(host_target()[0])))
+    return cls(workers)
+
+  def _forget_threads(self) -> None:
+    # a forked child has none of the parent's threads: start its own at its first job
+    self._state = (ctypes.c_int64 * _SLOTS)()
+    self._started, self._busy = False, threading.Lock()
+
+  def _start(self) -> None:
+    with NativePool._lock:
+      if self._started: return
+      state, worker = self._state, self._worker
+
+      def park() -> None:  # holds the state: it outlives the pool until the worker has left it
+        worker(ctypes.addressof(state))
+      for i in range(self.workers): threading.Thread(target=park, name=f"plugrad-cpu-{i}", daemon=True).start()
+      self._started = True
+
+  def __del__(self) -> None:
+    # the workers leave their loop (a runtime made and dropped per test must not leave threads behind)
+    try:
+      if self._started: self._stop(ctypes.addressof(self._state))
+    except (AttributeError, TypeError):  # never fully made, or the interpreter is shutting down
+      pass
+
+  def run(self, fn: int, a: int, b: int, helpers: int) -> None:
+    """Call the job function at address `fn` as fn(a, b) on this thread and on up to `helpers` workers at once;
+    return when none of them is still in it."""
+    if helpers <= 0:
+      _JOB(fn)(a, b)
+      return
+    if not self._started: self._start()
+    if not self._busy.acquire(blocking=False):  # another thread's job holds the workers: run this one alone
+      _JOB(fn)(a, b)
+      return
+    try:
+      self._run(ctypes.addressof(self._state), fn, a, b, min(helpers, self.workers))
+    finally:
+      self._busy.release()
+
+  @classmethod
+  def pull(cls, nbufs: int, nvars: int, partial: bool = False) -> int:
+    """The address of the chunk-pulling job function (`_pull_ir`) for kernel functions taking `nbufs` buffers and
+    `nvars` values (and a partial's slot), generated at the first use of each such signature."""
+    key = (nbufs, nvars, partial)
+    if (addr := cls._pulls.get(key)) is not None: return addr
+    with cls._lock, _llvm_lock:
+      if (addr := cls._pulls.get(key)) is not None: return addr
+      engine = jit_module(_pull_ir(nbufs, nvars, partial))
+      cls._engines.append(engine)  # the code lives as long as the process
+      addr = cls._pulls[key] = engine.get_function_address("pull")
+    return addr
+
+
+_pools: weakref.WeakSet[NativePool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+  for pool in list(_pools): pool._forget_threads()
+
+
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,118 @@
+"""The runtime's workers (plugrad_cpu_llvm.pool): a launch cut into chunks runs each chunk exactly once, whichever
+threads take them, from any Python thread, in a forked child, and through the Python pool where there are no
+native workers; a dropped pool's workers leave."""
+import gc
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from plugrad import Tensor
+from plugrad.engine.compile import compile_for
+from plugrad.registry import get_registry
+from plugrad_cpu_llvm import runtime as rt
+from plugrad_cpu_llvm.compiler import _llvm_lock, jit_module
+from plugrad_cpu_llvm.pool import NativePool
+
+
+def _loaded(t: Tensor, threads: int):
+  """The kernel that realizes `t` (its inputs realized), loaded by a runtime of `threads` threads, and its buffers."""
+  item = t.schedule()[-1]
+  device = get_registry().device(item.device)
+  ck = compile_for(device, item.ast)
+  prog = rt.CPURuntime(threads).load(ck.program.name, ck.binary)
+  for b in item.bufs: b.ensure_allocated()
+  return prog, item.bufs
+
+
+def _counter(threads: int):
+  """A launch of x += 1 on a fresh x of zeros, by a runtime of `threads` threads: (launch it, read x, its chunks).
+  A chunk run twice (or never) shows in the counts."""
+  x = Tensor.zeros(600, 2000).contiguous().realize()
+  prog, bufs = _loaded(x.assign(x + 1), threads)
+  out = next(b for b in bufs if b.size == 600 * 2000)
+  return lambda: prog(*(b.raw for b in bufs)), lambda: out.numpy().reshape(600, 2000), len(prog.chunks)
+
+
+def _increment(threads: int, times: int) -> tuple[np.ndarray, int]:
+  launch, read, chunks = _counter(threads)
+  for _ in range(times): launch()
+  return read(), chunks
+
+
+def test_a_split_launch_runs_every_chunk_exactly_once():
+  got, chunks = _increment(threads=4, times=50)
+  assert chunks > 4  # several chunks per thread
+  np.testing.assert_array_equal(got, np.full((600, 2000), 50, np.float32))
+
+
+def test_a_split_reduction_gives_the_same_bits_whichever_threads_ran_its_pieces():
+  z = Tensor(np.arange(60000, dtype=np.float32) * 1e-4).realize()
+  wave = ((z * 0.5).sin().exp().sin().exp() * z.cos()).sum()
+  prog, bufs = _loaded(wave, threads=4)
+  assert prog.reduce_chunks is not None
+  results = set()
+  for _ in range(20):
+    prog(*(b.raw for b in bufs))
+    results.add(bufs[0].numpy()[0])
+  assert len(results) == 1  # the pieces, not the threads that ran them, decide the order of the sum
+  zn = np.arange(60000, dtype=np.float32) * 1e-4
+  np.testing.assert_allclose(results.pop(), (np.exp(np.sin(np.exp(np.sin(zn * 0.5)))) * np.cos(zn)).sum(), rtol=1e-4)
+
+
+def test_launches_from_two_threads_at_once_are_each_complete():
+  # one thread's launch may find the workers busy with the other's: it runs its chunks alone
+  counters = [_counter(threads=4) for _ in range(2)]
+
+  def count(launch) -> None:
+    for _ in range(40): launch()
+  workers = [threading.Thread(target=count, args=(launch,)) for launch, _, _ in counters]
+  for w in workers: w.start()
+  for w in workers: w.join(120)
+  assert not any(w.is_alive() for w in workers)
+  for _, read, _ in counters: np.testing.assert_array_equal(read(), np.full((600, 2000), 40, np.float32))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_split_launches_without_the_parents_workers():
+  _increment(threads=4, times=1)  # the parent's workers exist before the fork
+  read, write = os.pipe()
+  pid = os.fork()
+  if pid == 0:  # the child: report and leave without running the parent's cleanup
+    try:
+      got, _ = _increment(threads=4, times=3)
+      os.write(write, b"ok" if (got == 3).all() else b"wrong")
+    finally:
+      os._exit(0)
+  os.close(write)
+  deadline = time.monotonic() + 120
+  while os.waitpid(pid, os.WNOHANG) == (0, 0):
+    if time.monotonic() > deadline:
+      os.kill(pid, 9)
+      pytest.fail("the forked child hung")
+    time.sleep(0.05)
+  assert os.read(read, 16) == b"ok"
+  os.close(read)
+
+
+def test_without_native_workers_the_python_pool_runs_the_chunks(monkeypatch):
+  monkeypatch.setattr(rt._Pool, "native", lambda self: None)
+  got, chunks = _increment(threads=4, times=20)
+  assert chunks >= 4
+  np.testing.assert_array_equal(got, np.full((600, 2000), 20, np.float32))
+
+
+def test_a_dropped_pool_lets_its_workers_leave():
+  pool = NativePool.create(3)
+  if pool is None: pytest.skip("no native workers in this process (not Linux on x86-64 or arm64)")
+  with _llvm_lock: engine = jit_module("define void @job(ptr %a, ptr %b) {\n  ret void\n}\n")
+  before = set(threading.enumerate())
+  pool.run(engine.get_function_address("job"), 0, 0, helpers=3)
+  workers = [t for t in threading.enumerate() if t not in before]
+  assert len(workers) == 3
+  del pool
+  gc.collect()
+  for w in workers: w.join(30)
+  assert not any(w.is_alive() for w in workers)
