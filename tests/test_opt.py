@@ -201,6 +201,9 @@ def test_heuristic_choices_are_pinned():
   strided = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(32, 16, 3, 3, device="PYTHON"), stride=2,
                                                                 padding=1)
   assert _plans(strided, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
+  # a convolution's rows are its output channels: 16 of one vector where the registers hold them, not 8 of two
+  conv32 = Tensor.empty(1, 8, 32, 32, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
+  assert _plans(conv32, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():
