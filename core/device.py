@@ -41,8 +41,10 @@ class Capabilities:
     upcast output dimension (plugrad.codegen.vectorize). False: loop programs are all scalar.
   :param masked_loads: (with vector_ops) whether the renderer takes a vector LOAD gated by a vector of bools,
     one per lane: a lane whose gate is false reads nothing, not even when its element is outside the
-    buffer, and gives 0 (a masked load). The lowering then reads a window's edge and every other element
-    (a stride-2 convolution) as vectors instead of lane-by-lane gathers.
+    buffer, and gives 0 (a masked load); and a vector STORE gated the same way, which writes no masked-off
+    lane. The lowering then reads a window's edge and every other element (a stride-2 convolution) as
+    vectors instead of lane-by-lane gathers, and may vectorise an output dimension that the vector width
+    does not divide (56 outputs as four vectors of 16, the last 8 lanes masked).
   :param supports_images: whether the device has 2D images the scheduler may place tensors in.
   :param max_image2d: the largest image (height, width) in pixels.
   :param unsupported_ops: ops the device cannot run (their conformance tests skip).

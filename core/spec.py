@@ -148,7 +148,8 @@ def _load_ok(u: UOp) -> bool:
 
 def _store_ok(u: UOp) -> bool:
   ok_buf = u.src[0].op in (Ops.PARAM, Ops.DEFINE_LOCAL)
-  gate_ok = len(u.src) == 3 or (len(u.src) == 4 and u.src[3].dtype == dtypes.bool)
+  # a vector store may have one gate per lane (a masked store)
+  gate_ok = len(u.src) == 3 or (len(u.src) == 4 and u.src[3].dtype in (dtypes.bool, dtypes.bool.vec(u.src[2].dtype.count)))
   return ok_buf and _index_ok(u.src[1]) and gate_ok and _element_ok(u.src[2].dtype, u.src[0])
 
 

@@ -64,14 +64,17 @@ CASES = [
    [(), (Opt(L, 0, 4),), (Opt(L, 0, 16),), (Opt(L, 0, 2), Opt(U, 0, 2)), (Opt(L, 0, 16), Opt(R, 0, 2)),
     (Opt(L, 0, 4), Opt(R, 0, 4), Opt(U, 0, 3))]),
   ("col_max", [(40, 12)], lambda a: a.max(axis=0), lambda a: a.max(axis=0),
-   [(), (Opt(V, 0, 4),), (Opt(U, 0, 3),), (Opt(V, 0, 4), Opt(R, 0, 2)), (Opt(R, 0, 40),)]),
+   [(), (Opt(V, 0, 4),), (Opt(U, 0, 3),), (Opt(V, 0, 4), Opt(R, 0, 2)), (Opt(R, 0, 40),), (Opt(V, 0, 8),),
+    (Opt(V, 0, 16), Opt(R, 0, 2))]),
   ("matmul", [(24, 36), (36, 20)], lambda a, b: a @ b, lambda a, b: a @ b,
    [(), (Opt(V, 0, 4), Opt(U, 1, 8)), (Opt(U, 0, 5), Opt(U, 1, 3)), (Opt(V, 0, 4), Opt(U, 0, 5), Opt(U, 1, 4)),
     (Opt(V, 0, 2), Opt(U, 0, 2), Opt(R, 0, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
-    (Opt(U, 0, 2), Opt(R, 0, 9)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(O, 0, 1))]),
+    (Opt(U, 0, 2), Opt(R, 0, 9)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(O, 0, 1)), (Opt(V, 0, 8), Opt(U, 1, 8)),
+    (Opt(V, 0, 16), Opt(U, 1, 4), Opt(O, 0, 1))]),
   ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
    lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),),
-                                  (Opt(U, 1, 3), Opt(O, 0, 1))]),
+                                  (Opt(U, 1, 3), Opt(O, 0, 1)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 4), Opt(U, 2, 4)),
+                                  (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 3))]),
   ("strided_conv", [(1, 3, 12, 12), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, stride=2, padding=1),
    lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2],
    [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
@@ -145,6 +148,31 @@ def test_masked_loads_read_window_edges_and_strides_as_vectors(stride, size):
   assert not any(u.op is Ops.LOAD and len(u.src) == 3 and u.src[2].dtype.count > 1 for u in progs[-1].uops)
 
 
+@pytest.mark.parametrize("on", _devices())
+@pytest.mark.parametrize("dtype", ["float32", "bool", "bfloat16"])
+def test_a_vector_wider_than_what_is_left_masks_its_extra_lanes(on, dtype):
+  # 20 column sums as two vectors of 16: the second one's last 12 lanes read nothing and store nothing (on PYTHON
+  # a live lane out of bounds raises); bool and bfloat16 outputs are stored lane by lane behind their gates
+  x = _x(3, 20)
+  build = {"float32": lambda t: t.sum(axis=0), "bool": lambda t: t.sum(axis=0) > 0,
+           "bfloat16": lambda t: t.cast("bfloat16").sum(axis=0)}[dtype]
+  want = build(Tensor(x, device="PYTHON")).numpy()
+  got, progs = run_with(build(Tensor(x, device=on)), on, lambda _: (Opt(V, 0, 16),))
+  np.testing.assert_array_equal(got, want)
+  assert progs[-1].global_size[0] == 2
+  stores = [u for u in progs[-1].uops if u.op is Ops.STORE]
+  assert stores and all(len(u.src) == 4 and u.src[3].dtype.count == 16 for u in stores)
+  assert all(len(u.src) == 3 for u in progs[-1].uops if u.op is Ops.LOAD)  # every load of x gated per lane
+
+
+def test_masked_lanes_need_a_device_with_masked_loads():
+  item = [it for it in Tensor.empty(3, 20, device="PYTHON").sum(axis=0).schedule() if not it.is_copy][-1]
+  with pytest.raises(OptError, match="masked loads"): lower(item.ast, AVX512, opts=(Opt(V, 0, 16),))
+  with pytest.raises(OptError, match="do not divide"):  # only a VECTORIZE alone on dim 0 leaves lanes masked
+    lower(item.ast, replace(AVX512, masked_loads=True), opts=(Opt(V, 0, 8), Opt(U, 0, 2)))
+  assert lower(item.ast, replace(AVX512, masked_loads=True), opts=(Opt(V, 0, 16),)).global_size[0] == 2
+
+
 def _plans(out: Tensor, caps: Capabilities) -> list[tuple[Opt, ...]]:
   item = [it for it in out.schedule() if not it.is_copy][-1]
   return hand_coded_optimizations(kernel_features(item.ast, caps), caps)
@@ -204,6 +232,14 @@ def test_heuristic_choices_are_pinned():
   # a convolution's rows are its output channels: 16 of one vector where the registers hold them, not 8 of two
   conv32 = Tensor.empty(1, 8, 32, 32, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   assert _plans(conv32, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
+  # with masked loads, a whole vector over a dimension it does not divide: 56 as four vectors of 16 (8 lanes masked)
+  # rather than seven of 8, then the vectors that divide, then scalars
+  masked = replace(AVX512, vector_registers=32, masked_loads=True)
+  assert _plans(conv56, masked) == [(Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8)),
+                                    (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 2, 16)),
+                                    (Opt(R, 1, 3), Opt(R, 2, 3), Opt(U, 0, 8), Opt(U, 1, 4))]
+  odd = Tensor.empty(200, 200, device="PYTHON") @ Tensor.empty(200, 200, device="PYTHON")
+  assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():

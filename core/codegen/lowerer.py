@@ -15,7 +15,8 @@ by default the first plan of `opt.heuristic.hand_coded_optimizations` that appli
 - VECTORIZE (devices whose Capabilities set `vector_ops`): launch dimension 0 is not copied but
   vectorised (`plugrad.codegen.vectorize`): one copy whose lane-dependent values are vectors, with
   vector loads where neighbouring outputs read neighbouring elements (a matmul's B rows) and one
-  vector accumulator per remaining copy.
+  vector accumulator per remaining copy. On a device with masked loads the width need not divide the
+  dimension: the last vector's extra lanes read nothing and store nothing (masked loads and stores).
 - GROUP splits the one reduction across the threads of a work-group (`_group_reduce`); in a kernel with several
   outputs, every reduction over the shared loops, each through its own local memory.
 """
@@ -552,10 +553,19 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   # a launch dimension's outputs per thread: the product of its UPCAST and VECTORIZE (lanes innermost,
   # then the copies of the vector)
   upcasts = [1] * len(dims)
+  # a VECTORIZE whose width does not divide launch dim 0 (56 outputs as four vectors of 16): the launch covers the
+  # size rounded up and the extra lanes neither read nor write (masked loads and stores); `padded` is the real size
+  padded = 0
   for o in opts:
     if o.op not in (OptOps.UPCAST, OptOps.VECTORIZE): continue
-    if o.axis >= len(dims) or len(dims[o.axis][0]) != 1 or dims[o.axis][1] % (upcasts[o.axis] * o.amount):
-      raise OptError(f"{o}: launch dimension {o.axis} is not one output axis that the plan's upcasts divide")
+    if o.axis >= len(dims) or len(dims[o.axis][0]) != 1:
+      raise OptError(f"{o}: launch dimension {o.axis} is not one output axis")
+    if dims[o.axis][1] % (upcasts[o.axis] * o.amount):
+      if o.op is not OptOps.VECTORIZE or not caps.masked_loads or not isinstance(dims[0][1], int) or \
+          any(p.op is OptOps.UPCAST and p.axis == 0 for p in opts):
+        raise OptError(f"{o}: the plan's upcasts do not divide launch dimension {o.axis} (only a VECTORIZE alone on "
+                       f"dimension 0 of a device with masked loads may leave masked lanes)")
+      padded = dims[0][1]
     upcasts[o.axis] *= o.amount
   width = next((o.amount for o in opts if o.op is OptOps.VECTORIZE and o.amount > 1), 0)
   idx: list[UOp] = [lw.zero()] * len(shape)
@@ -567,7 +577,9 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   for d, (axes, size) in enumerate(dims):
     if upcasts[d] > 1:
       f = upcasts[d]
-      gid = _special(f"gidx{d}", d, size // f, idx_dtype)
+      # masked lanes: the launch rounds the size up to whole vectors; the placeholder keeps the size of the output
+      if d == 0 and padded: launch[0] = -(-size // f) * f
+      gid = _special(f"gidx{d}", d, launch[d] // f, idx_dtype)
       placeholders[axes[0]] = (UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{d}", d, size)), gid, f)
       idx[axes[0]] = placeholders[axes[0]][0]
       continue
@@ -580,6 +592,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       idx[a] = v % shape[a] if _maybe_lt(st * shape[a], size) else v
   memo: dict = {}  # shared by the outputs: what they read alike is lowered (and loaded) once
   out_values = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for _, v in outputs]
+  if padded and guards: raise OptError("a VECTORIZE with masked lanes in a kernel whose sizes depend on Variables")
   gate: tuple[UOp, ...] = ()
   if guards:  # the threads past a symbolic size read and write nothing
     valid = functools.reduce(lambda a, b: a.logical_and(b), guards)
@@ -603,17 +616,28 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       lanes = [base + k if k else base for k in range(width)]
       triples = []
       for (p, _), v in zip(outputs, out_values):
-        vectorized = vectorize(v, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules), caps.masked_loads)
+        if padded:
+          # with masked lanes, the index math is simplified before the lanes are put in, while the placeholder
+          # still ranges over the output only: what it folds to holds for every lane inside the output (the
+          # lanes outside it compute garbage but read and write nothing)
+          v, out_index = graph_rewrite(v, rules), graph_rewrite(out_index, rules)
+        vectorized = vectorize(v, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules), caps.masked_loads,
+                               [ln.lt(padded) for ln in lanes] if padded else None)
         if vectorized is None:
           raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
-        triples += [(p, i, x) for i, x in vectorized]
+        if not padded: triples += [(p, i, x) for i, x in vectorized]
+        elif len(vectorized) == 1:  # a vector store, masked
+          lane_gates = UOp(Ops.VECTORIZE, dtypes.bool.vec(width), tuple(ln.lt(padded) for ln in lanes))
+          triples.append((p, vectorized[0][0], vectorized[0][1], lane_gates))
+        else: triples += [(p, i, x, ln.lt(padded)) for (i, x), ln in zip(vectorized, lanes)]
       copies = [c for c in copies if c[0] is not ph0]
       if vcopy is not None: copies.insert(0, (vcopy, None, f0 // width))
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
       sub = {ph: UOp.const(idx_dtype, off) if gid is None else gid * f + off if off else gid * f
              for (ph, gid, f), off in zip(copies, offsets)}
-      stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub)) + gate) for p, i, v in triples]
+      stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub)) + (tuple(substitute(g, sub) for g in g_)
+                                                                                     or gate)) for p, i, v, *g_ in triples]
     sink = UOp(Ops.SINK, None, tuple(stores))
     global_size = tuple(size // upcasts[d] for d, size in enumerate(launch))
     local_size = _local_size(global_size, caps, sym_local)

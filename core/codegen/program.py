@@ -46,7 +46,8 @@ class LoopProgram:
   one lane out; ALU ops, DEFINE_ACC and ACCUMULATE on vectors work lane by lane; a LOAD with
   a vector dtype reads n consecutive elements from its (scalar) index, under a scalar gate or, on
   devices that set `masked_loads`, a vector of n bools (lane k reads element index+k only where its
-  gate is true, else gives 0); a STORE of a vector writes n consecutive elements from its index.
+  gate is true, else gives 0); a STORE of a vector writes n consecutive elements from its index, under a
+  scalar gate or, on those devices, a vector of n bools (lane k written only where its gate is true).
 
   :param global_size: threads per launch dimension (the sizes of the SPECIALs, in dim order). An entry may be
     a symbolic int (a UOp over the program's Variables; its SPECIAL then has it as src[0] and the largest

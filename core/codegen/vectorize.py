@@ -87,7 +87,7 @@ def _masked_load(n: UOp, buf: UOp, idxs: list[UOp], gates: list[UOp | None], str
 
 
 def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp], simplify: Callable[[UOp], UOp],
-              masked: bool = False) -> list[tuple[UOp, UOp]] | None:
+              masked: bool = False, live: list[UOp] | None = None) -> list[tuple[UOp, UOp]] | None:
   """The (index, value) pairs to STORE so that every lane of `lane_of` is computed at once.
 
   :param value: the output value, a graph in which `lane_of` stands for the upcast index.
@@ -96,6 +96,8 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp], simplify: 
   :param lanes: what the placeholder is in each lane (gidx*V + lane).
   :param simplify: the lowering's simplifier (symbolic rules), applied to each lane's load index.
   :param masked: the device takes vector loads with a gate per lane (Capabilities.masked_loads).
+  :param live: each lane's condition to touch memory at all (the lanes past the end of a dimension the vector
+    width does not divide read nothing): added to the gate of every load that moves with the lanes.
   :return: one (base index, vector) pair when the output is stored as a vector, V scalar pairs
     otherwise; None when vectors would not help (see above).
   """
@@ -124,6 +126,9 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp], simplify: 
     elif n.op is Ops.LOAD:
       buf, rest = n.src[0], n.src[1:]
       per_lane = [[simplify(lane(s, k)) for s in rest] for k in range(width)]
+      own = [p[1] if len(p) > 1 else None for p in per_lane]  # each lane's gate from the kernel itself
+      if live is not None:
+        per_lane = [[p[0], live[k] if len(p) == 1 else p[1].logical_and(live[k]), *p[2:]] for k, p in enumerate(per_lane)]
       idxs, gates = [p[0] for p in per_lane], {tuple(p[1:]) for p in per_lane}
       kind[n] = _VECTOR
       one_gate = all(len(p) <= 2 for p in per_lane)  # at most one gate per lane
@@ -133,8 +138,8 @@ def vectorize(value: UOp, index: UOp, lane_of: UOp, lanes: list[UOp], simplify: 
         if len(per_lane[0]) == 2: masks[n] = [per_lane[0][1]] * width
         vector_loads += 1
       elif stride is not None and n.dtype.scalar() not in (dtypes.bool, dtypes.bfloat16):
-        masks[n] = [p[1] if len(p) > 1 else None for p in per_lane]
-        vec[n] = _masked_load(n, buf, idxs, masks[n], stride)
+        vec[n] = _masked_load(n, buf, idxs, [p[1] if len(p) > 1 else None for p in per_lane], stride)
+        masks[n] = own  # a lane not live reads 0 as well, as where(own gate, load, 0) gives
         vector_loads += 1
       else:
         vec[n] = UOp(Ops.VECTORIZE, n.dtype.vec(width), tuple(UOp(Ops.LOAD, n.dtype, (buf, *p)) for p in per_lane))

@@ -199,6 +199,31 @@ def test_kernel_with_a_variable_runs_for_every_value(device):
 
 # ------------------------------------------------------------------ compiler
 
+def test_masked_vectors_where_declared(device):
+  # a device declaring masked_loads takes vector LOADs and STOREs gated per lane: 20 column sums as two vectors of
+  # 16 (the second one's last 12 lanes read nothing and write nothing), and a padded convolution's edge taps
+  from plugrad.codegen.lowerer import lower
+  from plugrad.codegen.opt import Opt, OptOps
+  from plugrad.scheduler import mark_done
+  dev = dev_of(device)
+  if not (dev.caps.vector_ops and dev.caps.masked_loads): return
+  require(device, dtypes.float32)
+  rng = np.random.default_rng(0)
+  x, w = rng.standard_normal((2, 3, 9, 20)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+  xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  conv = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + 9, j:j + 20], w[:, :, i, j]) for i in range(3) for j in range(3))
+  cases = [(lambda t, _: t.sum(axis=(0, 1, 2)), x.sum(axis=(0, 1, 2)), (Opt(OptOps.VECTORIZE, 0, 16),)),
+           (lambda t, k: t.conv2d(k, padding=1), conv, (Opt(OptOps.VECTORIZE, 0, 16), Opt(OptOps.UPCAST, 2, 4)))]
+  for build, want, plan in cases:
+    out = build(Tensor(x, device=device), Tensor(w, device=device))
+    for item in [it for it in out.schedule() if not it.is_copy]:
+      prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan)
+      runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
+      runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+      mark_done(item.kernel)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 def test_graph_role_replays_like_the_engine(device):
   # the graph role is optional; where a device has one, TinyJit's replays through it give numpy's results
   from plugrad import TinyJit

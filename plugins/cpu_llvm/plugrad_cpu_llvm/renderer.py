@@ -440,10 +440,34 @@ class _Kernel:
     zero = render_const(0, u.dtype) if u.dtype.count == 1 else "zeroinitializer"
     return self.op(f"phi {reg_type(u.dtype)} [{v}, %{yes}], [{zero}, %{pre}]")
 
+  def masked_store(self, u: UOp) -> None:
+    """A vector STORE with a gate per lane (the lanes past the end of a row that the vector width does not divide):
+    llvm.masked.store, which writes no masked-off lane; bool and bfloat16, whose memory type differs from their
+    register type, lane by lane behind a branch each."""
+    param, idx, value, gate = u.src
+    sdt, vdt = param.dtype, value.dtype
+    ty, align = reg_type(vdt), max(1, sdt.itemsize)
+    ptr = self.op(f"getelementptr {mem_type(sdt)}, ptr {self.val(param)}, i64 {self.index64(idx)}")
+    if mem_type(sdt) != reg_type(sdt):
+      for k in range(vdt.count):
+        n = self.new_label()
+        self.emit(f"br i1 {self.lane(self.val(gate), gate.dtype, k)}, label %st{n}.yes, label %st{n}.done")
+        self.label(f"st{n}.yes")
+        p = self.op(f"getelementptr {mem_type(sdt)}, ptr {ptr}, i64 {k}")
+        self.emit(f"store {mem_type(sdt)} {self._to_mem(self.lane(self.val(value), vdt, k), sdt)}, ptr {p}, align {align}")
+        self.emit(f"br label %st{n}.done")
+        self.label(f"st{n}.done")
+      return
+    name = f"llvm.masked.store.v{vdt.count}{_FLOAT_SUFFIX.get(reg_type(sdt), reg_type(sdt))}.p0"
+    args = [(ty, self.val(value)), ("ptr", ptr), ("i32", str(align)), (reg_type(gate.dtype), self.val(gate))]
+    self.decls.add(f"declare void @{name}({', '.join(t for t, _ in args)})")
+    self.emit(f"call void @{name}({', '.join(f'{t} {x}' for t, x in args)})")
+
   def store(self, u: UOp) -> None:
     param, idx, value = u.src[0], u.src[1], u.src[2]
     vdt, sdt = value.dtype, param.dtype
     mt, align = mem_type(sdt), max(1, sdt.itemsize)
+    if len(u.src) > 3 and u.src[3].dtype.count > 1: return self.masked_store(u)
     n = self.new_label()
     if len(u.src) > 3:
       self.emit(f"br i1 {self.val(u.src[3])}, label %st{n}.yes, label %st{n}.done")
