@@ -17,6 +17,7 @@ Linux only (futexes): elsewhere `NativePool.create` returns None and the runtime
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import platform
@@ -226,6 +227,7 @@ class NativePool:
     self.workers = workers
     self._state = (ctypes.c_int64 * _SLOTS)()
     self._started = False
+    self._threads: list[threading.Thread] = []
     self._busy = threading.Lock()  # one job at a time; a second thread's launch runs on its own thread meanwhile
     self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                  ctypes.c_int64)(NativePool._engine.get_function_address("pool_run"))
@@ -247,7 +249,7 @@ class NativePool:
   def _forget_threads(self) -> None:
     # a forked child has none of the parent's threads: start its own at its first job
     self._state = (ctypes.c_int64 * _SLOTS)()
-    self._started, self._busy = False, threading.Lock()
+    self._started, self._busy, self._threads = False, threading.Lock(), []
 
   def _start(self) -> None:
     with NativePool._lock:
@@ -256,13 +258,21 @@ class NativePool:
 
       def park() -> None:  # holds the state: it outlives the pool until the worker has left it
         worker(ctypes.addressof(state))
-      for i in range(self.workers): threading.Thread(target=park, name=f"plugrad-cpu-{i}", daemon=True).start()
+      self._threads = [threading.Thread(target=park, name=f"plugrad-cpu-{i}", daemon=True) for i in range(self.workers)]
+      for t in self._threads: t.start()
       self._started = True
 
+  def stop(self) -> None:
+    """Let the workers leave their loop and wait for them (briefly): a dropped pool leaves no threads behind,
+    and at exit no worker still runs generated code when the interpreter frees it."""
+    if not self._started: return
+    self._started = False
+    self._stop(ctypes.addressof(self._state))
+    for t in self._threads: t.join(timeout=1.0)
+
   def __del__(self) -> None:
-    # the workers leave their loop (a runtime made and dropped per test must not leave threads behind)
     try:
-      if self._started: self._stop(ctypes.addressof(self._state))
+      self.stop()
     except (AttributeError, TypeError):  # never fully made, or the interpreter is shutting down
       pass
 
@@ -303,3 +313,5 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
+# before the interpreter tears its modules down (and with them the generated code the workers run)
+atexit.register(lambda: [pool.stop() for pool in list(_pools)])
