@@ -142,7 +142,7 @@ class CPUProgram(Program):
     self._partials_type = ctypes.c_int64 * len(self.reduce_chunks) if self.reduce_chunks else None
     self.part, self.fin = fns.get("part"), fns.get("fin")
     self.address: int = ctypes.cast(self.fn, ctypes.c_void_p).value or 0  # where the graph role calls the kernel
-    self.part_address: int = ctypes.cast(self.part, ctypes.c_void_p).value or 0 if self.part is not None else 0
+    self.part_address: int = (ctypes.cast(self.part, ctypes.c_void_p).value or 0) if self.part is not None else 0
 
   def _chunk_count(self, outer: int) -> int:
     return _chunk_count(outer, self.meta["cost"], self.threads, self.threshold)
