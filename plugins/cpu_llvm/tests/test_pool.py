@@ -5,6 +5,7 @@ import gc
 import os
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -108,11 +109,12 @@ def test_a_dropped_pool_lets_its_workers_leave():
   pool = NativePool.create(3)
   if pool is None: pytest.skip("no native workers in this process (not Linux on x86-64 or arm64)")
   with _llvm_lock: engine = jit_module("define void @job(ptr %a, ptr %b) {\n  ret void\n}\n")
-  before = set(threading.enumerate())
   pool.run(engine.get_function_address("job"), 0, 0, helpers=3)
-  workers = [t for t in threading.enumerate() if t not in before]
-  assert len(workers) == 3
+  workers = list(pool._threads)
+  assert len(workers) == 3 and all(w.is_alive() for w in workers)
+  dropped = weakref.ref(pool)
   del pool
   gc.collect()
+  assert dropped() is None
   for w in workers: w.join(30)
   assert not any(w.is_alive() for w in workers)
