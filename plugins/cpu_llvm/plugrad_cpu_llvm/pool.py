@@ -70,8 +70,11 @@ declare i32 @sched_yield()
 define void @pool_worker(ptr %s) {{
 entry:
 {slots}
-  %g0 = load atomic i32, ptr %gen acquire, align 8
-  br label %wait
+  %g0 = load atomic i32, ptr %gen seq_cst, align 8
+  ; a worker that starts after its pool was stopped sees the stop here (pool_stop sets it before it bumps gen)
+  %st0 = load atomic i64, ptr %stop seq_cst, align 8
+  %quit0 = icmp ne i64 %st0, 0
+  br i1 %quit0, label %exit, label %wait
 wait:
   %seen = phi i32 [%g0, %entry], [%g, %seat], [%g, %leave], [%seen, %slept]
   br label %spin
@@ -240,10 +243,15 @@ class NativePool:
     """A pool, or None where this process cannot have one (not Linux, an unknown architecture, no `syscall`)."""
     if workers < 1 or not sys.platform.startswith("linux"): return None
     futex = _SYS_FUTEX.get(platform.machine().lower())
-    if futex is None or not _llvm().address_of_symbol("syscall"): return None
+    if futex is None: return None
     with cls._lock:
       if cls._engine is None:
-        with _llvm_lock: cls._engine = jit_module(_pool_ir(futex, *spin_hint(host_target()[0])))
+        with _llvm_lock:
+          engine = jit_module(_pool_ir(futex, *spin_hint(host_target()[0])))
+          # making an MCJIT engine makes the process's own symbols visible to LLVM: only now can it tell whether
+          # the C library has the two the code calls (else they resolved to nothing: never run it)
+          if not all(_llvm().address_of_symbol(name) for name in ("syscall", "sched_yield")): return None
+        cls._engine = engine
     return cls(workers)
 
   def _forget_threads(self) -> None:

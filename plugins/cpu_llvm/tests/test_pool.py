@@ -118,3 +118,28 @@ def test_a_dropped_pool_lets_its_workers_leave():
   assert dropped() is None
   for w in workers: w.join(30)
   assert not any(w.is_alive() for w in workers)
+
+
+def test_workers_stopped_before_they_enter_their_loop_still_leave():
+  # pools stopped right after they start their workers, while both cores are busy: some workers have not reached
+  # their wait loop when the stop comes
+  if NativePool.create(1) is None: pytest.skip("no native workers in this process (not Linux on x86-64 or arm64)")
+  busy = threading.Event()
+
+  def load() -> None:
+    m = np.ones((256, 256), np.float32)
+    while not busy.is_set(): m @ m
+  loaders = [threading.Thread(target=load) for _ in range(2)]
+  for t in loaders: t.start()
+  workers = []
+  try:
+    for _ in range(100):
+      pool = NativePool.create(2)
+      pool._start()
+      workers += pool._threads
+      pool.stop()
+  finally:
+    busy.set()
+    for t in loaders: t.join()
+  for w in workers: w.join(10)
+  assert not any(w.is_alive() for w in workers)
