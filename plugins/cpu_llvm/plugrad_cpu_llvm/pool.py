@@ -2,11 +2,12 @@
 
 Handing work to Python threads (a queue, a condition, the GIL) costs 25-35 us per launch on the 2-core machine,
 more than a small kernel runs. Here each worker is a Python thread parked inside a generated function,
-`pool_worker(state)`, which it entered through ctypes (so without the GIL) and never leaves: it spins a while on the
-job counter after each job, then sleeps on it with a futex. `pool_run(state, fn, a, b)` publishes a job, wakes the
-sleepers, calls `fn(a, b)` itself, and returns once no worker is still inside the job. A job's function pulls its
-pieces of work from counters it gets through `a` and `b` (a kernel's chunks, or a graph run's launches), so a worker
-that arrives late finds nothing left and the caller never waits for one to start.
+`pool_worker(state)`, which it entered through ctypes (so without the GIL) and leaves only when its pool stops
+(dropped, or at exit): it spins a while on the job counter after each job, then sleeps on it with a futex.
+`pool_run(state, fn, a, b)` publishes a job, wakes the sleepers, calls `fn(a, b)` itself, and returns once no worker
+is still inside the job. A job's function pulls its pieces of work from counters it gets through `a` and `b` (a
+kernel's chunks, or a graph run's launches), so a worker that arrives late finds nothing left and the caller never
+waits for one to start.
 
 How a worker joins a job safely: it counts itself `inside`, then reads `closed`; the caller, done with its own part,
 sets `closed` and waits until `inside` is 0 (both sequentially consistent). A worker that counted itself in before the
