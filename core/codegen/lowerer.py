@@ -605,7 +605,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   rules = symbolic + vector_rules if caps.vector_ops else symbolic
   for r in extra_rules or []: rules = rules + r
   if placeholders:
-    triples = [(p, out_index, v) for (p, _), v in zip(outputs, out_values)]  # (output, index, value) to store
+    # (output, index, value, gates) to store
+    stored = [(p, out_index, v, gate) for (p, _), v in zip(outputs, out_values)]
     copies = list(placeholders.values())
     ph0, gid0, f0 = placeholders.get(dims[0][0][0], (None, None, 1))
     if width:
@@ -614,30 +615,28 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       vcopy = UOp(Ops.SPECIAL, idx_dtype, (), ("upcast0v", 0, f0 // width)) if f0 > width else None
       base = gid0 * f0 + vcopy * width if vcopy is not None else gid0 * f0
       lanes = [base + k if k else base for k in range(width)]
-      triples = []
+      # with masked lanes, the index math is simplified before the lanes are put in, while the placeholder still
+      # ranges over the output only: what it folds to holds for every lane inside the output (the lanes outside
+      # it compute garbage but read and write nothing: `live` gates their loads and stores)
+      live = [ln.lt(padded) for ln in lanes] if padded else None
+      if padded: out_index = graph_rewrite(out_index, rules)
+      stored = []
       for (p, _), v in zip(outputs, out_values):
-        if padded:
-          # with masked lanes, the index math is simplified before the lanes are put in, while the placeholder
-          # still ranges over the output only: what it folds to holds for every lane inside the output (the
-          # lanes outside it compute garbage but read and write nothing)
-          v, out_index = graph_rewrite(v, rules), graph_rewrite(out_index, rules)
-        vectorized = vectorize(v, out_index, ph0, lanes, lambda u: graph_rewrite(u, rules), caps.masked_loads,
-                               [ln.lt(padded) for ln in lanes] if padded else None)
+        vectorized = vectorize(graph_rewrite(v, rules) if padded else v, out_index, ph0, lanes,
+                               lambda u: graph_rewrite(u, rules), caps.masked_loads, live)
         if vectorized is None:
           raise OptError(f"VECTORIZE: no load of {kernel_name(ast)} reads neighbouring elements per lane")
-        if not padded: triples += [(p, i, x) for i, x in vectorized]
+        if live is None: stored += [(p, i, x, gate) for i, x in vectorized]
         elif len(vectorized) == 1:  # a vector store, masked
-          lane_gates = UOp(Ops.VECTORIZE, dtypes.bool.vec(width), tuple(ln.lt(padded) for ln in lanes))
-          triples.append((p, vectorized[0][0], vectorized[0][1], lane_gates))
-        else: triples += [(p, i, x, ln.lt(padded)) for (i, x), ln in zip(vectorized, lanes)]
+          stored.append((p, *vectorized[0], (UOp(Ops.VECTORIZE, dtypes.bool.vec(width), tuple(live)),)))
+        else: stored += [(p, i, x, (g,)) for (i, x), g in zip(vectorized, live)]
       copies = [c for c in copies if c[0] is not ph0]
       if vcopy is not None: copies.insert(0, (vcopy, None, f0 // width))
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):
       sub = {ph: UOp.const(idx_dtype, off) if gid is None else gid * f + off if off else gid * f
              for (ph, gid, f), off in zip(copies, offsets)}
-      stores += [UOp(Ops.STORE, None, (p, substitute(i, sub), substitute(v, sub)) + (tuple(substitute(g, sub) for g in g_)
-                                                                                     or gate)) for p, i, v, *g_ in triples]
+      stores += [UOp(Ops.STORE, None, (p, *(substitute(u, sub) for u in (i, v, *gs)))) for p, i, v, gs in stored]
     sink = UOp(Ops.SINK, None, tuple(stores))
     global_size = tuple(size // upcasts[d] for d, size in enumerate(launch))
     local_size = _local_size(global_size, caps, sym_local)
