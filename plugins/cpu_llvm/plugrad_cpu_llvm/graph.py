@@ -22,7 +22,7 @@ from typing import Any, Callable
 from plugrad.plugin import Graph, GraphLaunch
 
 from plugrad_cpu_llvm.compiler import _llvm_lock, host_target, jit_module
-from plugrad_cpu_llvm.pool import spin_hint
+from plugrad_cpu_llvm.pool import chunk_range_ir, spin_hint, wait_ir
 from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, run_on_threads
 
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -38,9 +38,6 @@ RUN_SPLIT_THRESHOLD = 1 << 20
 #: The same with the Python pool (a hand-off of 25-35 us): that transformer step ran slower shared, a small
 #: CNN's (50M) twice as fast.
 PYTHON_POOL_RUN_SPLIT_THRESHOLD = 1 << 23
-#: A thread waiting at a launch's end spins this many times (each a pause hint, well under a microsecond), then
-#: yields its core at every try: the thread it waits for may have been descheduled (another process on the core).
-SPINS_BEFORE_YIELD = 4000
 
 
 def _chunks(prog: CPUProgram) -> int:
@@ -74,30 +71,13 @@ def _run_ir(name: str, run: _Run, spin: str) -> str:
       f"  %more{k} = icmp ult i64 %i{k}, {n}",
       f"  br i1 %more{k}, label %l{k}.run, label %l{k}.wait",
       f"l{k}.run:",
-      f"  %s{k}m = mul i64 %i{k}, {outer}",
-      f"  %s{k} = udiv i64 %s{k}m, {n}",  # the pieces runtime._pieces cuts: outer*i//n .. outer*(i+1)//n
-      f"  %e{k}m = add i64 %s{k}m, {outer}",
-      f"  %e{k} = udiv i64 %e{k}m, {n}",
+      *chunk_range_ir(f"l{k}.", f"%i{k}", outer, n),
       f"  %f{k} = inttoptr i64 {prog.address} to ptr",
-      f"  call void %f{k}({args}, i64 %s{k}, i64 %e{k})",
+      f"  call void %f{k}({args}, i64 %l{k}.start, i64 %l{k}.end)",
       f"  %r{k} = atomicrmw add ptr %done{k}, i64 1 release",
       f"  br label %l{k}.pull",
-      f"l{k}.wait:",
-      f"  %w{k} = phi i64 [0, %l{k}.pull], [%w{k}n, %l{k}.pause], [%w{k}n, %l{k}.yield]",
-      f"  %d{k} = load atomic i64, ptr %done{k} acquire, align 8",
-      f"  %all{k} = icmp eq i64 %d{k}, {n}",
-      f"  br i1 %all{k}, label %{nxt}, label %l{k}.spin",
-      f"l{k}.spin:",
-      f"  %w{k}n = add i64 %w{k}, 1",
-      # a thread whose chunk is late may have lost its core: after a while, the waiting one gives its core up
-      f"  %long{k} = icmp ugt i64 %w{k}, {SPINS_BEFORE_YIELD}",
-      f"  br i1 %long{k}, label %l{k}.yield, label %l{k}.pause",
-      f"l{k}.pause:",
-      *([f"  {spin}"] if spin else []),
-      f"  br label %l{k}.wait",
-      f"l{k}.yield:",
-      f"  %y{k} = call i32 @sched_yield()",
-      f"  br label %l{k}.wait",
+      # every chunk of this launch done (a thread whose chunk is late may have lost its core: see wait_ir)
+      *wait_ir(f"l{k}.wait", f"l{k}.pull", f"%done{k}", "acquire", n, nxt, spin),
     ]
   return "\n".join(lines + ["exit:", "  ret void", "}", ""])
 

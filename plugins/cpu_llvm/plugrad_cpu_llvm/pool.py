@@ -35,8 +35,9 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 #: A worker spins this many times (each a pause hint) for the next job before it sleeps: long enough to catch the
 #: next launch of a program that launches back to back, short enough that an idle program leaves the cores alone.
 WORKER_SPINS = 8000
-#: The caller, waiting for workers to leave a job, spins this many times before it yields its core at every try.
-CALLER_SPINS = 4000
+#: A thread waiting for others (the caller for workers to leave a job, a graph run's threads at each launch's end)
+#: spins this many times, then yields its core at every try: the thread it waits for may have been descheduled.
+SPINS_BEFORE_YIELD = 4000
 
 # the state: one 8-byte slot each
 _GEN, _SLEEPING, _INSIDE, _CLOSED, _FN, _A, _B, _SEATS, _STOP = range(9)
@@ -52,6 +53,31 @@ def spin_hint(triple: str) -> tuple[str, str]:
   return "", ""
 
 
+def wait_ir(name: str, came_from: str, ptr: str, order: str, value: str | int, then: str, pause: str) -> list[str]:
+  """IR of a loop, block `name` entered from block `came_from`, that waits until the i64 at `ptr` (loaded with
+  `order`) equals `value` and then branches to `then`: it spins with the `pause` hint, and after
+  SPINS_BEFORE_YIELD tries yields its core at every try (the function declares `sched_yield`)."""
+  k = f"%{name}.k"
+  return [f"{name}:",
+          f"  {k} = phi i64 [0, %{came_from}], [{k}1, %{name}.pause], [{k}1, %{name}.yield]",
+          f"  %{name}.v = load atomic i64, ptr {ptr} {order}, align 8",
+          f"  %{name}.ok = icmp eq i64 %{name}.v, {value}",
+          f"  br i1 %{name}.ok, label %{then}, label %{name}.spin",
+          f"{name}.spin:",
+          f"  {k}1 = add i64 {k}, 1",
+          f"  %{name}.long = icmp ugt i64 {k}1, {SPINS_BEFORE_YIELD}",
+          f"  br i1 %{name}.long, label %{name}.yield, label %{name}.pause",
+          f"{name}.pause:", *([f"  {pause}"] if pause else []), f"  br label %{name}",
+          f"{name}.yield:", f"  %{name}.y = call i32 @sched_yield()", f"  br label %{name}"]
+
+
+def chunk_range_ir(p: str, i: str, outer: str | int, n: str | int) -> list[str]:
+  """IR setting `%{p}start` and `%{p}end` (i64) to chunk `i`'s iterations outer*i//n .. outer*(i+1)//n: the pieces
+  `runtime._pieces` cuts, whoever runs them."""
+  return [f"  %{p}sm = mul i64 {i}, {outer}", f"  %{p}start = udiv i64 %{p}sm, {n}",
+          f"  %{p}em = add i64 %{p}sm, {outer}", f"  %{p}end = udiv i64 %{p}em, {n}"]
+
+
 def _slot(name: str, k: int) -> str:
   return f"  %{name} = getelementptr inbounds i64, ptr %s, i64 {k}"
 
@@ -63,6 +89,7 @@ def _pool_ir(futex: int, pause_decl: str, pause: str) -> str:
                                               ("closed", _CLOSED), ("fnp", _FN), ("ap", _A), ("bp", _B),
                                               ("seats", _SEATS), ("stop", _STOP)])
   pause_line = f"  {pause}" if pause else ""
+  caller_wait = "\n".join(wait_ir("check", "run", "%inside", "seq_cst", 0, "exit", pause))
   return f"""\
 {pause_decl}
 declare i64 @syscall(i64, ...)
@@ -162,21 +189,7 @@ run:
   call void %fn(ptr %a, ptr %b)
   store atomic i64 1, ptr %closed seq_cst, align 8
   br label %check
-check:
-  %k = phi i64 [0, %run], [%k1, %pause], [%k1, %yield]
-  %in = load atomic i64, ptr %inside seq_cst, align 8
-  %none = icmp eq i64 %in, 0
-  br i1 %none, label %exit, label %spin
-spin:
-  %k1 = add i64 %k, 1
-  %long = icmp ugt i64 %k1, {CALLER_SPINS}
-  br i1 %long, label %yield, label %pause
-pause:
-{pause_line}
-  br label %check
-yield:
-  %y = call i32 @sched_yield()
-  br label %check
+{caller_wait}
 exit:
   ret void
 }}
@@ -186,7 +199,7 @@ exit:
 def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
   """`pull(ptr args, ptr ctl)`: the chunks of one launch of a kernel function taking `nbufs` buffers, `nvars`
   Variable values and (start, end), pulled from ctl = [next chunk, chunks, outer iterations, function address,
-  partials]; chunk i is iterations outer*i//n .. outer*(i+1)//n, the pieces `runtime._pieces` cuts. `args` holds
+  partials]; chunk i is iterations outer*i//n .. outer*(i+1)//n (`chunk_range_ir`). `args` holds
   the buffers' addresses and then the values, 8 bytes each. `partial`: the function is a split reduction's piece,
   which also takes the address of its 8-byte slot, partials + 8*i."""
   lines = ["define void @pull(ptr %args, ptr %ctl) {", "entry:"]
@@ -210,10 +223,9 @@ def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
     "  %more = icmp ult i64 %i, %n",
     "  br i1 %more, label %run, label %exit",
     "run:",
-    "  %sm = mul i64 %i, %outer", "  %st = udiv i64 %sm, %n",
-    "  %em = add i64 %sm, %outer", "  %en = udiv i64 %em, %n",
+    *chunk_range_ir("", "%i", "%outer", "%n"),
     "  %slot = getelementptr inbounds i64, ptr %partials, i64 %i",
-    f"  call void %f({', '.join(vals + ['i64 %st', 'i64 %en'] + (['ptr %slot'] if partial else []))})",
+    f"  call void %f({', '.join(vals + ['i64 %start', 'i64 %end'] + (['ptr %slot'] if partial else []))})",
     "  br label %pull",
     "exit:", "  ret void", "}", ""]
   return "\n".join(lines)
