@@ -238,8 +238,12 @@ class _Kernel:
     return name
 
   def intrinsic(self, name: str, ret: str, args: list[tuple[str, str]], flags: str = "") -> str:
+    """A call of LLVM intrinsic `name`, declared once; its value ("" for a void one)."""
     self.decls.add(f"declare {ret} @{name}({', '.join(ty for ty, _ in args)})")
-    return self.op(f"call {flags}{ret} @{name}({', '.join(f'{ty} {v}' for ty, v in args)})")
+    call = f"call {flags}{ret} @{name}({', '.join(f'{ty} {v}' for ty, v in args)})"
+    if ret != "void": return self.op(call)
+    self.emit(call)
+    return ""
 
   def val(self, u: UOp) -> str:
     """The LLVM operand of `u` at this point (an accumulator is read from its slot)."""
@@ -369,8 +373,10 @@ class _Kernel:
 
   # ---------------------------------------------------------------- memory
 
-  def _gep(self, param: UOp, idx: UOp) -> str:
-    return self.op(f"getelementptr inbounds {mem_type(param.dtype)}, ptr {self.val(param)}, i64 {self.index64(idx)}")
+  def _gep(self, param: UOp, idx: UOp, inbounds: bool = True) -> str:
+    # not inbounds: a masked access's first element may lie outside the buffer
+    kw = "inbounds " if inbounds else ""
+    return self.op(f"getelementptr {kw}{mem_type(param.dtype)}, ptr {self.val(param)}, i64 {self.index64(idx)}")
 
   def _from_mem(self, v: str, dt: DType) -> str:
     if dt == dtypes.bool: return self.op(f"icmp ne i8 {v}, 0")
@@ -418,7 +424,7 @@ class _Kernel:
     the first element may lie outside the buffer (a GEP without inbounds)."""
     param, dt = u.src[0], u.dtype
     ty, align = reg_type(dt), max(1, param.dtype.itemsize)
-    ptr = self.op(f"getelementptr {mem_type(param.dtype)}, ptr {self.val(param)}, i64 {self.index64(u.src[1])}")
+    ptr = self._gep(param, u.src[1], inbounds=False)
     sty = reg_type(dt.scalar())
     name = f"llvm.masked.load.v{dt.count}{_FLOAT_SUFFIX.get(sty, sty)}.p0"  # bool and bfloat16: vectorize never asks
     return self.intrinsic(name, ty, [("ptr", ptr), ("i32", str(align)), (reg_type(u.src[2].dtype), self.val(u.src[2])),
@@ -447,7 +453,7 @@ class _Kernel:
     param, idx, value, gate = u.src
     sdt, vdt = param.dtype, value.dtype
     ty, align = reg_type(vdt), max(1, sdt.itemsize)
-    ptr = self.op(f"getelementptr {mem_type(sdt)}, ptr {self.val(param)}, i64 {self.index64(idx)}")
+    ptr = self._gep(param, idx, inbounds=False)
     if mem_type(sdt) != reg_type(sdt):
       for k in range(vdt.count):
         n = self.new_label()
@@ -458,10 +464,8 @@ class _Kernel:
         self.emit(f"br label %st{n}.done")
         self.label(f"st{n}.done")
       return
-    name = f"llvm.masked.store.v{vdt.count}{_FLOAT_SUFFIX.get(reg_type(sdt), reg_type(sdt))}.p0"
-    args = [(ty, self.val(value)), ("ptr", ptr), ("i32", str(align)), (reg_type(gate.dtype), self.val(gate))]
-    self.decls.add(f"declare void @{name}({', '.join(t for t, _ in args)})")
-    self.emit(f"call void @{name}({', '.join(f'{t} {x}' for t, x in args)})")
+    self.intrinsic(f"llvm.masked.store.v{vdt.count}{_FLOAT_SUFFIX.get(reg_type(sdt), reg_type(sdt))}.p0", "void",
+                   [(ty, self.val(value)), ("ptr", ptr), ("i32", str(align)), (reg_type(gate.dtype), self.val(gate))])
 
   def store(self, u: UOp) -> None:
     param, idx, value = u.src[0], u.src[1], u.src[2]
