@@ -133,7 +133,10 @@ class CPUProgram(Program):
     self.nparams: int = meta["nparams"]
     self.nvars: int = meta.get("nvars", 0)
     self.outer: int = meta["outer"]  # iterations of the outermost launch loop (1: no launch loop)
-    self.threshold = pool.split_threshold() if threads > 1 else SPLIT_THRESHOLD
+    # which workers (and so which threshold) only matters for a launch worth splitting at all: a small program never
+    # makes the workers' code
+    big = threads > 1 and meta["cost"] >= min(SPLIT_THRESHOLD, PYTHON_POOL_SPLIT_THRESHOLD)
+    self.threshold = pool.split_threshold() if big else SPLIT_THRESHOLD
     self.chunks = _pieces(self.outer, self._chunk_count(self.outer) if meta["splittable"] else 1)
     # a one-element reduction big enough to split: pieces of its outer reduce loop write partials `fin` combines
     split = meta.get("reduce_split")
