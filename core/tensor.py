@@ -213,19 +213,28 @@ class _Handles:
     self.kernelized: set[UOp] = set()  # nodes handles were rebound to whose kernels may not have run yet
 
   def move(self, t: Tensor, old: UOp | None, new: UOp | None) -> None:
-    if old is not None:
-      refs = self.at[old]
-      del refs[id(t)]
-      if not refs: del self.at[old]
-      for base in _bases(old):
+    if old is not None: self.drop(t, old)
+    if new is not None: self.add(t, new)
+
+  # add and drop run for every tensor made and freed: the common node (a computation, not a buffer or a view
+  # of one, not sharded) is told apart inline, without building its tuple of bases
+  def add(self, t: Tensor, u: UOp) -> None:
+    if (refs := self.at.get(u)) is None: refs = self.at[u] = {}
+    refs[id(t)] = weakref.ref(t)
+    if u.op in _HOLDING_OPS:
+      for base in _bases(u):
+        b = buffer_of(base)
+        self.held[b] = self.held.get(b, 0) + 1
+
+  def drop(self, t: Tensor, u: UOp) -> None:
+    refs = self.at[u]
+    del refs[id(t)]
+    if not refs: del self.at[u]
+    if u.op in _HOLDING_OPS:
+      for base in _bases(u):
         b = buffer_of(base)
         if (n := self.held[b] - 1): self.held[b] = n
         else: del self.held[b]
-    if new is not None:
-      self.at.setdefault(new, {})[id(t)] = weakref.ref(t)
-      for base in _bases(new):
-        b = buffer_of(base)
-        self.held[b] = self.held.get(b, 0) + 1
 
   def tensors_at(self, u: UOp) -> list[Tensor]:
     return [t for r in list(self.at.get(u, {}).values()) if (t := r()) is not None]
@@ -244,6 +253,10 @@ class _Handles:
       self.kernelized.discard(u)
       if (view := realized_view(u)) is not None:
         for t in self.tensors_at(u): t.uop = view
+
+
+#: the ops of nodes that can hold buffers (`_bases`): a buffer node, a reshape of one, or a sharded tensor's MULTI
+_HOLDING_OPS = frozenset({Ops.BUFFER, Ops.ASSIGN, Ops.RESHAPE, Ops.MULTI})
 
 
 def _bases(u: UOp) -> tuple[UOp, ...]:
@@ -292,7 +305,7 @@ class Tensor(metaclass=_TensorMeta):
 
   def __del__(self) -> None:
     try:
-      _handles.move(self, self._uop, None)
+      _handles.drop(self, self._uop)
     except (AttributeError, KeyError, TypeError):  # never fully made, or the interpreter is shutting down
       pass
 
@@ -379,7 +392,8 @@ class Tensor(metaclass=_TensorMeta):
   @staticmethod
   def _make(uop: UOp, device: str | tuple[str, ...]) -> Tensor:
     t = object.__new__(Tensor)
-    t.uop, t.device, t.grad, t.requires_grad = uop, device, None, None
+    _handles.add(t, uop)  # what the uop setter does for a tensor that had no node yet
+    t._uop, t.device, t.grad, t.requires_grad = uop, device, None, None
     return t
 
   def _new(self, uop: UOp) -> Tensor:
@@ -418,13 +432,14 @@ class Tensor(metaclass=_TensorMeta):
 
   # ------------------------------------------------------------------ properties
 
+  # _uop, not the uop property: these are read on every op
   @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  def shape(self) -> tuple[int, ...]: return self._uop.shape
   @property
-  def dtype(self) -> DType: return self.uop.dtype
+  def dtype(self) -> DType: return self._uop.dtype
   @property
-  def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
+  def ndim(self) -> int: return len(self._uop.shape)
+  def numel(self) -> int: return prod(self._uop.shape)
   def size(self, dim: int | None = None) -> tuple[int, ...] | int:
     return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim)]
   def __len__(self) -> int:
