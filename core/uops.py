@@ -62,9 +62,10 @@ class _UOpMeta(type):
   binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
 
   def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
-    key = (op, dtype, src, _key_arg(arg))
+    key = (op, dtype, src, karg := _key_arg(arg))
     if (ref := _UOpMeta._cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
+    object.__setattr__(ret, "karg", karg)
     _UOpMeta._cache[key] = weakref.KeyedRef(ret, _forget, key)
     if op is Ops.BIND: _UOpMeta.binds_made = True
     return ret
@@ -74,7 +75,9 @@ class UOp(metaclass=_UOpMeta):
   """One node: an op, the dtype of its value (None for nodes without a value such as STORE), its
   sources and an op-specific argument. Immutable and hash-consed: never build one with the same
   fields twice expecting a distinct object."""
-  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+  __slots__ = ("op", "dtype", "src", "arg", "karg", "__weakref__", "__dict__")
+  #: `arg` as the hash-consing key holds it (floats by their bits): what structural keys of graphs compare
+  karg: Any
 
   def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any):
     # straight to the slots: __setattr__ below only guards against later mutation
@@ -276,17 +279,22 @@ def toposort(roots: Iterable[UOp], descend: Callable[[UOp], bool] | None = None)
   deep). With `descend`, the sources of a node are visited only when descend(node) is true."""
   seen: set[UOp] = set()
   order: list[UOp] = []
+  empty: tuple[UOp, ...] = ()
   for root in roots:
-    stack: list[tuple[UOp, bool]] = [(root, False)]
+    if root in seen: continue
+    seen.add(root)
+    # each entry: a node and an iterator over the sources still to visit; a node is done when it runs out
+    stack = [(root, iter(root.src if descend is None or descend(root) else empty))]
     while stack:
-      node, expanded = stack.pop()
-      if expanded:
+      node, srcs = stack[-1]
+      for s in srcs:
+        if s not in seen:
+          seen.add(s)
+          stack.append((s, iter(s.src if descend is None or descend(s) else empty)))
+          break
+      else:
+        stack.pop()
         order.append(node)
-        continue
-      if node in seen: continue
-      seen.add(node)
-      stack.append((node, True))
-      if descend is None or descend(node): stack.extend((s, False) for s in reversed(node.src) if s not in seen)
   return tuple(order)
 
 

@@ -58,6 +58,19 @@ def test_toposort_puts_sources_first_and_shares():
   assert len(order) == len(set(order))
 
 
+def test_toposort_is_depth_first_in_source_order_and_respects_descend():
+  # the order kernels and caches are built in: each node's sources left to right, depth first, shared nodes once
+  x, y = c(1) + c(2), c(3) * c(4)
+  root = (x + y) * x
+  assert toposort([root]) == (c(1), c(2), x, c(3), c(4), y, x + y, root)
+  assert toposort([root, y, c(9)]) == toposort([root]) + (c(9),)
+  # descend=False for y: y is listed, its sources are not visited
+  assert toposort([root], descend=lambda n: n is not y) == (c(1), c(2), x, y, x + y, root)
+  deep = c(0)
+  for i in range(5000): deep = deep + i  # iterative: no recursion limit
+  assert len(toposort([deep])) == 10000  # the consts 0..4999 (c(0) among them) and 5000 ADDs
+
+
 def test_pretty_prints_shared_nodes_once():
   a = c(1) + c(2)
   text = (a * a).pretty()
