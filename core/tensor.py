@@ -1393,7 +1393,12 @@ class Tensor(metaclass=_TensorMeta):
                         dtype=self.dtype, device=self.device)
     elif not isinstance(self.device, tuple) and (split := self._split_reduce(op, axes)) is not None: ret = split
     else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+    if keepdim: return ret
+    out = tuple(s for i, s in enumerate(self.shape) if i not in axes)
+    # the same node reshape() makes, without its checks of a shape that is right by construction
+    if ret.shape == out: return ret
+    if any(isinstance(s, UOp) for s in out): return ret.reshape(out)  # a symbolic size: reshape checks it
+    return ret._new(UOp(Ops.RESHAPE, ret.dtype, (ret._uop,), out))
 
   def _split_reduce(self, op: Ops, axes: tuple[int, ...]) -> Tensor | None:
     """A large reduction to a few values, as two: `chunks` partial results (realized, so devices
@@ -1424,6 +1429,8 @@ class Tensor(metaclass=_TensorMeta):
     # torch: the input is cast to `dtype` (default: int64 for ints, itself for floats); half floats, whether
     # the input's or the asked-for type, accumulate in float32 and round once at the end
     out_dt = dtypes.from_any(dtype) if dtype is not None else _sum_dtype(self.dtype)
+    if out_dt is self.dtype and out_dt not in (dtypes.float16, dtypes.bfloat16):  # no cast: every eager sum's path
+      return self._reduce(op, axis, keepdim)
     acc = dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt
     return self.cast(out_dt).cast(acc)._reduce(op, axis, keepdim).cast(out_dt)
 
