@@ -1429,7 +1429,7 @@ class Tensor(metaclass=_TensorMeta):
     # torch: the input is cast to `dtype` (default: int64 for ints, itself for floats); half floats, whether
     # the input's or the asked-for type, accumulate in float32 and round once at the end
     out_dt = dtypes.from_any(dtype) if dtype is not None else _sum_dtype(self.dtype)
-    if out_dt is self.dtype and out_dt not in (dtypes.float16, dtypes.bfloat16):  # no cast: every eager sum's path
+    if out_dt is self.dtype and out_dt not in (dtypes.float16, dtypes.bfloat16):  # nothing to cast (float32, int64)
       return self._reduce(op, axis, keepdim)
     acc = dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt
     return self.cast(out_dt).cast(acc)._reduce(op, axis, keepdim).cast(out_dt)
