@@ -385,6 +385,28 @@ def test_forward_and_backward_kernel_counts(case):
   assert kernels(loss, *[p.grad for p in params]) == count, name
 
 
+def test_conv_input_gradient_reduces_channels_in_a_kernel_of_its_own():
+  # the input gradient of a windowed view (col2im) reads the channel reduction through pads its reshapes regroup:
+  # that reduction gets a buffer (one kernel more) instead of running, gated, inside the gather for every pixel
+  rng = np.random.default_rng(4)
+  xn, wn = rng.standard_normal((2, 3, 6, 6)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+  x = Tensor(xn, device="PYTHON").requires_grad_(True).realize()
+  w = Tensor(wn, device="PYTHON").realize()
+  x.conv2d(w, padding=1).square().sum().backward()
+  # the forward conv, the channel reduction, a gather along each spatial axis (2 kernels with them fused)
+  assert kernels(x.grad) == 4
+  torch = pytest.importorskip("torch")  # the test extra
+  xt = torch.tensor(xn, requires_grad=True)
+  torch.nn.functional.conv2d(xt, torch.tensor(wn), padding=1).square().sum().backward()
+  assert_close(x.grad, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_pad_of_a_reduction_stays_fused():
+  a = realized(8, 8)
+  assert kernels(a.sum(1).pad(((2, 2),)) + 1) == 1
+  assert kernels(a.sum(1).pad(((0, 8),)).reshape(4, 4)) == 1  # regrouped, but read by no reduction
+
+
 def test_softmax_gradient_skips_the_max_but_stays_exact():
   z = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
   a = Tensor(z, device="PYTHON").requires_grad_(True)
