@@ -13,6 +13,7 @@ from plugrad.codegen.opt import Opt, OptError, OptOps
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.opt.search import PlanCache, beam_search, neighbours, plan_key
 from plugrad.config import Config
+from plugrad.testing import assert_close
 from plugrad.device import Capabilities
 from plugrad.engine.compile import _plan_caches, searched_plan
 from plugrad.registry import Registry, get_registry, set_registry
@@ -176,6 +177,22 @@ def test_masked_lanes_need_a_device_with_masked_loads():
 def _plans(out: Tensor, caps: Capabilities) -> list[tuple[Opt, ...]]:
   item = [it for it in out.schedule() if not it.is_copy][-1]
   return hand_coded_optimizations(kernel_features(item.ast, caps), caps)
+
+
+def test_a_stride_2_gather_upcasts_by_2_so_its_divisions_fold():
+  # the max-pool input gradient reads dim 0 as x // 2 and x % 2 and its vectors would only gather: two outputs per
+  # thread make both constants in each copy; after the vector plans, before the scalar one
+  xn = np.random.default_rng(0).standard_normal((2, 4, 12, 12)).astype(np.float32)
+  x = Tensor(xn, device="PYTHON").requires_grad_(True)
+  x.max_pool2d(2).square().sum().backward()
+  asts = [it.ast for it in x.grad.schedule() if not it.is_copy]
+  gather = next(a for a in asts if 2 in kernel_features(a, AVX512).lane_divisors)
+  plans = hand_coded_optimizations(kernel_features(gather, AVX512), AVX512)
+  assert plans[-2:] == [(Opt(R, 0, 3), Opt(U, 0, 2)), (Opt(R, 0, 3),)]
+  assert lower(gather, AVX512).opts == (Opt(R, 0, 3), Opt(U, 0, 2))
+  windows = xn.reshape(2, 4, 6, 2, 6, 2)
+  top = windows.max(axis=(3, 5), keepdims=True)
+  assert_close(x.grad, (2 * top * (windows == top)).reshape(xn.shape), atol=1e-5)
 
 
 def test_heuristic_choices_are_pinned():

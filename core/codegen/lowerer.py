@@ -277,6 +277,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     group_ok = False
   lane_ok = red_ok = False
   reuse: tuple[int, ...] = ()
+  divisors: set[int] = set()
   if reduces and caps.launch_dims == 0 and caps.vector_ops:
     lw = _Lowering(_index_dtype(ast))
     idx: list[UOp] = [lw.zero()] * len(shape)
@@ -299,6 +300,10 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     vector_loads = lane_loads or [u for u in sink.toposort if u.op is Ops.LOAD and lane is not None and lane in u.src[1].toposort]
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
+    if lane is not None:
+      loads = [u for u in sink.toposort if u.op is Ops.LOAD]
+      divisors = {int(u.src[1].arg) for ld in loads for u in ld.src[1].toposort
+                  if u.op in (Ops.IDIV, Ops.MOD) and u.src[1].op is Ops.CONST and u.src[1].arg > 1 and lane in u.src[0].toposort}
   axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
@@ -309,7 +314,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         nested=nested, out_size=smax(prod(shape)), itemsize=value.dtype.itemsize,
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
-                        innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse)
+                        innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse,
+                        lane_divisors=tuple(sorted(divisors)))
 
 
 def _index_dtype(ast: UOp) -> DType:

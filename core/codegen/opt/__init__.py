@@ -63,6 +63,9 @@ class KernelFeatures:
   :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
     element of the (one) reduction's accumulator.
   :param lane_contiguous: some load reads neighbouring elements for neighbouring outputs of launch dim 0.
+  :param lane_divisors: constants c > 1 by which some load's index divides launch dim 0's index or takes its
+    remainder (`x // 2`, `x % 2`: a stride-2 pooling's gradient); c outputs per thread along dim 0 make them
+    constants in each copy.
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -80,6 +83,7 @@ class KernelFeatures:
   innermost: tuple[int, ...] = ()
   reuse_dims: tuple[int, ...] = ()
   outputs: int = 1
+  lane_divisors: tuple[int, ...] = ()
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

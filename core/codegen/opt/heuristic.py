@@ -26,7 +26,9 @@ What it decides:
   (LANES), one vector accumulator whose lanes each add 1/width of the values, four vectors loaded and added
   together per step where the axis is long enough (UNROLL on the same axis);
 - a reduction nested in another (a convolution pooled in the same kernel) takes the outer one's innermost
-  axis as lanes and several outputs per thread.
+  axis as lanes and several outputs per thread;
+- where vectors would only gather and the loads index dim 0 as x // c and x % c for a small c (a stride-2
+  pooling's gradient), c outputs per thread along dim 0 turn both into constants in each copy.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU nee
 # B's columns outermost
 OUTER_MIN_SHARE = 1 / 4
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
+MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
 
 
 def _unrolls(k: KernelFeatures) -> list[Opt]:
@@ -175,8 +178,14 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   vec, scalar = _tiles(k, caps, vector=True), _tiles(k, caps, vector=False)
   if not any(o.op is OptOps.VECTORIZE for o in vec): return [tuple(base + vec)]
   # the vectors that divide dim 0 if masked ones do not apply, the scalar plan if the vectors only gather
-  plans = [tuple(base + vec)] + [tuple(base + p) for p in (_tiles(k, caps, vector=True, masked_ok=False), scalar)]
-  return list(dict.fromkeys(plans))
+  plans = [tuple(base + vec), tuple(base + _tiles(k, caps, vector=True, masked_ok=False))]
+  if not k.lane_contiguous and k.dims[0][0] == 1 and \
+      (c := next((c for c in k.lane_divisors if c <= MAX_DIVISOR_UPCAST and k.dims[0][1] % c == 0), None)):
+    # vectors that would only gather, and loads that index dim 0 as x // c and x % c (a stride-2 pooling's
+    # gradient): c outputs per thread make those constants in each copy (64x8x26x26 max-pool input gradient,
+    # AVX-512: 1.0 -> 0.28 ms)
+    plans.append(tuple(base + [Opt(OptOps.UPCAST, 0, c)]))
+  return list(dict.fromkeys(plans + [tuple(base + scalar)]))
 
 
 __all__ = ["hand_coded_optimizations", "UNROLL_REDUCE"]
