@@ -106,8 +106,10 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
     if vector and d == 0 and f < target and masked_ok and caps.masked_loads and k.dims[0][0] == 1:
       # a whole vector wastes fewer lanes than the widest that divides (56 outputs: four vectors of 16, 8 lanes
       # masked, not seven of 8): conv2d 32->64 channels at 56x56, AVX-512, 207 -> 274 GFLOP/s
+      # (no wider than the dimension: a kernel column of 3 takes one vector of 4, not of 16)
       size = k.dims[0][1]
-      if size / (-(-size // target) * target) > f / target: f, masked = target, True
+      whole = min(target, 1 << (size - 1).bit_length())
+      if size / (-(-size // whole) * whole) > f / target: f, masked = whole, True
     factors.append(f)
   out = [Opt(OptOps.VECTORIZE if vector and d == 0 else OptOps.UPCAST, d, f) for d, f in zip(tiled, factors) if f > 1]
   if vector and len(factors) > 1 and factors[0] > 1 and factors[1] > 1:
