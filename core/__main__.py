@@ -50,6 +50,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_kernels(args: argparse.Namespace) -> int:
   from plugrad import Tensor, dtypes
   from plugrad.engine import lower_for, schedule
+  from plugrad.engine.compile import cached_plan
   from plugrad.tensor import graph_roots
   import numpy as np
   reg = get_registry()
@@ -72,10 +73,12 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   items = schedule(roots, devices, live=lambda: (), rebind=lambda becomes: None, registry=reg, limit_device=device.name)
   for item in items:
     if item.is_copy: continue
-    prog = lower_for(device, item.ast)
+    # under PLUGRAD_BEAM, the plan a search found for this kernel and device, as a realize would use it
+    searched = cached_plan(device, item.ast) if reg.config.beam else None
+    prog = lower_for(device, item.ast, searched)
     src = device.renderer.render(prog)
     print(f"// kernel {prog.name}")
-    if args.opts: print(f"// opts {list(prog.opts)}")
+    if args.opts: print(f"// opts {list(prog.opts)}{' (searched: PLUGRAD_BEAM)' if searched is not None else ''}")
     print(src)
     if args.compile:
       try:

@@ -30,6 +30,24 @@ def test_kernels_of_a_sharded_tensor_list_each_devices_kernel():
   assert res.stdout.count("// kernel ") >= 2  # the shards' graphs, one per device
 
 
+def test_kernels_shows_the_plan_a_beam_search_cached(tmp_path):
+  # under PLUGRAD_BEAM a realize takes the searched plan from the disk cache: the listing shows that one
+  from plugrad import Tensor
+  from plugrad.codegen.opt import Opt, OptOps
+  from plugrad.codegen.opt.search import PlanCache, plan_key
+  from plugrad.registry import get_registry
+  code = "out = Tensor.empty(64, 64).sum(1)"
+  ast = [it for it in Tensor.empty(64, 64, device="PYTHON").sum(1).schedule() if not it.is_copy][-1].ast
+  device = get_registry().device("PYTHON")
+  PlanCache(tmp_path / "plans").put(plan_key(ast, device.name, device.caps), (Opt(OptOps.UPCAST, 0, 2),))
+  env = {"PLUGRAD_CACHE_DIR": str(tmp_path)}
+  plain = run("kernels", "--device", "PYTHON", "--opts", "-c", code, env=env)
+  searched = run("kernels", "--device", "PYTHON", "--opts", "-c", code, env={**env, "PLUGRAD_BEAM": "2"})
+  assert plain.returncode == 0 and searched.returncode == 0, plain.stderr + searched.stderr
+  assert "(searched" not in plain.stdout
+  assert "// opts [Opt(UPCAST, 0, 2)] (searched: PLUGRAD_BEAM)" in searched.stdout
+
+
 def test_kernels_needs_out():
   res = run("kernels", "-c", "x = 1")
   assert res.returncode != 0 and "`out`" in res.stderr

@@ -80,17 +80,27 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
 _plan_caches: dict[Path, PlanCache] = {}
 
 
-def searched_plan(device: Device, ast: UOp) -> tuple[Opt, ...]:
-  """The fastest plan for `ast` that a beam search of width `config.beam` finds on `device`, from the
-  disk cache when an earlier process searched it already (plugrad.codegen.opt.search)."""
+def _plan_cache(device: Device) -> PlanCache:
   config = device.registry.config
   if (cache := _plan_caches.get(config.cache_dir)) is None:
     cache = _plan_caches[config.cache_dir] = PlanCache(Path(config.cache_dir) / "plans")
-  key = plan_key(ast, device.name, device.caps)
+  return cache
+
+
+def cached_plan(device: Device, ast: UOp) -> tuple[Opt, ...] | None:
+  """The plan a beam search found for `ast` on `device` in this or an earlier process; None when none did (no
+  timing: what `python -m plugrad kernels --opts` shows under PLUGRAD_BEAM without the hardware)."""
+  return _plan_cache(device).get(plan_key(ast, device.name, device.caps))
+
+
+def searched_plan(device: Device, ast: UOp) -> tuple[Opt, ...]:
+  """The fastest plan for `ast` that a beam search of width `config.beam` finds on `device`, from the
+  disk cache when an earlier process searched it already (plugrad.codegen.opt.search)."""
+  cache, key = _plan_cache(device), plan_key(ast, device.name, device.caps)
   if (plan := cache.get(key)) is not None: return plan
   features = kernel_features(ast, device.caps)
   plan = beam_search(hand_coded_optimizations(features, device.caps), features, lambda p: _time_plan(device, ast, p),
-                     config.beam)
+                     device.registry.config.beam)
   cache.put(key, plan)
   return plan
 
