@@ -17,8 +17,8 @@ What it decides:
   dimension the vector loads do not move with makes 8 rows of vector accumulators (a matmul's rows:
   each load of B's row feeds 8 FMAs; a convolution's output channels, up to 16 rows of one vector where the
   registers hold them); where the device has masked loads and stores, a dim 0 the register's width does not
-  divide still gets whole vectors (the last one's extra lanes masked) when that wastes fewer lanes than the
-  widest vector that divides it; without vector ops, 8 x 4
+  divide still gets whole vectors (the last one's extra lanes masked, none wider than the dimension) when that
+  wastes fewer lanes than the widest vector that divides it; without vector ops, 8 x 4
   scalar copies. A matmul whose tile reads a large panel of B (a quarter of the cache over its sum)
   loops over B's columns outermost (OUTER), so the panel stays in cache while the rows are swept. A
   reduction that reads contiguously along its own innermost loop and not along the
