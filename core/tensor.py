@@ -1578,16 +1578,30 @@ class Tensor(metaclass=_TensorMeta):
     o = (i - dilation * (k - 1) - 1) // stride + 1
     if o <= 0: raise ValueError(f"a window of {k} (dilation {dilation}) does not fit an axis of size {i}")
     pre = self.shape[:-1]
-    x = self
     i2 = max(i, stride * o - dilation)
-    if i2 > i: x = x.pad(((0, 0),) * len(pre) + ((0, i2 - i),))
     # repeat the axis e times; row a of the (k, i2+d) view then starts at offset a*d
     e = -(-k * (i2 + dilation) // i2)
-    x = x.reshape(pre + (1, i2)).expand(pre + (e, i2)).reshape(pre + (e * i2,))
-    x = x.shrink(tuple((0, s) for s in pre) + ((0, k * (i2 + dilation)),)).reshape(pre + (k, i2 + dilation))
-    x = x.shrink(tuple((0, s) for s in pre) + ((0, k), (0, stride * o))).reshape(pre + (k, o, stride))
-    x = x.shrink(tuple((0, s) for s in pre) + ((0, k), (0, o), (0, 1))).reshape(pre + (k, o))
-    return x.transpose(-1, -2)
+    keep = tuple((0, s) for s in pre)
+    steps = ([(Ops.PAD, (((0, 0),) * len(pre) + ((0, i2 - i),), truncate(0, self.dtype)))] if i2 > i else []) + [
+      (Ops.RESHAPE, pre + (1, i2)), (Ops.EXPAND, pre + (e, i2)), (Ops.RESHAPE, pre + (e * i2,)),
+      (Ops.SHRINK, keep + ((0, k * (i2 + dilation)),)), (Ops.RESHAPE, pre + (k, i2 + dilation)),
+      (Ops.SHRINK, keep + ((0, k), (0, stride * o))), (Ops.RESHAPE, pre + (k, o, stride)),
+      (Ops.SHRINK, keep + ((0, k), (0, o), (0, 1))), (Ops.RESHAPE, pre + (k, o)),
+      (Ops.PERMUTE, tuple(range(len(pre))) + (len(pre) + 1, len(pre)))]
+    if any(isinstance(d, UOp) for d in self.shape):  # symbolic sizes: each step through the checked Tensor op
+      x = self
+      for op, arg in steps:
+        x = (x.pad(arg[0]) if op is Ops.PAD else x.shrink(arg) if op is Ops.SHRINK else
+             x.permute(arg) if op is Ops.PERMUTE else x.expand(arg) if op is Ops.EXPAND else x.reshape(arg))
+      return x
+    # sizes right by construction: the view nodes alone, no tensor for each (a convolution makes ten per axis), each
+    # step the node the Tensor op would make (none where it changes nothing)
+    u = self._uop
+    for op, arg in steps:
+      if op is Ops.PAD or op is Ops.PERMUTE or (arg != u.shape if op is not Ops.SHRINK else
+                                                 any(b != 0 or e != d for (b, e), d in zip(arg, u.shape))):
+        u = UOp(op, u.dtype, (u,), arg)
+    return self._new(u)
 
   def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
     """Sliding windows over the last len(kernel) axes: (..., i1..in) -> (..., o1..on, k1..kn), movement ops only."""

@@ -52,3 +52,15 @@ def test_contiguous_of_what_is_contiguous_already_is_itself(dev):
   x.assign(x * 10).realize()
   np.testing.assert_equal(c.numpy(), [20, 30, 40, 50])  # tinygrad 0.14 gives the same
   assert len(x[::2].contiguous().schedule()) == 1  # strided: a copy
+
+
+def test_sliding_windows_match_numpy_for_every_stride_and_dilation():
+  # the windowed view under conv2d and the poolings, built as view nodes alone, against numpy's
+  from numpy.lib.stride_tricks import sliding_window_view
+  xn = np.arange(2 * 3 * 11, dtype=np.int32).reshape(2, 3, 11)
+  x = Tensor(xn, device="PYTHON")
+  for k, stride, dilation in [(1, 1, 1), (3, 1, 1), (3, 2, 1), (2, 3, 1), (3, 1, 2), (2, 2, 3), (4, 3, 2)]:
+    span = dilation * (k - 1) + 1
+    want = sliding_window_view(xn, span, axis=-1)[..., ::stride, ::dilation]
+    got = x._pool((k,), (stride,), (dilation,))
+    assert got.shape == want.shape and (got.numpy() == want).all(), (k, stride, dilation)
