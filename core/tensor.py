@@ -1598,9 +1598,9 @@ class Tensor(metaclass=_TensorMeta):
     # step the node the Tensor op would make (none where it changes nothing)
     u = self._uop
     for op, arg in steps:
-      if op is Ops.PAD or op is Ops.PERMUTE or (arg != u.shape if op is not Ops.SHRINK else
-                                                 any(b != 0 or e != d for (b, e), d in zip(arg, u.shape))):
-        u = UOp(op, u.dtype, (u,), arg)
+      unchanged = (op is Ops.SHRINK and all(lo == 0 and hi == d for (lo, hi), d in zip(arg, u.shape))) or \
+                  (op in (Ops.RESHAPE, Ops.EXPAND) and arg == u.shape)
+      if not unchanged: u = UOp(op, u.dtype, (u,), arg)
     return self._new(u)
 
   def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
