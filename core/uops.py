@@ -62,10 +62,9 @@ class _UOpMeta(type):
   binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
 
   def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
-    key = (op, dtype, src, karg := _key_arg(arg))
+    key = (op, dtype, src, _key_arg(arg))
     if (ref := _UOpMeta._cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
-    object.__setattr__(ret, "karg", karg)
     _UOpMeta._cache[key] = weakref.KeyedRef(ret, _forget, key)
     if op is Ops.BIND: _UOpMeta.binds_made = True
     return ret
@@ -75,9 +74,7 @@ class UOp(metaclass=_UOpMeta):
   """One node: an op, the dtype of its value (None for nodes without a value such as STORE), its
   sources and an op-specific argument. Immutable and hash-consed: never build one with the same
   fields twice expecting a distinct object."""
-  __slots__ = ("op", "dtype", "src", "arg", "karg", "__weakref__", "__dict__")
-  #: `arg` as the hash-consing key holds it (floats by their bits): what structural keys of graphs compare
-  karg: Any
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
 
   def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any):
     # straight to the slots: __setattr__ below only guards against later mutation
