@@ -108,6 +108,14 @@ def test_every_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} {plan} on {on}")
 
 
+@pytest.mark.parametrize("on", _devices())
+def test_a_reduction_nested_in_a_sum_over_an_empty_axis_gives_zeros(on):
+  # the heuristic's plan for the max inside gave its empty outer axis vector lanes (a division by zero)
+  x, w = _x(7), _x(0, 8)
+  out = Tensor(x, device=on).max(axis=0, keepdim=True)[1:1] @ Tensor(w, device=on)
+  np.testing.assert_array_equal(out.numpy(), np.zeros(8, np.float32))
+
+
 @pytest.mark.parametrize("plan,why", [
   ((Opt(U, 0, 5),), "divide"), ((Opt(V, 0, 4), Opt(U, 0, 5)), "divide"), ((Opt(U, 2, 2),), "launch dimension"),
   ((Opt(R, 0, 7),), "divide"), ((Opt(L, 0, 7),), "divide"), ((Opt(L, 0, 4), Opt(R, 0, 3)), "4 lanes times 3"),

@@ -510,7 +510,7 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
       size = axes[o.axis][0].src[0].shape[axes[o.axis][1]]
     if o.op is OptOps.LANES:
       unroll = next((p.amount for p in opts if p.op is OptOps.UNROLL and p.axis == o.axis), 1)
-      if o.amount < 2 or size % (o.amount * unroll):
+      if o.amount < 2 or unroll == 0 or size % (o.amount * unroll):  # UNROLL 0: an empty axis, written out
         raise OptError(f"{o}: {o.amount} lanes times {unroll} unrolled do not divide {size}")
     if o.op is OptOps.UNROLL:
       if o.amount != size and (o.amount > size or size % o.amount):

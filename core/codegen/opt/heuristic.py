@@ -144,6 +144,7 @@ def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
   one thread): 148 us with 4 lanes, 67 us with 8 lanes and the 3x3 taps unrolled."""
   if not k.innermost: return ()
   axis, size = k.innermost[-1], k.reduce_axes[k.innermost[-1]]
+  if size <= UNROLL_REDUCE: return ()  # unrolled into the body (an empty one too): no loop to take lanes from
   width = min(16, caps.max_vector_bytes // max(k.reduce_itemsize, 1))
   while width > 1 and size % width: width //= 2
   rows = _dim_factor(k, 0, 16)
