@@ -295,6 +295,14 @@ def toposort(roots: Iterable[UOp], descend: Callable[[UOp], bool] | None = None)
   return tuple(order)
 
 
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """`root` with every node in `mapping` replaced (sources first, so replacements compose)."""
+  new: dict[UOp, UOp] = {}
+  for n in root.toposort:
+    new[n] = mapping[n] if n in mapping else n.replace(src=tuple(new[s] for s in n.src))
+  return new[root]
+
+
 # ---------------------------------------------------------------- value bounds
 
 def _bounds(u: UOp) -> tuple[Any, Any]:

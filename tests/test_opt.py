@@ -85,6 +85,16 @@ CASES = [
     (Opt(R, 1, 3), Opt(R, 2, 3), Opt(L, 4, 6), Opt(U, 0, 8))]),
   ("cumsum", [(6, 33)], lambda a: a.cumsum(axis=1), lambda a: np.cumsum(a, axis=1),
    [(), (Opt(U, 0, 3),), (Opt(U, 0, 11), Opt(U, 1, 2))]),
+  # the copy of the nested max that reads row 1 of the cat has its gate folded to false: it leaves the sum's loop,
+  # the other copy stays in it, and each needs a loop of its own
+  ("upcast_copy_hoisted", [(5, 9, 8), (5, 9, 8)], lambda a, b: a.max(axis=0, keepdim=True).cat(b).sum(axis=1),
+   lambda a, b: np.concatenate([a.max(axis=0, keepdims=True), b]).sum(axis=1),
+   [(), (Opt(V, 0, 4), Opt(U, 1, 2)), (Opt(V, 0, 4), Opt(U, 0, 2), Opt(U, 1, 2))]),
+  # x @ w1 inside the loop of the matmul with w2 and again after it: its vector accumulator starts before both
+  ("reduction_inside_and_after_a_loop", [(64,), (64, 1), (65, 1), (1, 2)],
+   lambda x, w1, w2, w3: ((x @ w1).cat(x) @ w2 - x @ w1) @ w3,
+   lambda x, w1, w2, w3: ((np.concatenate([x @ w1, x]) @ w2) - x @ w1) @ w3,
+   [(), (Opt(L, 0, 4),), (Opt(L, 0, 4), Opt(R, 0, 4))]),
 ]
 
 

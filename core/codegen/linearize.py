@@ -11,13 +11,13 @@ import sys
 
 from plugrad.alu import reduce_identity
 from plugrad.shape import prod
-from plugrad.uops import GroupOp, Ops, UOp, toposort
+from plugrad.uops import GroupOp, Ops, UOp, substitute, toposort
 
 
 def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
   """The program's UOps in execution order, and an estimate of its operation count."""
   nodes = toposort([sink])
-  deps: dict[UOp, frozenset[UOp]] = {}
+  deps: dict[UOp, frozenset[UOp]] = {}  # the RANGEs a node's value depends on (a REDUCE: outside its own loops)
   index_only: dict[UOp, bool] = {}
   for n in nodes:
     d = frozenset({n}) if n.op is Ops.RANGE else frozenset().union(*(deps[s] for s in n.src))
@@ -27,6 +27,7 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
   by_ranges: dict[tuple[UOp, ...], list[UOp]] = {}
   for n in nodes:
     if n.op is Ops.REDUCE: by_ranges.setdefault(n.src[1:], []).append(n)
+  if (separated := _separate_loops(sink, nodes, deps, by_ranges)) is not None: return linearize(separated)
 
   out: list[UOp] = []
   emitted: dict[UOp, UOp] = {}
@@ -42,7 +43,11 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
       # every reduction over the same loops that can run here shares them (one accumulator each)
       group = [m for m in by_ranges[ranges] if m not in emitted and deps[m] <= open_ranges]
       for m in toposort([g.src[0] for g in group]):
-        if m not in emitted and m.op is not Ops.RANGE and deps[m] <= open_ranges: emit(m, open_ranges, mult)
+        if m in emitted or m.op is Ops.RANGE: continue
+        # a nested accumulator's start value (a vector of zeros is an instruction) goes here too: else the loop that
+        # first needs it defines it inside itself, and a later copy of that reduction outside the loop reads it there
+        if m.op is Ops.REDUCE: emit(reduce_identity(m.arg, m.dtype), open_ranges, mult)
+        if deps[m] <= open_ranges: emit(m, open_ranges, mult)
       group_accs = []
       for g in group:
         acc = UOp(Ops.DEFINE_ACC, g.dtype, (emit(reduce_identity(g.arg, g.dtype), open_ranges, mult),), accs)
@@ -85,3 +90,24 @@ def linearize(sink: UOp) -> tuple[tuple[UOp, ...], int]:
   finally:
     sys.setrecursionlimit(old_limit)
   return tuple(out), flops
+
+
+def _separate_loops(sink: UOp, nodes: list[UOp], deps: dict[UOp, frozenset[UOp]],
+                    by_ranges: dict[tuple[UOp, ...], list[UOp]]) -> UOp | None:
+  """`sink` with fresh RANGEs for the reductions over shared loops that cannot run in one place, or None when every
+  group can. The copies of an upcast reduction (and sibling reductions) share their RANGEs so that they run in one
+  loop; when simplification has taken an outer loop's index out of one copy (its gate folded to false), that copy is
+  hoisted out of the outer loop while the others stay inside it, and one RANGE would open two loops. Reductions that
+  depend on the same outer loops run in one place: the first such set keeps the RANGEs, each other gets its own."""
+  next_arg = 1 + max((n.arg for n in nodes if n.op is Ops.RANGE), default=-1)
+  for ranges, group in by_ranges.items():
+    by_deps: dict[frozenset[UOp], list[UOp]] = {}
+    for g in group: by_deps.setdefault(deps[g], []).append(g)
+    if len(by_deps) == 1: continue
+    mapping: dict[UOp, UOp] = {}
+    for i, reds in enumerate(list(by_deps.values())[1:]):
+      fresh = {r: UOp(Ops.RANGE, r.dtype, r.src, next_arg + i * len(ranges) + k) for k, r in enumerate(ranges)}
+      mapping.update({g: substitute(g, fresh) for g in reds})
+    # one group at a time: the caller starts over on the new graph, whose nesting may have changed
+    return substitute(sink, mapping)
+  return None

@@ -37,7 +37,7 @@ from plugrad.device import Capabilities
 from plugrad.dtype import DType, dtypes
 from plugrad.shape import prod, smax, strides_for, view_index
 from plugrad.symbolic import split_terms, symbolic
-from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite, toposort
+from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite, substitute, toposort
 
 # A float sum's accumulator takes at most this many values; a longer sum becomes a cascade of nested
 # accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32. 256 keeps
@@ -324,14 +324,6 @@ def _index_dtype(ast: UOp) -> DType:
   big = max([p.arg[1] for p in params] +
             [smax(prod(n.shape)) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
   return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
-
-
-def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
-  """`root` with every node in `mapping` replaced (sources first, so replacements compose)."""
-  new: dict[UOp, UOp] = {}
-  for n in root.toposort:
-    new[n] = mapping[n] if n in mapping else n.replace(src=tuple(new[s] for s in n.src))
-  return new[root]
 
 
 def _gate_loads(root: UOp, valid: UOp, keep: Callable[[UOp], bool] = lambda n: True) -> UOp:
