@@ -2368,7 +2368,7 @@ class Tensor(metaclass=_TensorMeta):
     return self.transpose(ax, -1)._cum_last(op).transpose(ax, -1)
 
   def cumsum(self, axis: int = 0) -> Tensor:
-    """Running sum along `axis` (dtype as for sum: small ints give int32)."""
+    """Running sum along `axis`, in sum's dtype (bools and integers give int64, as torch)."""
     return self._cumulative(axis, Ops.ADD)
 
   def cumprod(self, axis: int) -> Tensor:
