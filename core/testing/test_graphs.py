@@ -5,9 +5,10 @@ signed and unsigned integer, float16, bfloat16, float32, float64; those the devi
 step applies one op to nodes built so far: elementwise arithmetic with broadcasting between any two
 nodes (torch's type promotion), comparisons, `where`, unary math, `//` and `%`, bitwise ops,
 casts to any dtype, reductions (sum/max/min, prod on integers, over a random axis, keepdim random),
-matmul, and the movement ops (permute, reshape, expand, pad, shrink, flip). Every node is a pair
-(numpy array, Tensor) built in lockstep, so any node can be compared at the end. Nodes are reused
-freely, which gives shared subexpressions and diamonds in the graph.
+running sums, matmul, concatenation, the movement ops (permute, reshape, expand, pad, shrink, flip,
+indexing with steps and ints) and realizes in the middle. Every node is a pair (numpy array, Tensor)
+built in lockstep, so any node can be compared at the end. Nodes are reused freely, which gives shared
+subexpressions and diamonds in the graph.
 
 The numpy side computes what plugrad defines: each op in its result dtype (float16 in float16,
 bfloat16 in float32 rounded to bfloat16 after every op), integers wrapping, sums of integers in
@@ -19,9 +20,11 @@ integer arithmetic, max/min/neg/abs/relu of exact values, exact casts), so a rou
 a branch; float values headed for an integer cast are cleared of NaN and clipped into range first.
 
 The normal run draws 60 graphs per device (a few seconds on PYTHON and CPU); `--fuzz-long` (a
-nightly profile) draws 3000 per device from a random seed, up to 8 steps and 1024 elements.
+nightly profile) draws 3000 per device from a random seed, up to 8 steps and 1024 elements. The
+KERNELS profile (tests/test_random_graphs.py, for the core's codegen) draws kernel-sized programs.
 """
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -43,6 +46,20 @@ class Profile:
   """How big the drawn programs get."""
   max_steps: int = 5
   max_size: int = 256  # no node grows past this many elements: keeps the reference device fast
+  shapes: tuple[tuple[int, ...], ...] = ((3, 4), (2, 3, 4), (4, 1), (2, 1, 3), (4, 4))  # the inputs' shape
+  latest: float = 0.0  # how often an op takes the node made last (chains of ops fuse into one kernel)
+  max_terms: int = 4096  # the most values a float sum or matmul adds: float32 drifts from numpy with the length
+  float32_share: float = 0.0  # inputs in float32 this often (where the device has it), the others' dtype drawn evenly
+  even: bool = False  # every choice from the drawn seed, evenly spread, instead of hypothesis's (see Builder.choose)
+  fresh: bool = False  # a second operand is a new input half the time (any broadcastable shape, any k of a matmul)
+
+
+#: Kernel-sized programs (tests/test_random_graphs.py runs them on PYTHON and CPU): odd sizes up to 67 leave vector,
+#: tile and unroll remainders, and long chains give the scheduler and the heuristic fused kernels to plan.
+_KERNEL_SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 67)
+KERNELS = Profile(max_steps=10, max_size=20000, latest=0.75, float32_share=0.5, even=True, fresh=True,
+                  shapes=tuple(s for s in itertools.chain.from_iterable(itertools.product(_KERNEL_SIZES, repeat=n)
+                                                                        for n in (1, 2, 3)) if math.prod(s) <= 20000))
 
 
 @dataclass
@@ -95,9 +112,31 @@ class Builder:
     self.draw, self.device, self.dts, self.profile = draw, device, dts, profile
     self.nodes: list[Node] = []
 
+  # Each choice is hypothesis's in the default profile (a failure then shrinks to a small program), the seed's
+  # generator's where the profile asks for even spread: hypothesis leans to small numbers and first entries.
+  def choose(self, options):
+    options = list(options)
+    return options[self.rng.integers(len(options))] if self.profile.even else self.draw(st.sampled_from(options))
+
+  def integer(self, lo: int, hi: int) -> int:
+    return int(self.rng.integers(lo, hi + 1)) if self.profile.even else self.draw(st.integers(lo, hi))
+
+  def coin(self) -> bool: return self.integer(0, 1) == 1
+
   def pick(self, pred=lambda n: True) -> Node | None:
     choices = [n for n in self.nodes if pred(n)]
-    return self.draw(st.sampled_from(choices)) if choices else None
+    return self.choose(choices) if choices else None
+
+  def operand(self, pred, shape: tuple[int, ...]) -> Node | None:
+    """A second operand: a node that `pred` accepts, or (half the time, in a profile with fresh operands) a new
+    input of `shape`, whose dtype is drawn like the inputs'."""
+    if self.profile.fresh and self.coin(): return self.make_input(shape, self.rng)
+    return self.pick(pred)
+
+  def pick_operand(self) -> Node:
+    """The node an op starts from: the latest one (profile.latest of the time), else any."""
+    if self.rng.random() < self.profile.latest: return self.nodes[-1]
+    return self.nodes[self.rng.integers(len(self.nodes))] if self.profile.latest else self.pick()
 
   def fits(self, *shapes) -> bool: return math.prod(np.broadcast_shapes(*shapes)) <= self.profile.max_size
 
@@ -107,12 +146,16 @@ class Builder:
 
   # ---- elementwise
 
+  def broadcast_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that broadcasts against `shape`: itself, its trailing axes, or some of its axes set to 1."""
+    return self.choose([shape, shape[1:], shape[-1:], tuple(1 if self.coin() else s for s in shape)])
+
   def op_binary(self, a):
-    b = self.pick(lambda n: broadcastable(n.arr.shape, a.arr.shape))
+    b = self.operand(lambda n: broadcastable(n.arr.shape, a.arr.shape), self.broadcast_shape(a.arr.shape))
     if not self.fits(a.arr.shape, b.arr.shape): return None
     dt, x, y = self.promoted(a, b)
     names = ["add", "mul", "maximum", "minimum"] + (["sub"] if dt != dtypes.bool else [])
-    name = self.draw(st.sampled_from(names))
+    name = self.choose(names)
     if dt == dtypes.bool and name in ("add", "mul"):  # bool + is or, * is and
       fn = np.logical_or if name == "add" else np.logical_and
     else:
@@ -126,7 +169,7 @@ class Builder:
     b = self.pick(lambda n: n.exact and broadcastable(n.arr.shape, a.arr.shape))
     if not a.exact or b is None or not self.fits(a.arr.shape, b.arr.shape): return None
     _, x, y = self.promoted(a, b)
-    name = self.draw(st.sampled_from(["lt", "eq", "ne", "ge"]))
+    name = self.choose(["lt", "eq", "ne", "ge"])
     with np.errstate(all="ignore"):
       arr = {"lt": x < y, "eq": x == y, "ne": x != y, "ge": x >= y}[name]
     t = {"lt": a.t < b.t, "eq": a.t == b.t, "ne": a.t != b.t, "ge": a.t >= b.t}[name]
@@ -143,18 +186,22 @@ class Builder:
     return Node(np.where(cond_arr, x, y), cond_t.where(a.t, b.t), a.exact and b.exact, dt)
 
   def op_unary(self, a):
-    names = ["abs"] if a.dt == dtypes.bool else ["neg", "abs", "relu", "exp", "sqrt"]
-    name = self.draw(st.sampled_from(names))
+    names = ["abs"] if a.dt == dtypes.bool else ["neg", "abs", "relu", "exp", "sqrt", "tanh", "sin"]
+    name = self.choose(names)
     dt = a.dt
-    if name in ("exp", "sqrt"):  # integers compute in float32 (default_float)
+    if name in ("exp", "sqrt", "tanh", "sin"):  # integers compute in float32 (default_float)
       dt = a.dt if a.dt.is_float else dtypes.float32
       x = rnd(a.arr, dt)
       if name == "exp":
         # clip as floats: clipping an unsigned tensor at -3 wraps -3 to the type's top (as torch does)
         return Node(compute(lambda v: np.exp(np.clip(v, -3, 3)), dt, x), a.t.cast(dt).clip(-3, 3).exp(), False, dt)
+      if name in ("tanh", "sin"):  # bounded by 1, so they also bring large values back into range
+        wide = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np  # halves in float32, rounded once
+        return Node(compute(getattr(np, name), dt, x.astype(wide)), getattr(a.t.cast(dt), name)(), False, dt)
       mag = rnd(compute(np.abs, a.dt, a.arr), dt)  # abs in the input's dtype: abs(INT_MIN) wraps to INT_MIN
       return Node(compute(np.sqrt, dt, mag), a.t.abs().sqrt(), False, dt)
-    fn = {"neg": np.negative, "abs": np.abs, "relu": lambda v: np.where(v > 0, v, np.zeros_like(v))}[name]
+    # relu keeps NaN (torch's)
+    fn = {"neg": np.negative, "abs": np.abs, "relu": lambda v: np.where((v > 0) | (v != v), v, np.zeros_like(v))}[name]
     t = {"neg": -a.t if name == "neg" else None, "abs": a.t.abs(), "relu": a.t.relu()}[name]
     return Node(compute(fn, dt, a.arr), t, a.exact, dt)
 
@@ -162,14 +209,14 @@ class Builder:
     """Integer // and % by a tensor divisor in 1..8 (made from a node with & 7 + 1) or a constant."""
     if not a.dt.is_int: return None
     b = self.pick(lambda n: n.dt.is_int and broadcastable(n.arr.shape, a.arr.shape))
-    mod = self.draw(st.booleans())
+    mod = self.coin()
     # uint64 with a signed type promotes to float32 (no int128): such pairs take the constant divisor
     tensor_ok = b is not None and self.fits(a.arr.shape, b.arr.shape) and promote_types(a.dt, b.dt).is_int
-    if tensor_ok and self.draw(st.booleans()):
+    if tensor_ok and self.coin():
       dt, x, y = self.promoted(a, b)
       d_arr, d_t = compute(lambda v: (v & 7) + 1, dt, y), (b.t.cast(dt) & 7) + 1
     else:
-      k = self.draw(st.sampled_from([2, 5, 7] if a.dt.is_unsigned else [2, 5, 7, -3]))
+      k = self.choose([2, 5, 7] if a.dt.is_unsigned else [2, 5, 7, -3])
       dt, x, d_arr, d_t = a.dt, a.arr, np.asarray(k, a.dt.np), k
     arr = compute(np.mod if mod else np.floor_divide, dt, x, d_arr)
     return Node(arr, a.t % d_t if mod else a.t // d_t, True, dt)
@@ -180,7 +227,7 @@ class Builder:
     if not a.exact or b is None or not self.fits(a.arr.shape, b.arr.shape): return None
     dt, x, y = self.promoted(a, b)
     if not dt.is_float: return None
-    mod = self.draw(st.booleans())
+    mod = self.coin()
     # halves compute in float32 and round once (torch's opmath), as plugrad does
     wide = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np
     arr = compute(np.mod if mod else np.floor_divide, dt, x.astype(wide), y.astype(wide))
@@ -191,13 +238,14 @@ class Builder:
     if a.dt.is_float or b is None or not self.fits(a.arr.shape, b.arr.shape): return None
     dt, x, y = self.promoted(a, b)
     if dt.is_float: return None  # uint64 with a signed type promotes to float32
-    name = self.draw(st.sampled_from(["and", "or", "xor"]))
+    name = self.choose(["and", "or", "xor"])
     fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[name]
     t = {"and": a.t & b.t, "or": a.t | b.t, "xor": a.t ^ b.t}[name]
     return Node(compute(fn, dt, x, y), t, True, dt)
 
   def op_cast(self, a):
     dt = self.dts[self.rng.integers(len(self.dts))]
+    if a.dt.is_float and not dt.is_float and not a.exact: return None  # a rounding would flip a truncation
     arr, t = a.arr, a.t
     if a.dt.is_float and dt.is_int:
       # NaN and out-of-range floats have no defined integer: clear them first, in both
@@ -210,10 +258,12 @@ class Builder:
   # ---- reductions and matmul
 
   def op_reduce(self, a):
-    keepdim = self.draw(st.booleans())
+    keepdim = self.coin()
     if a.arr.ndim == 1 and not keepdim: return None  # keep every node at least 1-D
-    axis = self.draw(st.integers(-a.arr.ndim, a.arr.ndim - 1))
-    name = self.draw(st.sampled_from(["sum", "max", "min"] + (["prod"] if a.dt.is_int else [])))
+    axis = self.integer(-a.arr.ndim, a.arr.ndim - 1)
+    if a.dt.is_float and a.arr.shape[axis] > self.profile.max_terms: return None
+    # max and min of nothing have no value: an empty axis (a slice can make one) is summed
+    name = self.choose(["sum", "max", "min"] + (["prod"] if a.dt.is_int else [])) if a.arr.shape[axis] else "sum"
     with np.errstate(all="ignore"):
       if name in ("sum", "prod"):
         out_dt = dtypes.int64 if not a.dt.is_float else a.dt
@@ -224,66 +274,107 @@ class Builder:
     return Node(arr, getattr(a.t, name)(axis=axis, keepdim=keepdim), a.exact, a.dt)
 
   def op_matmul(self, a):
-    if a.arr.ndim != 2: return None
-    k = a.arr.shape[1]
-    b = self.pick(lambda n: n.arr.ndim == 2 and n.arr.shape[0] == k)
-    if b is None: b = Node(a.arr.T, a.t.T, a.exact, a.dt)  # a @ a.T always fits
-    n, m = a.arr.shape[0], b.arr.shape[1]
-    if n * m * k > self.profile.max_size * 4: return None
+    """a @ b for a node of any rank (a vector, a matrix, a batch of them) and a k x m matrix."""
+    k = a.arr.shape[-1]
+    if a.dt.is_float and k > self.profile.max_terms: return None
+    b = self.operand(lambda n: n.arr.ndim == 2 and n.arr.shape[0] == k, (k, self.choose(_KERNEL_SIZES)))
+    if b is None and a.arr.ndim == 2: b = Node(a.arr.T, a.t.T, a.exact, a.dt)  # a @ a.T always fits
+    if b is None or a.arr.size * b.arr.shape[1] > self.profile.max_size * 4: return None
     dt, x, y = self.promoted(a, b)
     with np.errstate(all="ignore"):
-      prods = compute(np.logical_and if dt == dtypes.bool else np.multiply, dt, x[:, :, None], y[None, :, :])
-      if dt == dtypes.bool: arr = prods.any(axis=1)
+      prods = compute(np.logical_and if dt == dtypes.bool else np.multiply, dt, x[..., None], y)  # (..., k, m)
+      if dt == dtypes.bool: arr = prods.any(axis=-2)
       else:  # a matmul keeps its dtype: integers wrap in it, halves accumulate in float32
         acc = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np
-        arr = rnd(prods.astype(acc).sum(axis=1), dt)
+        arr = rnd(prods.astype(acc).sum(axis=-2), dt)
     return Node(arr, a.t @ b.t, a.exact and b.exact and not dt.is_float, dt)
 
   # ---- movement
 
   def op_permute(self, a):
-    order = tuple(self.draw(st.permutations(range(a.arr.ndim))))
+    order = tuple(int(i) for i in self.rng.permutation(a.arr.ndim)) if self.profile.even else \
+      tuple(self.draw(st.permutations(range(a.arr.ndim))))
     return Node(a.arr.transpose(order), a.t.permute(order), a.exact, a.dt)
 
   def op_reshape(self, a):
-    shape = self.draw(st.sampled_from(reshape_candidates(a.arr.shape)))
+    shape = self.choose(reshape_candidates(a.arr.shape))
     return Node(a.arr.reshape(shape), a.t.reshape(shape), a.exact, a.dt)
 
   def op_expand(self, a):
     arr, t = a.arr, a.t
     if 1 not in arr.shape:  # make a size-1 axis first
       if arr.ndim >= MAX_NDIM: return None
-      axis = self.draw(st.integers(0, arr.ndim))
+      axis = self.integer(0, arr.ndim)
       arr, t = np.expand_dims(arr, axis), t.unsqueeze(axis)
-    axis = self.draw(st.sampled_from([i for i, s in enumerate(arr.shape) if s == 1]))
+    axis = self.choose([i for i, s in enumerate(arr.shape) if s == 1])
     shape = list(arr.shape)
-    shape[axis] = self.draw(st.integers(2, 4))
+    shape[axis] = self.integer(2, 4)
     if math.prod(shape) > self.profile.max_size: return None
     return Node(np.broadcast_to(arr, shape), t.expand(tuple(shape)), a.exact, a.dt)
 
   def op_pad(self, a):
-    padding = tuple((self.draw(st.integers(0, 2)), self.draw(st.integers(0, 2))) for _ in a.arr.shape)
-    value = self.draw(st.sampled_from([0, 0, 1.5 if a.dt.is_float else 3 if a.dt != dtypes.bool else True]))
+    padding = tuple((self.integer(0, 2), self.integer(0, 2)) for _ in a.arr.shape)
+    value = self.choose([0, 0, 1.5 if a.dt.is_float else 3 if a.dt != dtypes.bool else True])
     out = np.pad(a.arr, padding, constant_values=rnd(value, a.dt))
     if out.size > self.profile.max_size: return None
     return Node(out, a.t.pad(padding, value=value), a.exact, a.dt)
 
   def op_shrink(self, a):
+    if 0 in a.arr.shape: return None
     arg = []
     for s in a.arr.shape:
-      start = self.draw(st.integers(0, s - 1))
-      arg.append((start, self.draw(st.integers(start + 1, s))))
+      start = self.integer(0, s - 1)
+      arg.append((start, self.integer(start + 1, s)))
     return Node(a.arr[tuple(slice(lo, hi) for lo, hi in arg)], a.t.shrink(tuple(arg)), a.exact, a.dt)
 
   def op_flip(self, a):
-    axes = tuple(self.draw(st.lists(st.integers(0, a.arr.ndim - 1), min_size=1, max_size=a.arr.ndim, unique=True)))
+    axes = tuple(int(i) for i in self.rng.permutation(a.arr.ndim)[:self.integer(1, a.arr.ndim)]) if self.profile.even else \
+      tuple(self.draw(st.lists(st.integers(0, a.arr.ndim - 1), min_size=1, max_size=a.arr.ndim, unique=True)))
     return Node(np.flip(a.arr, axes), a.t.flip(axes), a.exact, a.dt)
 
+  def op_slice(self, a):
+    """Basic indexing: a start, stop and step (negative ones too) on each axis, or one axis taken at an int."""
+    if self.coin() and a.arr.ndim > 1:
+      axis = self.integer(0, a.arr.ndim - 1)
+      if not a.arr.shape[axis]: return None
+      idx: tuple = (slice(None),) * axis + (self.integer(-a.arr.shape[axis], a.arr.shape[axis] - 1),)
+    else:
+      parts = []
+      for s in a.arr.shape:
+        lo, hi = sorted((self.integer(0, s), self.integer(0, s)))
+        step = self.choose([1, 2, 3, -1, -2])
+        parts.append(slice(lo, hi, step) if step > 0 else slice(hi - 1 if hi else None, lo - 1 if lo else None, step))
+      idx = tuple(parts)
+    return Node(a.arr[idx], a.t[idx], a.exact, a.dt)
+
+  def op_cat(self, a):
+    axis = self.integer(0, a.arr.ndim - 1)
+    rest = a.arr.shape[:axis] + a.arr.shape[axis + 1:]
+    b = self.operand(lambda n: n.arr.ndim == a.arr.ndim and n.arr.shape[:axis] + n.arr.shape[axis + 1:] == rest,
+                     a.arr.shape[:axis] + (self.choose(_KERNEL_SIZES),) + a.arr.shape[axis + 1:])
+    if a.arr.size + b.arr.size > self.profile.max_size: return None
+    dt, x, y = self.promoted(a, b)
+    return Node(np.concatenate([x, y], axis), a.t.cat(b.t, dim=axis), a.exact and b.exact, dt)
+
+  def op_cumsum(self, a):
+    """Running sums keep sum's dtypes (integers in int64, halves accumulating in float32)."""
+    axis = self.integer(0, a.arr.ndim - 1)
+    if a.dt.is_float and a.arr.shape[axis] > self.profile.max_terms: return None
+    out_dt = dtypes.int64 if not a.dt.is_float else a.dt
+    acc = np.float32 if a.dt in (dtypes.float16, dtypes.bfloat16) else out_dt.np
+    with np.errstate(all="ignore"): arr = rnd(np.cumsum(a.arr.astype(acc), axis=axis), out_dt)
+    return Node(arr, a.t.cumsum(axis), a.exact and not a.dt.is_float, out_dt)
+
+  def op_realize(self, a):
+    """A buffer in the middle of the graph: what follows reads it instead of fusing the ops before it."""
+    return Node(a.arr, a.t.contiguous().realize(), a.exact, a.dt)
+
   OPS = ("binary", "compare", "where", "unary", "intdiv", "floatdiv", "bitwise", "cast", "reduce", "matmul", "permute",
-         "reshape", "expand", "pad", "shrink", "flip")
+         "reshape", "expand", "pad", "shrink", "flip", "slice", "cat", "cumsum", "realize")
 
   def make_input(self, shape, rng) -> Node:
     dt = self.dts[rng.integers(len(self.dts))]  # from the seed, like the op order: evenly spread
+    if dtypes.float32 in self.dts and rng.random() < self.profile.float32_share: dt = dtypes.float32
     if dt == dtypes.bool: arr = rng.random(shape) < 0.5
     elif dt.is_int:
       # a few extremes, so arithmetic wraps; as numpy scalars of the dtype (numpy>=2.5 refuses 2**64-1 beside int64)
@@ -295,20 +386,23 @@ class Builder:
 
   def build(self) -> list[Node]:
     """Draw inputs and up to max_steps ops; return every node (inputs first, output last)."""
-    shape = self.draw(st.sampled_from([(3, 4), (2, 3, 4), (4, 1), (2, 1, 3), (4, 4)]))
-    rng = self.rng = np.random.default_rng(self.draw(st.integers(0, 2 ** 16)))
-    for _ in range(self.draw(st.integers(1, 3))): self.nodes.append(self.make_input(shape, rng))
+    rng = self.rng = np.random.default_rng(self.draw(st.integers(0, 2 ** 32 - 1)))
+    shape = self.profile.shapes[rng.integers(len(self.profile.shapes))]
+    for _ in range(self.integer(1, 3)): self.nodes.append(self.make_input(shape, rng))
     # The op order is a shuffle made from the drawn seed: hypothesis' own choices lean towards
     # the first entries of a list, and this spreads the ops evenly over the examples.
     ops = list(rng.permutation(self.OPS))
-    for step in range(self.draw(st.integers(1, self.profile.max_steps))):
-      a = self.pick()
-      new = getattr(self, f"op_{ops[step % len(ops)]}")(a)
+    for step in range(self.integer(1, self.profile.max_steps)):
+      a = self.pick_operand()
+      op = self.choose(self.OPS) if self.profile.even else ops[step % len(ops)]  # (even: an op may come twice)
+      new = getattr(self, f"op_{op}")(a)
       if new is not None: self.nodes.append(new)
     return self.nodes
 
 
-def assert_node_matches(node: Node, scale: float) -> None:
+def assert_node_matches(node: Node, scale: float, rtol_floor: float = 0.0) -> None:
+  """`node`'s Tensor against its numpy value: dtype, shape, then the values (floats within the dtype's tolerance, or
+  `rtol_floor` where an inexact value of a less precise type flowed into it)."""
   got = node.t.numpy()
   assert node.t.dtype == node.dt, f"dtype {node.t.dtype} != {node.dt}"
   assert got.shape == node.arr.shape
@@ -317,13 +411,32 @@ def assert_node_matches(node: Node, scale: float) -> None:
   # a value at the edge of the dtype's range may overflow on one side only (a sum in another order)
   big = float(np.finfo(np.float32 if node.dt == dtypes.bfloat16 else node.dt.np).max) / 4
   sure = np.isfinite(want) & (np.abs(want) < big)
-  rtol = FLOAT_RTOL[node.dt.name]
+  rtol = max(FLOAT_RTOL[node.dt.name], rtol_floor)
   np.testing.assert_allclose(got.astype(np.float64)[sure], want[sure], rtol=rtol, atol=rtol * scale)
 
 
 def device_dtypes(device: str) -> list[DType]:
   caps = get_registry().device(device).caps
   return [d for d in dtypes.all() if d in caps.dtypes]
+
+
+def check_random_graph(draw, device: str, dts: list[DType], profile: Profile) -> None:
+  """Draw one program (`draw`: hypothesis's data.draw) on `device` over `dts` and compare it with numpy: a few of
+  its nodes realized together, then its output, then an earlier node."""
+  nodes = Builder(draw, device, dts, profile).build()
+  # absolute tolerance grows with the largest float intermediate (cancellation in sub/sum)
+  floats = [np.abs(n.arr.astype(np.float64)) for n in nodes if n.dt.is_float and n.arr.size]
+  scale = max([1.0] + [float(f[np.isfinite(f)].max(initial=0)) for f in floats])
+  # a float32 rounding promoted into a float64 node is a float32-sized difference there (nodes do not record their
+  # sources: the least precise inexact float of the graph sets the floor)
+  floor = max([FLOAT_RTOL[n.dt.name] for n in nodes if n.dt.is_float and not n.exact], default=0.0)
+  # some nodes realized together first: siblings of one shape become multi-output kernels
+  together = draw(st.lists(st.sampled_from(nodes), max_size=3, unique_by=id))
+  if len(together) > 1: Tensor.realize(*(n.t for n in together))
+  for n in together: assert_node_matches(n, scale, floor)
+  assert_node_matches(nodes[-1], scale, floor)
+  # then an earlier node of the same graph, possibly shared with the output just realized
+  assert_node_matches(draw(st.sampled_from(nodes)), scale, floor)
 
 
 def test_random_graph_matches_numpy(device, request):
@@ -334,18 +447,7 @@ def test_random_graph_matches_numpy(device, request):
   @settings(max_examples=3000 if long else 60, deadline=None, derandomize=not long, database=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
   @given(data=st.data())
-  def check(data):
-    nodes = Builder(data.draw, device, dts, profile).build()
-    # absolute tolerance grows with the largest float intermediate (cancellation in sub/sum)
-    floats = [np.abs(n.arr.astype(np.float64)) for n in nodes if n.dt.is_float and n.arr.size]
-    scale = max([1.0] + [float(f[np.isfinite(f)].max(initial=0)) for f in floats])
-    # some nodes realized together first: siblings of one shape become multi-output kernels
-    together = data.draw(st.lists(st.sampled_from(nodes), max_size=3, unique_by=id))
-    if len(together) > 1: Tensor.realize(*(n.t for n in together))
-    for n in together: assert_node_matches(n, scale)
-    assert_node_matches(nodes[-1], scale)
-    # then an earlier node of the same graph, possibly shared with the output just realized
-    assert_node_matches(data.draw(st.sampled_from(nodes)), scale)
+  def check(data): check_random_graph(data.draw, device, dts, profile)
 
   check()
 
