@@ -8,6 +8,7 @@ object file's bytes: plain bytes, so the core's disk cache stores it without pic
 from __future__ import annotations
 
 import json
+import re
 import struct
 import threading
 from functools import lru_cache
@@ -163,6 +164,15 @@ def check_object(obj: bytes, triple: str) -> None:
       raise ValueError(f"the object is not a COFF file for {arch}")
 
 
+#: LLVM 22's SLP vectorizer (its minimum-bitwidth analysis) narrows `uitofp (sext iN x to i64)` to
+#: `uitofp (sext iN x to i32)`: int8 -> uint64 -> float32 of -2 gave 2**32 - 2 instead of 2**64 - 2 (in the unrolled
+#: remainder of a concatenation's kernel; the loop vectoriser's code was right). A module that converts 64-bit
+#: unsigned integers to floats is optimised without SLP vectorization: such casts are rare.
+_SLP_UNSAFE = re.compile(r"uitofp (?:i64|<\d+ x i64>) ")
+#: Bumped when the pipeline changes what a source compiles to, so that binaries cached before are not reused.
+PIPELINE_VERSION = 2
+
+
 class LLVMCompiler(Compiler):
   """llvmlite at speed level 3 for the host CPU; binaries cached under `cache_dir` (private).
 
@@ -180,7 +190,7 @@ class LLVMCompiler(Compiler):
     triple, cpu, feats = host_target()
     version = ".".join(map(str, llvm.llvm_version_info))
     return (f"plugrad-cpu-llvm/{BINARY_MAGIC.decode()} llvmlite {llvmlite.__version__} LLVM {version} {triple} {cpu} {feats} "
-            f"O{self.opt_level}")
+            f"O{self.opt_level} pipeline {PIPELINE_VERSION}")
 
   def _compile(self, src: str) -> bytes:
     first = src.split("\n", 1)[0]
@@ -191,35 +201,33 @@ class LLVMCompiler(Compiler):
   def compile_object(self, src: str) -> bytes:
     """Optimise the IR for the host and return the object file's bytes."""
     llvm = _llvm()
-    triple, cpu, feats = host_target()
     with _llvm_lock:
       try:
         mod = llvm.parse_assembly(src)
         mod.verify()
       except RuntimeError as e:
         raise CompileError(f"LLVM rejected the CPU kernel: {e}\n--- source ---\n{src}") from e
-      mod.triple = triple
-      tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=self.opt_level, reloc="pic",
-                                                                  codemodel="default")
-      mod.data_layout = str(tm.target_data)
-      pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
-      pto.loop_vectorization = self.opt_level >= 2
-      pto.slp_vectorization = self.opt_level >= 2
-      pto.loop_unrolling = self.opt_level >= 2
-      pb = llvm.create_pass_builder(tm, pto)
-      pb.getModulePassManager().run(mod, pb)
+      tm = self._optimise(llvm, mod, src)
       return bytes(tm.emit_object(mod))
 
   def assembly(self, src: str) -> str:
     """The optimised machine code of `src` as assembly text (for reading what the vectoriser did)."""
     llvm = _llvm()
-    triple, cpu, feats = host_target()
     with _llvm_lock:
       mod = llvm.parse_assembly(src)
-      mod.triple = triple
-      tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=self.opt_level, reloc="pic",
-                                                                  codemodel="default")
-      mod.data_layout = str(tm.target_data)
-      pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=self.opt_level))
-      pb.getModulePassManager().run(mod, pb)
-      return tm.emit_assembly(mod)
+      return self._optimise(llvm, mod, src).emit_assembly(mod)
+
+  def _optimise(self, llvm: Any, mod: Any, src: str) -> Any:
+    """Run the optimisation pipeline on `mod` (parsed from `src`) for the host; returns the target machine."""
+    triple, cpu, feats = host_target()
+    mod.triple = triple
+    tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=self.opt_level, reloc="pic",
+                                                                codemodel="default")
+    mod.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
+    pto.loop_vectorization = self.opt_level >= 2
+    pto.slp_vectorization = self.opt_level >= 2 and not _SLP_UNSAFE.search(src)
+    pto.loop_unrolling = self.opt_level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return tm

@@ -92,6 +92,17 @@ def test_casts(src):
     same(*both(lambda x: x.cast(dst), a, dtype=src), exact=True)
 
 
+@pytest.mark.parametrize("src", [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64], ids=lambda d: d.name)
+def test_cast_chains_in_an_unrolled_kernel(src):
+  # a signed value through a wider unsigned type into floats, in a concatenation's kernel whose remainder loop
+  # LLVM's SLP vectoriser takes: LLVM 22 narrowed uitofp(sext i8 to i64) to 32 bits there (-2 -> 2**32 - 2)
+  x = sample(src, n=24, seed=3).reshape(3, 8)
+  for mid in (dtypes.uint16, dtypes.uint32, dtypes.uint64):
+    if mid.itemsize <= src.itemsize: continue
+    for dst in (dtypes.float32, dtypes.float64):
+      same(*both(lambda t: t.cast(mid).cast(dst).cat(t.cast(dst), dim=1), x, dtype=src), exact=True)
+
+
 def test_float_to_int_cast_edge_cases():
   a = np.array([np.nan, np.inf, -np.inf, 3.99, -3.99, 1e30, -1e30, 2.0**31, -(2.0**31) - 1, 2.0**63, 300.7], dtype=np.float32)
   for src in (dtypes.float32, dtypes.float64, dtypes.float16):  # noqa: B007
