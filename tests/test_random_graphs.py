@@ -7,18 +7,19 @@ nested reductions) meet their remainders and corner cases.
 The suite replays the same 300 programs per device; PLUGRAD_FUZZ_EXAMPLES=N draws N, and `--fuzz-long` draws 3000
 from a random seed (a hunt: a failure prints the drawn program)."""
 import os
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import plugrad.engine.compile as compile_module
+from plugrad.config import Config
+from plugrad.registry import Registry, set_registry
 from plugrad.testing import available_devices
 from plugrad.testing.test_graphs import KERNELS, check_random_graph, device_dtypes
 
 
-@pytest.mark.parametrize("dev", [d for d in ("PYTHON", "CPU") if d in available_devices()])
-def test_kernel_sized_random_graphs_match_numpy(dev: str, request: pytest.FixtureRequest) -> None:
-  long = request.config.getoption("fuzz_long", default=False)
-  examples = int(os.environ.get("PLUGRAD_FUZZ_EXAMPLES", 3000 if long else 300))
+def _fuzz(dev: str, examples: int, long: bool) -> None:
   dts = device_dtypes(dev)
 
   @settings(max_examples=examples, deadline=None, derandomize=not long, database=None,
@@ -27,3 +28,33 @@ def test_kernel_sized_random_graphs_match_numpy(dev: str, request: pytest.Fixtur
   def check(data: st.DataObject) -> None: check_random_graph(data.draw, dev, dts, KERNELS)
 
   check()
+
+
+def _examples(request: pytest.FixtureRequest, default: int) -> tuple[int, bool]:
+  long = request.config.getoption("fuzz_long", default=False)
+  return int(os.environ.get("PLUGRAD_FUZZ_EXAMPLES", 3000 if long else default)), long
+
+
+@pytest.mark.parametrize("dev", [d for d in ("PYTHON", "CPU") if d in available_devices()])
+def test_kernel_sized_random_graphs_match_numpy(dev: str, request: pytest.FixtureRequest) -> None:
+  _fuzz(dev, *_examples(request, 300))
+
+
+@pytest.mark.skipif("CPU" not in available_devices(), reason="needs the CPU plugin (plugrad-cpu-llvm)")
+def test_plans_the_search_may_keep_match_numpy(request: pytest.FixtureRequest, tmp_path, monkeypatch) -> None:
+  """PLUGRAD_BEAM keeps whichever plan times fastest, so every plan it can reach must compute the same values.
+  Random timings make the search keep random plans of the heuristic's neighbourhood, which the programs then run."""
+  times, timed = random.Random(0), []
+
+  def random_time(device, ast, plan) -> float:
+    compile_module.render_for(device, ast, plan)  # a plan that does not apply raises OptError, as when timed
+    timed.append(plan)
+    return times.random()
+  monkeypatch.setattr(compile_module, "_time_plan", random_time)
+  prev = set_registry(Registry(Config.from_env({"PLUGRAD_BEAM": "3", "PLUGRAD_CACHE_DIR": str(tmp_path)})))
+  try:
+    _fuzz("CPU", *_examples(request, 60))
+    assert len(set(timed)) > 60  # the search ran, over many plans
+  finally:
+    set_registry(prev)
+    compile_module._plan_caches.clear()
