@@ -166,6 +166,18 @@ class CStyleRenderer(Renderer):
 
   # ---------------------------------------------------------------- ALU
 
+  def render_wrapping(self, op: Ops, srcs: list[str], dtype: DType) -> str:
+    """Integer + - *, negation and left shift that wrap, as plugrad's integers do: computed in the unsigned type of
+    the value's size (at least an int's). C leaves signed overflow undefined and compilers assume it never happens
+    (pocl's clang took x + x + x < 0 for x < 0); small types promote to a signed int, which uint16 * uint16
+    overflows."""
+    wide = self.types[dtypes.uint64 if dtype.itemsize == 8 else dtypes.uint32]
+    a = f"(({wide}){srcs[0]})"
+    if op is Ops.NEG: value = f"(-{a})"
+    elif op is Ops.SHL: value = f"({a} << ({srcs[1]} & {dtype.itemsize * 8 - 1}))"
+    else: value = f"({a} {_WRAPPING[op]} (({wide}){srcs[1]}))"
+    return f"(({self.ctype(dtype)}){value})"
+
   def render_alu(self, op: Ops, srcs: list[str], dtype: DType, src_dtypes: list[DType], const_srcs: list[UOp | None]) -> str:
     a = srcs[0]
     if op is Ops.CAST: return self.render_cast(a, dtype, src_dtypes[0])
@@ -207,6 +219,7 @@ class CStyleRenderer(Renderer):
 
     def line(s: str) -> None: body.append("  " * depth + s)
 
+    wrapping = wrapping_int_ops(prog)
     specials = [u for u in prog.uops if u.op is Ops.SPECIAL]
     # with hardware launch indices a symbolic launch size (a SPECIAL's src) is the runtime's business, not code
     skip = set() if self.launch_as_loops else launch_size_only(prog)
@@ -238,7 +251,8 @@ class CStyleRenderer(Renderer):
         line(f"{self.ctype(u.dtype)} {names[u]} = {names[u.src[0]]};")
       elif op is Ops.ACCUMULATE:
         acc, val = names[u.src[0]], names[u.src[1]]
-        expr = self.render_alu(u.arg, [acc, val], u.dtype, [u.dtype, u.dtype], [None, None])
+        expr = self.render_wrapping(u.arg, [acc, val], u.dtype) if u in wrapping else \
+          self.render_alu(u.arg, [acc, val], u.dtype, [u.dtype, u.dtype], [None, None])
         line(f"{acc} = {self.round_storage(expr, u.arg, u.dtype)};")
       elif op is Ops.DEFINE_LOCAL:
         names[u] = f"temp{u.arg[0]}"
@@ -268,6 +282,7 @@ class CStyleRenderer(Renderer):
         expr = None
         if op is Ops.WHERE and (idiom := int_abs_idiom(u)) is not None:
           if (expr := self.render_int_abs(names[idiom[0]], u.dtype)) is not None and idiom[1]: expr = f"(-{expr})"
+        if expr is None and u in wrapping: expr = self.render_wrapping(op, srcs, u.dtype)
         if expr is None: expr = self.render_alu(op, srcs, u.dtype, [s.dtype for s in u.src], consts)
         expr = self.round_storage(expr, op, u.dtype)
         names[u] = f"alu{counter}"
@@ -279,6 +294,24 @@ class CStyleRenderer(Renderer):
       depth -= 1
       line("}")
     return "\n".join(self.prelude(prog) + [self.render_signature(prog) + " {"] + body + ["}"]) + "\n"
+
+
+_WRAPPING = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
+
+
+def wrapping_int_ops(prog: LoopProgram) -> set[UOp]:
+  """The integer + - *, negations and left shifts (sums and products accumulated too) of data: values computed from
+  what a kernel loads, which may overflow and must wrap. Index arithmetic (from launch indices, loop variables,
+  constants and Variables) cannot overflow, since the lowering picks an index type that holds every index: it keeps
+  C's signed arithmetic, whose no-overflow promise lets the compiler simplify addresses."""
+  data: set[UOp] = set()
+  out: set[UOp] = set()
+  for u in prog.uops:
+    if u.op in (Ops.LOAD, Ops.DEFINE_ACC) or any(s in data for s in u.src): data.add(u)
+    if u not in data or u.dtype is None or not u.dtype.is_int or u.dtype == dtypes.bool or u.dtype.count > 1: continue
+    op = u.arg if u.op is Ops.ACCUMULATE else u.op
+    if op in (Ops.NEG, Ops.SHL) or op in _WRAPPING: out.add(u)
+  return out
 
 
 def launch_size_only(prog: LoopProgram) -> set[UOp]:

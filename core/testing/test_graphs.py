@@ -460,3 +460,19 @@ def test_wrapping_and_rounding_match_numpy(device, dt):
   x = rnd(np.array([d.max if d.is_int else 1000.0, 3, 1]), d)
   got = (Tensor(x, device=device, dtype=d) * Tensor(x, device=device, dtype=d) + 1).numpy()
   np.testing.assert_array_equal(got, compute(lambda v: v * v + rnd(1, d), d, x))
+
+
+@pytest.mark.parametrize("dt", ["int32", "int64"])
+def test_overflow_wraps_where_a_compiler_could_assume_it_away(device, dt):
+  """Signed overflow wraps even where a later op lets a C compiler assume it never happens: x + x + x < 0 is not
+  x < 0, and the floor division of a wrapped product divides the wrapped value (OpenCL C from plain + and * got both
+  wrong on pocl)."""
+  d = dtypes.from_any(dt)
+  if d not in get_registry().device(device).caps.dtypes: pytest.skip(f"{device} has no {dt}")
+  info = np.iinfo(d.np)
+  x = np.array([info.max, info.max // 3 + 7, info.min + 5, -12345, 2**20 + 3, -(2**25) + 1, 3], d.np)
+  t = Tensor(x, device=device)
+  with np.errstate(all="ignore"):
+    np.testing.assert_array_equal(((t + t + t) < 0).numpy(), (x + x + x) < 0)
+    np.testing.assert_array_equal(((-(t * t)) // 7).numpy(), (-(x * x)) // 7)
+    np.testing.assert_array_equal(((t * t * t) % -3).numpy(), (x * x * x) % -3)

@@ -21,8 +21,8 @@ extern "C" __global__ void __launch_bounds__(256) E_256(unsigned char* __restric
   bool alu13 = (alu12 ^ 0);
   bool alu14 = (alu11 & alu13);
   long long alu15 = ((long long)(alu14));
-  long long alu16 = (alu15 * -1ll);
-  long long alu17 = (alu9 + alu16);
+  long long alu16 = ((long long)(((unsigned long long)alu15) * ((unsigned long long)-1ll)));
+  long long alu17 = ((long long)(((unsigned long long)alu9) + ((unsigned long long)alu16)));
   double alu18 = ((double)(alu17));
   data3[gidx0] = alu18;
 }

@@ -13,11 +13,11 @@ kernel void E_16(device int* data0 [[buffer(0)]], const device float* data1 [[bu
   bool alu7 = (alu6 ^ 0);
   bool alu8 = (alu5 & alu7);
   int alu9 = ((int)(alu8));
-  int alu10 = (alu9 * -1);
-  int alu11 = (alu3 + alu10);
+  int alu10 = ((int)(((uint)alu9) * ((uint)-1)));
+  int alu11 = ((int)(((uint)alu3) + ((uint)alu10)));
   float val12 = data2[gidx0];
   int alu13 = as_type<int>(val12);
   int alu14 = ((int)(alu13 >> (3 & 31)));
-  int alu15 = (alu11 + alu14);
+  int alu15 = ((int)(((uint)alu11) + ((uint)alu14)));
   data0[gidx0] = alu15;
 }
