@@ -58,11 +58,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   device = reg.render_device(target)
   scope: dict = {"Tensor": Tensor, "dtypes": dtypes, "np": np}
   # the graph is built on the reference device: rendering for `target` needs no hardware
-  saved, reg.config = reg.config, reg.config.replace(device="PYTHON")
-  try:
-    exec(compile(args.code, "<kernels -c>", "exec"), scope)
-  finally:
-    reg.config = saved
+  with reg.default_device_as("PYTHON"): exec(compile(args.code, "<kernels -c>", "exec"), scope)
   if "out" not in scope: raise CLIError("the code must bind a Tensor (or a list of Tensors) to the name `out`")
   out = scope["out"]
   tensors = list(out) if isinstance(out, (list, tuple)) else [out]

@@ -10,12 +10,13 @@ recorded against its devices with the reason; every other device keeps working.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pluggy
 
@@ -259,6 +260,16 @@ class Registry:
   def all_status(self) -> list[DeviceStatus]:
     """Status of every known device (imports every device plugin)."""
     return [self.status(n) for n in self.device_names()]
+
+  @contextlib.contextmanager
+  def default_device_as(self, device: str) -> Iterator[None]:
+    """Tensors made inside the block default to `device` (the CLI builds a listing's graph on PYTHON); the default
+    before it is back after it, whether or not it had been decided yet."""
+    saved, self._default = self._default, canonical_device(device)
+    try:
+      yield
+    finally:
+      self._default = saved
 
   def default_device(self) -> str:
     """DEVICE if set, else the available device with the highest priority (decided once per registry).

@@ -1,7 +1,11 @@
 """`python -m plugrad devices` and `python -m plugrad kernels`, as a user runs them."""
+import contextlib
+import io
 import os
 import subprocess
 import sys
+
+from plugrad import Tensor
 
 
 def run(*args, env=None):
@@ -22,6 +26,21 @@ def test_kernels_prints_each_kernel_with_a_header():
   assert res.returncode == 0, res.stderr
   assert res.stdout.count("// kernel ") == 2
   assert "// kernel r_8_8" in res.stdout and "ACCUMULATE" in res.stdout
+
+
+def test_kernels_in_process_leaves_the_default_device_as_it_was():
+  # main() called from Python (tests do) built its graph on PYTHON by changing the registry's DEVICE, and the default
+  # that the first tensor decides stayed PYTHON afterwards: a later CPU kernel was then compiled by the wrong device
+  from plugrad.__main__ import main
+  from plugrad.registry import Registry, get_registry, set_registry
+  prev = set_registry(Registry(get_registry().config))
+  try:
+    with contextlib.redirect_stdout(io.StringIO()):
+      assert main(["kernels", "--device", "PYTHON", "-c", "out = Tensor.ones(4) + 1"]) == 0
+    assert get_registry().default_device() == Registry(get_registry().config).default_device()
+    assert (Tensor.ones(4) + 1).device == get_registry().default_device()
+  finally:
+    set_registry(prev)
 
 
 def test_kernels_of_a_sharded_tensor_list_each_devices_kernel():
