@@ -138,6 +138,14 @@ def test_plans_that_do_not_fit_are_opt_errors(plan, why):
   with pytest.raises(OptError, match=why): lower(item.ast, get_registry().device("PYTHON").caps, opts=plan)
 
 
+def test_a_group_whose_reduce_loop_is_unrolled_away_is_an_opt_error():
+  # GROUP sets launch dim 0 aside for the work-group; with the loop written out nothing used it, and the outputs
+  # were indexed by dimensions the launch did not have (a beam-search plan on OpenCL left most outputs unwritten)
+  item = [it for it in Tensor.empty(67, 16, 4, device="PYTHON").max(axis=1).schedule() if not it.is_copy][-1]
+  lower(item.ast, GPU, opts=(Opt(G, 0, 16),))  # the loop split across 16 threads: fine
+  with pytest.raises(OptError, match="no reduce loop"): lower(item.ast, GPU, opts=(Opt(G, 0, 16), Opt(R, 0, 16)))
+
+
 def test_vectorize_that_only_gathers_is_an_opt_error_and_the_heuristic_falls_back():
   # a row sum's outputs are a row apart: lanes along them would only gather
   item = [it for it in Tensor.empty(8, 64, device="PYTHON").sum(axis=1).schedule() if not it.is_copy][-1]

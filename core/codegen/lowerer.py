@@ -597,6 +597,9 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     out_values = list(_gate_loads(UOp(Ops.SINK, None, tuple(out_values)), valid).src)
     gate = (valid,)
   group_reduce = bool(threads) and any(n.op is Ops.REDUCE for n in toposort(out_values))
+  # the launch above set dim 0 aside for the work-group's threads: without a loop left to split they would index
+  # the outputs with the wrong dimensions
+  if threads and not group_reduce: raise OptError("GROUP: no reduce loop is left to split (an UNROLL wrote it out)")
   # split together: reductions that share their loops keep sharing them
   if not group_reduce: out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(out_values)), lw, acc_block).src)
   out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if _live(s)), start=lw.zero())
