@@ -4,8 +4,10 @@ need; here inputs of odd sizes up to 67 on 1-3 axes, fresh operands of any broad
 10 ops make the kernels the scheduler fuses and the heuristic plans (vectors, unrolls, masked loads, upcast copies,
 nested reductions) meet their remainders and corner cases.
 
-The suite replays the same 300 programs per device; PLUGRAD_FUZZ_EXAMPLES=N draws N, and `--fuzz-long` draws 3000
-from a random seed (a hunt: a failure prints the drawn program)."""
+The same programs also run the random plans a beam search (PLUGRAD_BEAM) may keep, on CPU and CL.
+
+The suite replays the same programs (300 per device; 60 and 15 with random plans); PLUGRAD_FUZZ_EXAMPLES=N draws N,
+and `--fuzz-long` draws 3000 from a random seed (a hunt: a failure prints the drawn program)."""
 import os
 import random
 
