@@ -136,7 +136,7 @@ class Builder:
   def pick_operand(self) -> Node:
     """The node an op starts from: the latest one (profile.latest of the time), else any."""
     if self.rng.random() < self.profile.latest: return self.nodes[-1]
-    return self.nodes[self.rng.integers(len(self.nodes))] if self.profile.latest else self.pick()
+    return self.pick()
 
   def fits(self, *shapes) -> bool: return math.prod(np.broadcast_shapes(*shapes)) <= self.profile.max_size
 
