@@ -2,13 +2,15 @@
 
 A run of launches becomes one LLVM function `run(ptr table, ptr counters)` that loads its buffers'
 addresses from the table and runs each launch in order, on every thread of the device at once: the
-threads pull the launch's chunks (contiguous pieces of its outermost loop) from an atomic counter, count
-the chunks they finish, and wait, spinning, until all of a launch's chunks are done before the next
-launch starts (it may read what this one wrote). So the runtime's workers are handed work once per run of
-launches, not once per launch (a thread that waits long yields its core, in case the one it waits for lost
-its own): even the native workers' hand-off and wake-up cost microseconds, which a convolution of a small image
-would otherwise pay at every launch. A thread that starts late finds the chunks taken and returns; which thread
-runs a chunk never changes what it computes, so results do not depend on timing.
+threads pull the launch's chunks (contiguous pieces of its outermost loop), each first those of its own
+contiguous group (the same group of every launch, so what a thread wrote in one launch it mostly reads in
+the next), then what is left of the others' (`pool.home_first_pull_ir`); they count the chunks they finish
+and wait, spinning, until all of a launch's chunks are done before the next launch starts (it may read what
+this one wrote). So the runtime's workers are handed work once per run of launches, not once per launch (a
+thread that waits long yields its core, in case the one it waits for lost its own): even the native workers'
+hand-off and wake-up cost microseconds, which a convolution of a small image would otherwise pay at every
+launch. A thread that starts late finds the chunks taken and returns; which thread runs a chunk never changes
+what it computes, so results do not depend on timing.
 
 A launch whose kernel splits a one-element reduction into partial sums (`reduce_split`) stays a call of
 its Program between runs. A replay fills the table with the buffers it is given and hands each run to the
@@ -22,7 +24,7 @@ from typing import Any, Callable
 from plugrad.plugin import Graph, GraphLaunch
 
 from plugrad_cpu_llvm.compiler import _llvm_lock, host_target, jit_module
-from plugrad_cpu_llvm.pool import chunk_range_ir, spin_hint, wait_ir
+from plugrad_cpu_llvm.pool import chunk_range_ir, home_first_pull_ir, spin_hint, wait_ir
 from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, run_on_threads
 
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -46,9 +48,10 @@ def _chunks(prog: CPUProgram) -> int:
 
 
 def _run_ir(name: str, run: _Run, spin: str) -> str:
-  """`void name(ptr table, ptr counters)`: each launch's chunks pulled with counters[2k] and counted done in
-  counters[2k + 1] (zeroed by the caller), each launch started once the one before it is done."""
-  launches = run.launches
+  """`void name(ptr table, ptr counters)`: counters (zeroed by the caller) = [threads entered, then per launch k
+  (`_Run.counter`): chunks done, then each thread group's chunks taken]; each launch starts once the one before it
+  is done."""
+  launches, groups = run.launches, run.threads
   lines = [f"define void @{name}(ptr %t, ptr %c) {{", "entry:"]
   loaded: dict[int, str] = {}
   for ln in launches:
@@ -56,28 +59,28 @@ def _run_ir(name: str, run: _Run, spin: str) -> str:
       if i not in loaded:
         loaded[i] = f"%b{i}"
         lines += [f"  %p{i} = getelementptr inbounds ptr, ptr %t, i64 {i}", f"  %b{i} = load ptr, ptr %p{i}"]
-  lines.append("  br label %l0.pull")
+  lines += ["  %ticket = atomicrmw add ptr %c, i64 1 monotonic", f"  %home = urem i64 %ticket, {groups}",
+            "  br label %l0.pull"]
   for k, ln in enumerate(launches):
     prog = ln.program
     assert isinstance(prog, CPUProgram)
     n, outer = run.chunks[k], prog.outer
     args = ", ".join(f"ptr {loaded[i]}" for i in ln.buffers)
     nxt = f"l{k + 1}.pull" if k + 1 < len(launches) else "exit"
+
+    def counter(g: str) -> list[str]:  # called at once, in this iteration
+      return [f"  %l{k}.cg = add i64 {g}, {run.counter(k, 0)}", f"  %l{k}.ctr = getelementptr inbounds i64, ptr %c, i64 %l{k}.cg"]
+
+    def chunk(i: str) -> list[str]:
+      return [*chunk_range_ir(f"l{k}.", i, outer, n), f"  %f{k} = inttoptr i64 {prog.address} to ptr",
+              f"  call void %f{k}({args}, i64 %l{k}.start, i64 %l{k}.end)",
+              f"  %r{k} = atomicrmw add ptr %done{k}, i64 1 release"]
     lines += [
       f"l{k}.pull:",
-      f"  %next{k} = getelementptr inbounds i64, ptr %c, i64 {2 * k}",
-      f"  %done{k} = getelementptr inbounds i64, ptr %c, i64 {2 * k + 1}",
-      f"  %i{k} = atomicrmw add ptr %next{k}, i64 1 monotonic",
-      f"  %more{k} = icmp ult i64 %i{k}, {n}",
-      f"  br i1 %more{k}, label %l{k}.run, label %l{k}.wait",
-      f"l{k}.run:",
-      *chunk_range_ir(f"l{k}.", f"%i{k}", outer, n),
-      f"  %f{k} = inttoptr i64 {prog.address} to ptr",
-      f"  call void %f{k}({args}, i64 %l{k}.start, i64 %l{k}.end)",
-      f"  %r{k} = atomicrmw add ptr %done{k}, i64 1 release",
-      f"  br label %l{k}.pull",
+      f"  %done{k} = getelementptr inbounds i64, ptr %c, i64 {run.counter(k, None)}",
+      *home_first_pull_ir(f"l{k}.", f"l{k}.pull", "%home", groups, n, counter, chunk, f"l{k}.wait"),
       # every chunk of this launch done (a thread whose chunk is late may have lost its core: see wait_ir)
-      *wait_ir(f"l{k}.wait", f"l{k}.pull", f"%done{k}", "acquire", n, nxt, spin),
+      *wait_ir(f"l{k}.wait", f"l{k}.left", f"%done{k}", "acquire", n, nxt, spin),
     ]
   return "\n".join(lines + ["exit:", "  ret void", "}", ""])
 
@@ -115,7 +118,7 @@ class _Run:
   def __init__(self, launches: list[GraphLaunch]) -> None:
     first = launches[0].program
     assert isinstance(first, CPUProgram)
-    self.launches, self.counters = launches, ctypes.c_int64 * (2 * len(launches))
+    self.launches = launches
     self.fn: Any = None  # set once the module is compiled, with its address
     self.address = 0
     self.pool = first.pool
@@ -123,6 +126,11 @@ class _Run:
     shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, self.chunks) if n > 1)  # type: ignore[attr-defined]
     threshold = RUN_SPLIT_THRESHOLD if self.pool.native() is not None else PYTHON_POOL_RUN_SPLIT_THRESHOLD
     self.threads = min(first.threads, max(self.chunks)) if shared >= threshold else 1
+    self.counters = ctypes.c_int64 * self.counter(len(launches), None)
+
+  def counter(self, k: int, group: int | None) -> int:
+    """Where launch k's counter of chunks done (group None) or group `group`'s counter of chunks taken is."""
+    return 1 + k * (self.threads + 1) + (0 if group is None else 1 + group)
 
   def __call__(self, table: Any) -> None:
     counters = self.counters()

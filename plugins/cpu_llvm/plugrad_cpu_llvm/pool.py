@@ -25,7 +25,7 @@ import platform
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, jit_module
 
@@ -76,6 +76,38 @@ def chunk_range_ir(p: str, i: str, outer: str | int, n: str | int) -> list[str]:
   `runtime._pieces` cuts, whoever runs them."""
   return [f"  %{p}sm = mul i64 {i}, {outer}", f"  %{p}start = udiv i64 %{p}sm, {n}",
           f"  %{p}em = add i64 %{p}sm, {outer}", f"  %{p}end = udiv i64 %{p}em, {n}"]
+
+
+def home_first_pull_ir(p: str, came_from: str, home: str, groups: str | int, n: str | int, counter: Callable[[str], list[str]],
+                       run: Callable[[str], list[str]], then: str) -> list[str]:
+  """IR, block `{p}visit` entered from block `came_from`, that runs every piece 0..n-1 of a launch not yet taken
+  and then branches to `then`. The pieces are cut into `groups` contiguous groups (group g: pieces
+  n*g//groups .. n*(g+1)//groups), each with its own counter of pieces taken; the thread starts with group `home`
+  (its own: threads take different homes) and then takes what is left of the others, in turn. So with every
+  thread running, each reads one contiguous range, as a static split would (two threads reading one stream
+  apiece read memory about 30% faster than two interleaving chunks of one stream: prefetchers and caches follow
+  each), and a thread slowed by another process has its pieces taken by the others. `counter(g)` gives lines
+  setting `%{p}ctr` to the address of group `g`'s i64 counter (zeroed before the launch); `run(i)`, lines that
+  run piece `i` (an i64)."""
+  return [f"  br label %{p}visit",
+          f"{p}visit:",
+          f"  %{p}k = phi i64 [0, %{came_from}], [%{p}k1, %{p}left]",
+          f"  %{p}hk = add i64 {home}, %{p}k", f"  %{p}g = urem i64 %{p}hk, {groups}",
+          f"  %{p}g1 = add i64 %{p}g, 1",
+          f"  %{p}gsm = mul i64 %{p}g, {n}", f"  %{p}gs = udiv i64 %{p}gsm, {groups}",
+          f"  %{p}gem = mul i64 %{p}g1, {n}", f"  %{p}ge = udiv i64 %{p}gem, {groups}",
+          *counter(f"%{p}g"),
+          f"  br label %{p}take",
+          f"{p}take:",
+          f"  %{p}j = atomicrmw add ptr %{p}ctr, i64 1 monotonic",
+          f"  %{p}i = add i64 %{p}gs, %{p}j",
+          f"  %{p}more = icmp ult i64 %{p}i, %{p}ge",
+          f"  br i1 %{p}more, label %{p}run, label %{p}left",
+          f"{p}run:", *run(f"%{p}i"), f"  br label %{p}take",
+          f"{p}left:",
+          f"  %{p}k1 = add i64 %{p}k, 1",
+          f"  %{p}all = icmp uge i64 %{p}k1, {groups}",
+          f"  br i1 %{p}all, label %{then}, label %{p}visit"]
 
 
 def _slot(name: str, k: int) -> str:
@@ -198,10 +230,11 @@ exit:
 
 def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
   """`pull(ptr args, ptr ctl)`: the chunks of one launch of a kernel function taking `nbufs` buffers, `nvars`
-  Variable values and (start, end), pulled from ctl = [next chunk, chunks, outer iterations, function address,
-  partials]; chunk i is iterations outer*i//n .. outer*(i+1)//n (`chunk_range_ir`). `args` holds
-  the buffers' addresses and then the values, 8 bytes each. `partial`: the function is a split reduction's piece,
-  which also takes the address of its 8-byte slot, partials + 8*i."""
+  Variable values and (start, end), pulled (`home_first_pull_ir`) with ctl = [threads entered, chunks, outer
+  iterations, function address, partials, groups, then each group's counter (zeroed)]; chunk i is iterations
+  outer*i//n .. outer*(i+1)//n (`chunk_range_ir`). `args` holds the buffers' addresses and then the values,
+  8 bytes each. `partial`: the function is a split reduction's piece, which also takes the address of its 8-byte
+  slot, partials + 8*i."""
   lines = ["define void @pull(ptr %args, ptr %ctl) {", "entry:"]
   vals = []
   for i in range(nbufs + nvars):
@@ -212,21 +245,21 @@ def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
     else:
       lines += [f"  %w{i} = load i64, ptr %p{i}", f"  %v{i} = trunc i64 %w{i} to i32"]
       vals.append(f"i32 %v{i}")
+
+  def run(i: str) -> list[str]:
+    return [*chunk_range_ir("", i, "%outer", "%n"),
+            f"  %slot = getelementptr inbounds i64, ptr %partials, i64 {i}",
+            f"  call void %f({', '.join(vals + ['i64 %start', 'i64 %end'] + (['ptr %slot'] if partial else []))})"]
   lines += [
     "  %np = getelementptr inbounds i64, ptr %ctl, i64 1", "  %n = load i64, ptr %np",
     "  %op = getelementptr inbounds i64, ptr %ctl, i64 2", "  %outer = load i64, ptr %op",
     "  %fp = getelementptr inbounds i64, ptr %ctl, i64 3", "  %f = load ptr, ptr %fp",
     "  %pp = getelementptr inbounds i64, ptr %ctl, i64 4", "  %partials = load ptr, ptr %pp",
-    "  br label %pull",
-    "pull:",
-    "  %i = atomicrmw add ptr %ctl, i64 1 monotonic",
-    "  %more = icmp ult i64 %i, %n",
-    "  br i1 %more, label %run, label %exit",
-    "run:",
-    *chunk_range_ir("", "%i", "%outer", "%n"),
-    "  %slot = getelementptr inbounds i64, ptr %partials, i64 %i",
-    f"  call void %f({', '.join(vals + ['i64 %start', 'i64 %end'] + (['ptr %slot'] if partial else []))})",
-    "  br label %pull",
+    "  %gp = getelementptr inbounds i64, ptr %ctl, i64 5", "  %groups = load i64, ptr %gp",
+    "  %ticket = atomicrmw add ptr %ctl, i64 1 monotonic", "  %home = urem i64 %ticket, %groups",
+    *home_first_pull_ir("", "entry", "%home", "%groups", "%n",
+                        lambda g: [f"  %cg = add i64 {g}, 6", "  %ctr = getelementptr inbounds i64, ptr %ctl, i64 %cg"],
+                        run, "exit"),
     "exit:", "  ret void", "}", ""]
   return "\n".join(lines)
 

@@ -3,9 +3,11 @@
 Every kernel is `void kernel(ptr buf0, ..., ptr bufN-1, i64 start, i64 end)`: it runs the
 iterations start..end-1 of its outermost launch loop. A launch big enough to be worth it is cut into
 contiguous chunks (up to CHUNKS_PER_THREAD per thread, each worth at least the pool's split threshold)
-that the calling thread and the runtime's workers pull from a shared counter: a thread whose core is busy
-with another process takes fewer chunks instead of stalling the launch with a fixed share, and a worker
-that arrives after the chunks are gone is not waited for. The workers wait in native code
+that the calling thread and the runtime's workers pull: each thread first the chunks of its own contiguous
+group, then what is left of the others' (`pool.home_first_pull_ir`). So a thread whose core is busy with
+another process takes fewer chunks instead of stalling the launch with a fixed share, a worker that arrives
+after the chunks are gone is not waited for, and with every core free each thread streams through one
+contiguous range. The workers wait in native code
 (`pool.NativePool`: a hand-off costs a few microseconds); where a process cannot have those, a Python
 thread pool does the same through ctypes, which releases the GIL during each call (25-35 us a hand-off).
 The chunk boundaries depend only on the kernel and the thread count, never on timing, so results are the
@@ -49,15 +51,22 @@ def _chunk_count(outer: int, cost: float, threads: int, threshold: float) -> int
 def _run_pulled(fn: Any, args: list[int], pieces: list[tuple[int, int]], threads: int, pool: _Pool,
                 extra: Any = None) -> None:
   """Run fn(*args, start, end[, extra(i)]) for every piece, on the calling thread and up to `threads` - 1
-  pool threads, each pulling the next piece from a shared counter until none is left."""
-  counter = itertools.count()  # next() on it is atomic under the GIL
+  pool threads, each taking its own contiguous group of pieces first and then what is left of the others
+  (as `pool.home_first_pull_ir` does in native code)."""
+  groups = min(len(pieces), threads)
+  bounds = [len(pieces) * g // groups for g in range(groups + 1)]
+  taken = [itertools.count(bounds[g]) for g in range(groups)]  # next() on a count is atomic under the GIL
+  tickets = itertools.count()
 
   def work() -> None:
-    while (i := next(counter)) < len(pieces):
-      s, e = pieces[i]
-      if extra is None: fn(*args, s, e)
-      else: fn(*args, s, e, extra(i))
-  run_on_threads(work, min(len(pieces), threads), pool)
+    home = next(tickets)
+    for k in range(groups):
+      g = (home + k) % groups
+      while (i := next(taken[g])) < bounds[g + 1]:
+        s, e = pieces[i]
+        if extra is None: fn(*args, s, e)
+        else: fn(*args, s, e, extra(i))
+  run_on_threads(work, groups, pool)
 
 
 def run_on_threads(work: Callable[[], None], threads: int, pool: _Pool) -> None:
@@ -108,7 +117,7 @@ class _Pool:
   def run_pulled(self, program: CPUProgram, ptrs: list[int], pieces: list[tuple[int, int]], fn: Any, address: int,
                  partials: int | None = None) -> None:
     """Run the kernel function `fn` (at `address`) over every piece, on the calling thread and up to
-    program.threads - 1 workers pulling pieces from a shared counter; a split reduction's piece i also gets the
+    program.threads - 1 workers pulling pieces (`pool.home_first_pull_ir`); a split reduction's piece i also gets the
     address of its 8-byte slot, partials + 8*i."""
     native = self.native()
     if native is None:
@@ -116,8 +125,10 @@ class _Pool:
       return
     pull = NativePool.pull(program.nparams, program.nvars, partials is not None)
     args = (ctypes.c_int64 * max(len(ptrs), 1))(*ptrs)
-    ctl = (ctypes.c_int64 * 5)(0, len(pieces), pieces[-1][1], address, partials or 0)  # the pieces cut 0..outer
-    native.run(pull, ctypes.addressof(args), ctypes.addressof(ctl), min(len(pieces), program.threads) - 1)
+    threads = min(len(pieces), program.threads)
+    # the pieces cut 0..outer; one group of them per thread, each group's counter zeroed
+    ctl = (ctypes.c_int64 * (6 + threads))(0, len(pieces), pieces[-1][1], address, partials or 0, threads)
+    native.run(pull, ctypes.addressof(args), ctypes.addressof(ctl), threads - 1)
 
 
 _POOL_WORKERS = max(1, cpu_count() - 1)

@@ -1,6 +1,7 @@
 """The runtime's workers (plugrad_cpu_llvm.pool): a launch cut into chunks runs each chunk exactly once, whichever
 threads take them, from any Python thread, in a forked child, and through the Python pool where there are no
-native workers; a dropped pool's workers leave."""
+native workers, each thread first from its own contiguous group; a dropped pool's workers leave."""
+import ctypes
 import gc
 import os
 import threading
@@ -61,6 +62,36 @@ def test_a_split_reduction_gives_the_same_bits_whichever_threads_ran_its_pieces(
   assert len(results) == 1  # the pieces, not the threads that ran them, decide the order of the sum
   zn = np.arange(60000, dtype=np.float32) * 1e-4
   np.testing.assert_allclose(results.pop(), (np.exp(np.sin(np.exp(np.sin(zn * 0.5)))) * np.cos(zn)).sum(), rtol=1e-4)
+
+
+class _Recorder:
+  """A stand-in kernel function of one buffer (a ctypes callback) that records which thread ran which piece; each
+  thread's first piece waits until `threads` threads have taken one, so all of them take a first piece."""
+
+  def __init__(self, threads: int) -> None:
+    self.ran: dict[int, list[int]] = {}
+    self.meet = threading.Barrier(threads, timeout=60)
+    self.fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(self._run)
+    self.address = ctypes.cast(self.fn, ctypes.c_void_p).value
+    self.nparams, self.nvars, self.threads = 1, 0, threads  # what run_pulled reads of a program
+
+  def _run(self, buf, start: int, end: int) -> None:
+    mine = self.ran.setdefault(threading.get_ident(), [])
+    mine.append(start)
+    if len(mine) == 1: self.meet.wait()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native workers", "python pool"])
+def test_each_thread_takes_its_own_contiguous_group_of_chunks_first(native, monkeypatch):
+  # with every thread running, each streams through one contiguous range (as a static split would), not every
+  # other chunk of the whole launch
+  pool = rt._Pool()
+  if not native: monkeypatch.setattr(rt._Pool, "native", lambda self: None)
+  elif pool.native() is None: pytest.skip("no native workers in this process (not Linux on x86-64 or arm64)")
+  rec = _Recorder(threads=2)
+  pool.run_pulled(rec, [0], rt._pieces(12, 6), rec.fn, rec.address)  # pieces start at 0, 2, .., 10
+  assert sorted(s for ran in rec.ran.values() for s in ran) == [0, 2, 4, 6, 8, 10]
+  assert sorted(ran[0] for ran in rec.ran.values()) == [0, 6]  # the first piece of each thread's own group
 
 
 def test_launches_from_two_threads_at_once_are_each_complete():
