@@ -53,3 +53,22 @@ def test_recurrence_results(dev):
   (h, c), want_h, want_c = _lstm(12, dev)
   assert_close(h, want_h, atol=1e-5)
   assert_close(c, want_c, atol=1e-5)
+
+
+def _onnx_lstm_work(steps: int) -> int:
+  from plugrad.nn.onnx.ops import lstm
+  rng = np.random.default_rng(1)
+  x, w, r = (Tensor(rng.standard_normal(s).astype(np.float32), device="PYTHON").realize()
+             for s in ((steps, 1, 8), (1, 64, 8), (1, 64, 16)))
+  y, h, c = lstm(x, w, r, hidden_size=16, n_outputs=3)
+  dev = get_registry().device("PYTHON")
+  return sum(lower_for(dev, it.ast).flops for it in Tensor.schedule(y, h, c) if it.ast is not None)
+
+
+def test_the_onnx_lstm_gives_its_state_a_buffer_every_step():
+  # each step's matmul reads h through an expand: the cell state and h's transcendentals fused into it would be
+  # recomputed for every output (bench_onnx's LSTM ran 11x slower)
+  w4, w16 = _onnx_lstm_work(4), _onnx_lstm_work(16)
+  assert w16 < 4.5 * w4, (w4, w16)
+  assert w16 < 120_000, w16
+

@@ -1193,8 +1193,10 @@ def lstm(x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = None, sequence_lens
       gates = xw[t] + h @ r[d].transpose()
       i, o, f, g = gates.split(hsz, dim=1)
       i, f = (i + pi * c).sigmoid(), (f + pf * c).sigmoid()
-      c = f * c + i * g.tanh()
-      h = (o + po * c).sigmoid() * c.tanh()
+      # the state gets buffers every step: fused into the next step's matmul, the cell state's chain of steps and
+      # h's transcendentals would be recomputed for every output (bench_onnx's LSTM: 0.53 -> 0.046 ms)
+      c = (f * c + i * g.tanh()).contiguous()
+      h = ((o + po * c).sigmoid() * c.tanh()).contiguous()
       out[t] = h
     ys.append(out)
     hs.append(h)
