@@ -68,8 +68,10 @@ def _run_ir(name: str, run: _Run, spin: str) -> str:
     args = ", ".join(f"ptr {loaded[i]}" for i in ln.buffers)
     nxt = f"l{k + 1}.pull" if k + 1 < len(launches) else "exit"
 
-    def counter(g: str) -> list[str]:  # called at once, in this iteration
-      return [f"  %l{k}.cg = add i64 {g}, {run.counter(k, 0)}", f"  %l{k}.ctr = getelementptr inbounds i64, ptr %c, i64 %l{k}.cg"]
+    # both are called at once, in this iteration
+    def counter(g: str) -> list[str]:
+      return [f"  %l{k}.cg = add i64 {g}, {run.counter(k, 0)}",
+              f"  %l{k}.ctr = getelementptr inbounds i64, ptr %c, i64 %l{k}.cg"]
 
     def chunk(i: str) -> list[str]:
       return [*chunk_range_ir(f"l{k}.", i, outer, n), f"  %f{k} = inttoptr i64 {prog.address} to ptr",

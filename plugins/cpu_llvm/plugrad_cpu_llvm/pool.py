@@ -78,8 +78,8 @@ def chunk_range_ir(p: str, i: str, outer: str | int, n: str | int) -> list[str]:
           f"  %{p}em = add i64 %{p}sm, {outer}", f"  %{p}end = udiv i64 %{p}em, {n}"]
 
 
-def home_first_pull_ir(p: str, came_from: str, home: str, groups: str | int, n: str | int, counter: Callable[[str], list[str]],
-                       run: Callable[[str], list[str]], then: str) -> list[str]:
+def home_first_pull_ir(p: str, came_from: str, home: str, groups: str | int, n: str | int,
+                       counter: Callable[[str], list[str]], run: Callable[[str], list[str]], then: str) -> list[str]:
   """IR, block `{p}visit` entered from block `came_from`, that runs every piece 0..n-1 of a launch not yet taken
   and then branches to `then`. The pieces are cut into `groups` contiguous groups (group g: pieces
   n*g//groups .. n*(g+1)//groups), each with its own counter of pieces taken; the thread starts with group `home`
