@@ -172,6 +172,21 @@ def bench_matmul(n: int, repeat: int) -> None:
   report(f"matmul {n}x{n} float32", tp, tn, tt, 2 * n ** 3, "GFLOP/s")
 
 
+def bench_linear(m: int, k: int, n: int, repeat: int) -> None:
+  """x @ w.T, a linear layer's layout (nn.Linear keeps w as out x in): both operands read along the sum."""
+  rng = np.random.default_rng(5)
+  xn, wn = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
+  x, w = realized(xn), realized(wn)
+  np.testing.assert_allclose((x @ w.T).numpy(), xn @ wn.T, rtol=1e-3, atol=1e-2 * np.sqrt(k))
+  tp = median_time(lambda: (x @ w.T).realize(), repeat)
+  tn = median_time(lambda: xn @ wn.T, repeat)
+  tt = None
+  if torch is not None:
+    xt, wt = torch.from_numpy(xn), torch.from_numpy(wn)
+    tt = median_time(lambda: torch.nn.functional.linear(xt, wt), repeat)
+  report(f"x @ w.T {m}x{k} by {n}x{k} (linear)", tp, tn, tt, 2 * m * k * n, "GFLOP/s")
+
+
 def bench_launch(repeat: int) -> None:
   from plugrad.engine import compile_for
   from plugrad.registry import get_registry
@@ -250,6 +265,8 @@ def main() -> None:
   bench_softmax(n, args.repeat)
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
+  bench_linear(64, 784, 256, args.repeat)
+  if not args.quick: bench_linear(1024, 1024, 1024, args.repeat)
   if not (args.quick or args.no_4096): bench_matmul(4096, 1)
   bench_launch(args.repeat)
   bench_compile()

@@ -72,6 +72,10 @@ CASES = [
     (Opt(V, 0, 2), Opt(U, 0, 2), Opt(R, 0, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
     (Opt(U, 0, 2), Opt(R, 0, 9)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(O, 0, 1)), (Opt(V, 0, 8), Opt(U, 1, 8)),
     (Opt(V, 0, 16), Opt(U, 1, 4), Opt(O, 0, 1))]),
+  # a linear layer's x @ W.T reads both operands along the sum: lanes on it, a tile of outputs on the launch dims
+  ("linear", [(6, 48), (12, 48)], lambda x, w: x @ w.transpose(), lambda x, w: x @ w.T,
+   [(), (Opt(L, 0, 16),), (Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 2)), (Opt(L, 0, 8), Opt(U, 0, 2), Opt(U, 1, 3)),
+    (Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 2), Opt(R, 0, 3)), (Opt(L, 0, 4), Opt(U, 0, 12), Opt(U, 1, 6))]),
   ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
    lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),),
                                   (Opt(U, 1, 3), Opt(O, 0, 1)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 4), Opt(U, 2, 4)),
@@ -253,6 +257,16 @@ def test_heuristic_choices_are_pinned():
   softmax_sum = (Tensor.empty(64, 256, device="PYTHON") - 1).exp().sum(axis=1)
   assert _plans(softmax_sum, AVX512) == [(Opt(L, 0, 16), Opt(R, 0, 4)), ()]
   assert _plans(Tensor.empty(64, 256, device="PYTHON").sum(axis=1), SCALAR) == [(Opt(U, 0, 8),)]
+  # ... and where those loads are reused across outputs (x @ W.T: W's rows across x's rows, x's across W's), a tile
+  # of outputs, one vector accumulator each, in at most half the vector registers
+  linear = Tensor.empty(64, 784, device="PYTHON") @ Tensor.empty(256, 784, device="PYTHON").transpose()
+  assert _plans(linear, replace(AVX512, vector_registers=32)) == \
+    [(Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 4)), (Opt(L, 0, 16),), ()]
+  assert _plans(linear, AVX2)[0] == (Opt(L, 0, 8), Opt(U, 0, 2), Opt(U, 1, 4))  # 16 registers: 8 accumulators
+  narrow = Tensor.empty(64, 256, device="PYTHON") @ Tensor.empty(10, 256, device="PYTHON").transpose()
+  assert _plans(narrow, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16), Opt(U, 0, 2), Opt(U, 1, 4))
+  matvec = Tensor.empty(1, 64, device="PYTHON") @ Tensor.empty(256, 64, device="PYTHON").transpose()
+  assert _plans(matvec, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16),)  # no row reuses a load
   assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16),)
   assert _plans(Tensor.empty(64, 64, device="PYTHON") + 1, AVX512) == [()]  # elementwise: left to the compiler
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
