@@ -125,9 +125,9 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
     else:
       # no second vector (a convolution, or a matmul's rows too narrow): more rows fill the registers instead,
       # each vector load feeding twice the FMAs (conv2d 32->64 channels at 56x56: 157 -> 180 GFLOP/s, AVX-512).
-      # Masked vectors too: 16 rows against 8, kernel alone, six convolutions of 7x7 to 56x56 images 7-16% faster
-      # (16x32x56x56 by 64 filters: 5.5 -> 5.0 ms) and four matmuls 56 to 200 wide 2-15%, where an earlier lowering
-      # measured 8 rows faster on that convolution (274 against 253 GFLOP/s)
+      # Masked vectors too: 16 rows against 8, kernel alone, convolutions of 7x7 to 56x56 images 0-16% faster over
+      # two rounds (16x32x56x56 by 64 filters: 5.5 -> 5.0 ms, then tied) and four matmuls 56 to 200 wide 2-15%, where
+      # an earlier lowering measured 8 rows faster on that convolution (274 against 253 GFLOP/s)
       rows, size = factors[1], k.dims[row_dim][1]
       while 2 * rows <= budget and size % (2 * rows) == 0 and rows < 16: rows *= 2
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
