@@ -228,10 +228,19 @@ exit:
 """
 
 
+_CTL_GROUPS = 6  # where the group counters start in a pull function's ctl block (`_pull_ir`)
+
+
+def pull_ctl(chunks: int, outer: int, address: int, partials: int, groups: int) -> Any:
+  """The ctl block a pull function (`_pull_ir`) reads for one launch: `chunks` pieces of `outer` iterations of the
+  kernel function at `address`, a split reduction's partials (0: none), `groups` threads' groups of pieces."""
+  return (ctypes.c_int64 * (_CTL_GROUPS + groups))(0, chunks, outer, address, partials, groups)
+
+
 def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
   """`pull(ptr args, ptr ctl)`: the chunks of one launch of a kernel function taking `nbufs` buffers, `nvars`
-  Variable values and (start, end), pulled (`home_first_pull_ir`) with ctl = [threads entered, chunks, outer
-  iterations, function address, partials, groups, then each group's counter (zeroed)]; chunk i is iterations
+  Variable values and (start, end), pulled (`home_first_pull_ir`) with ctl (`pull_ctl`) = [threads entered, chunks,
+  outer iterations, function address, partials, groups, then each group's counter (zeroed)]; chunk i is iterations
   outer*i//n .. outer*(i+1)//n (`chunk_range_ir`). `args` holds the buffers' addresses and then the values,
   8 bytes each. `partial`: the function is a split reduction's piece, which also takes the address of its 8-byte
   slot, partials + 8*i."""
@@ -258,7 +267,7 @@ def _pull_ir(nbufs: int, nvars: int, partial: bool) -> str:
     "  %gp = getelementptr inbounds i64, ptr %ctl, i64 5", "  %groups = load i64, ptr %gp",
     "  %ticket = atomicrmw add ptr %ctl, i64 1 monotonic", "  %home = urem i64 %ticket, %groups",
     *home_first_pull_ir("", "entry", "%home", "%groups", "%n",
-                        lambda g: [f"  %cg = add i64 {g}, 6", "  %ctr = getelementptr inbounds i64, ptr %ctl, i64 %cg"],
+                        lambda g: [f"  %cg = add i64 {g}, {_CTL_GROUPS}", "  %ctr = getelementptr inbounds i64, ptr %ctl, i64 %cg"],
                         run, "exit"),
     "exit:", "  ret void", "}", ""]
   return "\n".join(lines)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from plugrad.plugin import DeviceError, Program, Runtime
 
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, jit_target_machine, unpack_binary
-from plugrad_cpu_llvm.pool import NativePool
+from plugrad_cpu_llvm.pool import NativePool, pull_ctl
 from plugrad_cpu_llvm.support import check_symbols, install_helpers
 
 #: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread; above it, each
@@ -126,8 +126,7 @@ class _Pool:
     pull = NativePool.pull(program.nparams, program.nvars, partials is not None)
     args = (ctypes.c_int64 * max(len(ptrs), 1))(*ptrs)
     threads = min(len(pieces), program.threads)
-    # the pieces cut 0..outer; one group of them per thread, each group's counter zeroed
-    ctl = (ctypes.c_int64 * (6 + threads))(0, len(pieces), pieces[-1][1], address, partials or 0, threads)
+    ctl = pull_ctl(len(pieces), pieces[-1][1], address, partials or 0, threads)  # the pieces cut 0..outer
     native.run(pull, ctypes.addressof(args), ctypes.addressof(ctl), threads - 1)
 
 
