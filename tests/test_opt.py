@@ -263,6 +263,7 @@ def test_heuristic_choices_are_pinned():
   assert _plans(linear, replace(AVX512, vector_registers=32)) == \
     [(Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 4)), (Opt(L, 0, 16),), ()]
   assert _plans(linear, AVX2)[0] == (Opt(L, 0, 8), Opt(U, 0, 2), Opt(U, 1, 4))  # 16 registers: 8 accumulators
+  assert _plans(linear, replace(AVX512, vector_registers=1))[0] == (Opt(L, 0, 16),)  # no room for a tile
   narrow = Tensor.empty(64, 256, device="PYTHON") @ Tensor.empty(10, 256, device="PYTHON").transpose()
   assert _plans(narrow, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16), Opt(U, 0, 2), Opt(U, 1, 4))
   matvec = Tensor.empty(1, 64, device="PYTHON") @ Tensor.empty(256, 64, device="PYTHON").transpose()

@@ -164,7 +164,7 @@ def _dot_tile(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   if k.reduces != 1: return []
   row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1), None)
   if row_dim is None: return []
-  budget = caps.vector_registers // 2
+  budget = max(1, caps.vector_registers // 2)  # a device declaring a register or none gets no tile, not a crash
   rows = _dim_factor(k, row_dim, min(4, budget))
   cols = _dim_factor(k, 0, min(4, budget // rows))
   return [Opt(OptOps.UPCAST, d, f) for d, f in ((0, cols), (row_dim, rows)) if f > 1]
