@@ -26,11 +26,16 @@ def _lstm(steps: int, device: str):
   return (h, c), np.stack(outs)[-1], nc
 
 
-def _work(steps: int) -> tuple[int, int]:
-  (h, c), _, _ = _lstm(steps, "PYTHON")
-  items = Tensor.schedule(h, c)
+def _scheduled(*outs: Tensor) -> tuple[int, int]:
+  """The kernels realizing `outs` (on PYTHON) and their operations."""
+  items = Tensor.schedule(*outs)
   dev = get_registry().device("PYTHON")
   return len(items), sum(lower_for(dev, it.ast).flops for it in items if it.ast is not None)
+
+
+def _work(steps: int) -> tuple[int, int]:
+  (h, c), _, _ = _lstm(steps, "PYTHON")
+  return _scheduled(h, c)
 
 
 def test_recurrence_work_grows_linearly():
@@ -60,9 +65,7 @@ def _onnx_lstm_work(steps: int) -> int:
   rng = np.random.default_rng(1)
   x, w, r = (Tensor(rng.standard_normal(s).astype(np.float32), device="PYTHON").realize()
              for s in ((steps, 1, 8), (1, 64, 8), (1, 64, 16)))
-  y, h, c = lstm(x, w, r, hidden_size=16, n_outputs=3)
-  dev = get_registry().device("PYTHON")
-  return sum(lower_for(dev, it.ast).flops for it in Tensor.schedule(y, h, c) if it.ast is not None)
+  return _scheduled(*lstm(x, w, r, hidden_size=16, n_outputs=3))[1]
 
 
 def test_the_onnx_lstm_gives_its_state_a_buffer_every_step():
