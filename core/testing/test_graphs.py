@@ -81,6 +81,16 @@ def rnd(x, dt: DType) -> np.ndarray:
     return x.astype(dt.np)
 
 
+def opmath(dt: DType) -> type:
+  """The numpy type values of `dt` compute in: halves in float32 (torch's opmath), rounded to `dt` once after."""
+  return np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np
+
+
+def sum_dtype(dt: DType) -> DType:
+  """What a sum or a running sum of `dt` returns: int64 for integers and bools (torch's), a float its own type."""
+  return dt if dt.is_float else dtypes.int64
+
+
 def compute(fn, dt: DType, *arrs) -> np.ndarray:
   """fn on operands of `dt`, in `dt`'s arithmetic (bfloat16 through float32), the result rounded to `dt`."""
   with np.errstate(all="ignore"):
@@ -196,8 +206,7 @@ class Builder:
         # clip as floats: clipping an unsigned tensor at -3 wraps -3 to the type's top (as torch does)
         return Node(compute(lambda v: np.exp(np.clip(v, -3, 3)), dt, x), a.t.cast(dt).clip(-3, 3).exp(), False, dt)
       if name in ("tanh", "sin"):  # bounded by 1, so they also bring large values back into range
-        wide = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np  # halves in float32, rounded once
-        return Node(compute(getattr(np, name), dt, x.astype(wide)), getattr(a.t.cast(dt), name)(), False, dt)
+        return Node(compute(getattr(np, name), dt, x.astype(opmath(dt))), getattr(a.t.cast(dt), name)(), False, dt)
       mag = rnd(compute(np.abs, a.dt, a.arr), dt)  # abs in the input's dtype: abs(INT_MIN) wraps to INT_MIN
       return Node(compute(np.sqrt, dt, mag), a.t.abs().sqrt(), False, dt)
     # relu keeps NaN (torch's)
@@ -229,8 +238,7 @@ class Builder:
     if not dt.is_float: return None
     mod = self.coin()
     # halves compute in float32 and round once (torch's opmath), as plugrad does
-    wide = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np
-    arr = compute(np.mod if mod else np.floor_divide, dt, x.astype(wide), y.astype(wide))
+    arr = compute(np.mod if mod else np.floor_divide, dt, x.astype(opmath(dt)), y.astype(opmath(dt)))
     return Node(arr, a.t % b.t if mod else a.t // b.t, False, dt)
 
   def op_bitwise(self, a):
@@ -266,9 +274,8 @@ class Builder:
     name = self.choose(["sum", "max", "min"] + (["prod"] if a.dt.is_int else [])) if a.arr.shape[axis] else "sum"
     with np.errstate(all="ignore"):
       if name in ("sum", "prod"):
-        out_dt = dtypes.int64 if not a.dt.is_float else a.dt
-        acc = np.float32 if a.dt in (dtypes.float16, dtypes.bfloat16) else out_dt.np  # halves accumulate in float32
-        arr = rnd(getattr(np, name)(a.arr.astype(acc), axis=axis, keepdims=keepdim), out_dt)
+        out_dt = sum_dtype(a.dt)
+        arr = rnd(getattr(np, name)(a.arr.astype(opmath(out_dt)), axis=axis, keepdims=keepdim), out_dt)
         return Node(arr, getattr(a.t, name)(axis=axis, keepdim=keepdim), a.exact and not a.dt.is_float, out_dt)
       arr = getattr(a.arr, name)(axis=axis, keepdims=keepdim)
     return Node(arr, getattr(a.t, name)(axis=axis, keepdim=keepdim), a.exact, a.dt)
@@ -285,8 +292,7 @@ class Builder:
       prods = compute(np.logical_and if dt == dtypes.bool else np.multiply, dt, x[..., None], y)  # (..., k, m)
       if dt == dtypes.bool: arr = prods.any(axis=-2)
       else:  # a matmul keeps its dtype: integers wrap in it, halves accumulate in float32
-        acc = np.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt.np
-        arr = rnd(prods.astype(acc).sum(axis=-2), dt)
+        arr = rnd(prods.astype(opmath(dt)).sum(axis=-2), dt)
     return Node(arr, a.t @ b.t, a.exact and b.exact and not dt.is_float, dt)
 
   # ---- movement
@@ -360,9 +366,8 @@ class Builder:
     """Running sums keep sum's dtypes (integers in int64, halves accumulating in float32)."""
     axis = self.integer(0, a.arr.ndim - 1)
     if a.dt.is_float and a.arr.shape[axis] > self.profile.max_terms: return None
-    out_dt = dtypes.int64 if not a.dt.is_float else a.dt
-    acc = np.float32 if a.dt in (dtypes.float16, dtypes.bfloat16) else out_dt.np
-    with np.errstate(all="ignore"): arr = rnd(np.cumsum(a.arr.astype(acc), axis=axis), out_dt)
+    out_dt = sum_dtype(a.dt)
+    with np.errstate(all="ignore"): arr = rnd(np.cumsum(a.arr.astype(opmath(out_dt)), axis=axis), out_dt)
     return Node(arr, a.t.cumsum(axis), a.exact and not a.dt.is_float, out_dt)
 
   def op_realize(self, a):
