@@ -1,11 +1,15 @@
 """TinyJit: the first call runs, the second captures, later calls replay the captured kernels on the
 new inputs' buffers, giving what eager execution gives."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
 from plugrad import Tensor, TinyJit, nn
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
+from plugrad.scheduler import buffer_of
 
 
 def test_replay_uses_the_new_inputs(dev):
@@ -58,6 +62,22 @@ def test_inputs_that_differ_from_the_capture_raise():
   with pytest.raises(TypeError, match="arguments"): f(x=Tensor.ones(4, 3))
   f.reset()
   assert f(Tensor.ones(5, 3)).item() == 30 and f.cnt == 1
+
+
+def test_an_argument_passed_again_is_checked_once_and_not_kept():
+  f = TinyJit(lambda x: (x * 2).sum())
+  x = Tensor.ones(4, 3)
+  for _ in range(4): assert f(x).item() == 24  # the same tensor every call: its structure matched once
+  x.assign(Tensor.full((4, 3), 2.0))
+  assert f(x).item() == 48
+  with pytest.raises(ValueError, match=r"\(3, 4\)"): f(x.T)  # another node: checked, though x matched before
+  # the capture keeps its own argument's buffer (replays bind the new one in its place), never a later call's
+  x = Tensor.full((4, 3), 3.0).realize()
+  dead = weakref.ref(buffer_of(x.uop))
+  assert f(x).item() == 72
+  del x
+  gc.collect()
+  assert dead() is None
 
 
 def test_returned_tensors_are_the_captured_ones_rewritten():

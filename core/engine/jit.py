@@ -18,6 +18,7 @@ whose shape holds the Variable get the new value in their shape.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
 from plugrad.device import Buffer
@@ -77,6 +78,10 @@ class _Captured:
     # returned tensors whose shape holds a Variable: a replay binds it to the call's value
     self.symbolic_outs = [t for t in _tensors_in(ret) if any(u.op is Ops.BIND for u in _shape_nodes(t.uop))]
     self.structures = [_structure(t) for _, t in inputs]
+    # the node each argument had when its structure last matched: a call passing the same node again (the same
+    # tensor, or one on the same buffer view) has that structure, without walking its graph again. Weak: a node
+    # holds its buffer, which must not outlive the caller's last tensor of it
+    self.matched: list[weakref.ref[UOp]] = [weakref.ref(t.uop) for _, t in inputs]
     self.descriptions = [_describe(t) for _, t in inputs]
     self.buffers = [_buffer(t) for _, t in inputs]
 
@@ -88,10 +93,12 @@ class _Captured:
     if vkeys != self.var_keys:
       raise TypeError(f"TinyJit: this call passes Variables as arguments {[(k, v.arg[0]) for k, v in vkeys]}, the "
                       f"captured call passed {[(k, v.arg[0]) for k, v in self.var_keys]}")
-    for (key, t), want, desc in zip(inputs, self.structures, self.descriptions):
+    for i, ((key, t), want, desc) in enumerate(zip(inputs, self.structures, self.descriptions)):
+      if t.uop is self.matched[i](): continue
       if _structure(t) != want:
         raise ValueError(f"TinyJit: tensor argument {key!r} is {_describe(t)}, but the function was captured with {desc} "
                          f"(or another view of its buffer); call .reset() on the jitted function to capture again")
+      self.matched[i] = weakref.ref(t.uop)
 
   def run(self, inputs: list[tuple[int | str, Any]], var_vals: dict[UOp, int]) -> Any:
     subs = {old: _buffer(t) for old, (_, t) in zip(self.buffers, inputs)}
