@@ -85,6 +85,10 @@ class _Captured:
     self.descriptions = [_describe(t) for _, t in inputs]
     self.buffers = [_buffer(t) for _, t in inputs]
 
+  def seen(self, i: int, t: Any) -> bool:
+    """Whether tensor argument `i` is the very node whose structure matched last time (so realized, and matching)."""
+    return i < len(self.matched) and t.uop is self.matched[i]()
+
   def check(self, inputs: list[tuple[int | str, Any]], var_args: list[tuple[int | str, UOp]]) -> None:
     keys = [k for k, _ in inputs]
     if keys != self.keys:
@@ -94,7 +98,7 @@ class _Captured:
       raise TypeError(f"TinyJit: this call passes Variables as arguments {[(k, v.arg[0]) for k, v in vkeys]}, the "
                       f"captured call passed {[(k, v.arg[0]) for k, v in self.var_keys]}")
     for i, ((key, t), want, desc) in enumerate(zip(inputs, self.structures, self.descriptions)):
-      if t.uop is self.matched[i](): continue
+      if self.seen(i, t): continue
       if _structure(t) != want:
         raise ValueError(f"TinyJit: tensor argument {key!r} is {_describe(t)}, but the function was captured with {desc} "
                          f"(or another view of its buffer); call .reset() on the jitted function to capture again")
@@ -153,7 +157,8 @@ class TinyJit(Generic[R]):
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     inputs, var_args = _tensor_args(args, kwargs), _var_args(args, kwargs)
-    if inputs: inputs[0][1].realize(*[t for _, t in inputs[1:]])
+    unseen = [t for i, (_, t) in enumerate(inputs) if self.captured is None or not self.captured.seen(i, t)]
+    if unseen: unseen[0].realize(*unseen[1:])
     if self.captured is not None:
       self.captured.check(inputs, var_args)
       self.cnt += 1
