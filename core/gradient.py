@@ -12,7 +12,7 @@ values carry gradients; an integer or bool node (a comparison, a cast to int) cu
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from plugrad.dtype import DType, dtypes
 from plugrad.multi import Lowered, lower, to_axis
@@ -147,6 +147,12 @@ def _multi_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
 
 
 # integer-valued, piecewise constant or not a value: nothing flows (IDIV of floats is trunc(a/b))
+#: The derivative rules of composite operations, by name. A frontend that builds a composite from other ops whose
+#: own rules would make a poor gradient (conv2d's sliding windows: their rules sum overlapping windows through a
+#: buffer of every window) wraps its value in CUSTOM_GRADIENT(value, *inputs, arg=(name, *params)) and registers
+#: here how to differentiate it: rule(ctx, node) -> one gradient per input (None: nothing flows).
+custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {}
+
 _NO_GRADIENT = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.IDIV,
                 Ops.BITCAST, Ops.TRUNC, Ops.DETACH, Ops.KERNEL)
 
@@ -183,6 +189,8 @@ pm_gradient = PatternMatcher([
   # buffers and devices
   (UPat(Ops.CONTIGUOUS), lambda ctx: (ctx,)),
   (UPat(Ops.CONTIGUOUS_BACKWARD), lambda ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
+  # a composite: none to its value's own graph, its rule's to its inputs
+  (UPat(Ops.CUSTOM_GRADIENT, name="ret"), lambda ctx, ret: (None,) + custom_gradients[ret.arg[0]](ctx, ret)),
   (UPat(Ops.COPY, name="ret"), _copy_gradient),                                           # back to the source device
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),                                            # to the value written
   (UPat(Ops.MULTI, name="ret"), _multi_gradient),                                        # each shard its slice

@@ -150,6 +150,7 @@ def _reshape_axis(old: tuple[int, ...], new: tuple[int, ...], axis: int, sizes: 
 
 def _lower_node(n: UOp, xs: list[Lowered], devices: Devices) -> Lowered:
   op = n.op
+  if op is Ops.CUSTOM_GRADIENT: return xs[0]  # the value; gradients are taken on the logical graph
   if op in _ELEMENTWISE or op in (Ops.CAST, Ops.BITCAST):
     ref = next((x for x in xs if x.axis is not None), xs[0])
     srcs = [to_axis(x, ref.axis, ref.sizes(), devices) for x in xs]

@@ -20,6 +20,9 @@ class Ops(Enum):
   CONTIGUOUS = auto()  # tensor graph: realize src into its own buffer
   DETACH = auto()      # tensor graph: src's value, through which no gradient flows (removed by kernelize)
   CONTIGUOUS_BACKWARD = auto()  # tensor graph: src's value; its gradient is made contiguous (removed by kernelize)
+  # tensor graph: src[0]'s value, a composite of src[1:]; their gradients come from the rule arg[0] names
+  # (gradient.custom_gradients), none flows into src[0] (removed by kernelize)
+  CUSTOM_GRADIENT = auto()
   ASSIGN = auto()      # tensor graph: write src[1] into the buffer src[0]
   MULTI = auto()       # tensor graph: a sharded tensor, src one graph per device, arg (devices, axis): plugrad.multi
   KERNEL = auto()      # tensor graph after kernelize: the value of a scheduled kernel (arg: Kernel)

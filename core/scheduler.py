@@ -607,12 +607,15 @@ def _fold_uniform_reduce(u: UOp) -> UOp | None:
   return UOp(Ops.EXPAND, u.dtype, (UOp(Ops.RESHAPE, u.dtype, (c,), (1,) * len(u.shape)),), u.shape)
 
 
+#: tensor-graph nodes whose value is their first source's: only gradients read them
+_GRADIENT_MARKERS = (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CUSTOM_GRADIENT)
+
 # rules applied once to each node, its sources already rewritten; each returns a replacement or None
 _SIMPLIFY: list[Callable[[UOp], UOp | None]] = [
   # REDUCE_AXIS(broadcast constant) -> constant: a gradient's seed summed needs no kernel (tinygrad folds it too)
   _fold_uniform_reduce,
-  # DETACH(x) -> x, CONTIGUOUS_BACKWARD(x) -> x: they only matter to gradients, not to the forward value
-  lambda u: u.src[0] if u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD) else None,
+  # DETACH(x) -> x, CONTIGUOUS_BACKWARD(x) -> x, CUSTOM_GRADIENT(x, ...) -> x: they only matter to gradients
+  lambda u: u.src[0] if u.op in _GRADIENT_MARKERS else None,
   # CONTIGUOUS(x) -> x when x is a buffer or a reshape of one: it is contiguous already (as in tinygrad, the
   # result is that buffer; `clone()` makes a copy)
   lambda u: u.src[0] if u.op is Ops.CONTIGUOUS and _plain_buffer_view(u.src[0]) else None,
@@ -625,7 +628,7 @@ def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
   """Every node under `roots` -> the same graph with each ASSIGN an earlier schedule already applied
   replaced by the buffer it wrote, and the `_SIMPLIFY` rules applied; {} when there is nothing to change."""
   nodes = toposort(roots, descend=lambda n: applied_as(n) is None)
-  if not any(n.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CONTIGUOUS, Ops.REDUCE_AXIS) or applied_as(n) is not None
+  if not any(n.op in _GRADIENT_MARKERS or n.op in (Ops.CONTIGUOUS, Ops.REDUCE_AXIS) or applied_as(n) is not None
              for n in nodes):
     return {}
   out: dict[UOp, UOp] = {}

@@ -98,6 +98,9 @@ tensor_spec = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
   (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD), name="u"),
    lambda u: len(u.src) == 1 and u.dtype == u.src[0].dtype),
+  # (value, *inputs), arg (rule name, *its parameters)
+  (UPat(Ops.CUSTOM_GRADIENT, name="u"), lambda u: len(u.src) >= 2 and u.dtype == u.src[0].dtype
+   and isinstance(u.arg, tuple) and len(u.arg) >= 1 and isinstance(u.arg[0], str)),
   # a kernelized ASSIGN may keep a third source: the earlier pending write into its buffer, which runs first
   (UPat(Ops.ASSIGN, name="u"), lambda u: (len(u.src) == 2 or (len(u.src) == 3 and u.src[1].op is Ops.KERNEL))
    and u.src[0].shape == u.src[1].shape and u.dtype == u.src[0].dtype),

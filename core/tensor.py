@@ -23,7 +23,7 @@ from plugrad.device import Buffer, check_supported, image_spec_for, pinned_buffe
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
 from plugrad.engine.schedule import Rebind
-from plugrad.gradient import compute_gradient
+from plugrad.gradient import compute_gradient, custom_gradients
 from plugrad import multi as _multi
 from plugrad.registry import canonical_device, get_registry
 from plugrad.scheduler import (ScheduleItem, _contiguous_range_view, buffer_node, buffer_of, contiguous_base, pending_kernel,
@@ -1653,15 +1653,30 @@ class Tensor(metaclass=_TensorMeta):
     if groups < 1 or cin % groups or cout % groups or cin // groups != cin_g:
       raise ValueError(f"conv2d: input channels {cin} and weight {weight.shape} do not match groups={groups}")
     st, dl = self._tuple_arg(stride, n, "conv2d stride"), self._tuple_arg(dilation, n, "conv2d dilation")
-    x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, n, "conv2d"))._pool(ks, st, dl)  # (bs, cin, *out, *k)
-    out = x.shape[2:2 + n]
-    rc = cout // groups
-    x = x.reshape((bs, groups, cin_g, 1) + out + ks).expand((bs, groups, cin_g, rc) + out + ks)
-    # (bs, g, rc, *out, cin_g, *k): the reduced axes last
-    x = x.permute((0, 1, 3) + tuple(range(4, 4 + n)) + (2,) + tuple(range(4 + n, 4 + 2 * n)))
-    w = weight.reshape((1, groups, rc) + (1,) * n + (cin_g,) + ks)
+    pads = self._conv_pads(padding, n, "conv2d")
+    x = self._conv_windows(ks, groups, cout // groups, st, dl, pads)
+    out = x.shape[3:3 + n]
+    w = weight.reshape((1, groups, cout // groups) + (1,) * n + (cin_g,) + ks)
     ret = (x * w).sum(tuple(range(-1 - n, 0)), dtype=dtype).reshape((bs, cout) + out)
+    whole = dtype is None and self.dtype == weight.dtype and self.dtype.is_float and all(s == 1 for s in st)
+    if whole and isinstance(self.device, str) and weight.device == self.device and \
+       all(isinstance(d, int) for d in self.shape + weight.shape):
+      # differentiated as a whole (_conv_gradient): the input's gradient is one transposed convolution. Not for a
+      # stride: its transposed convolution would multiply zeros between the outputs too (4x the work at stride 2)
+      ret = ret._new(UOp(Ops.CUSTOM_GRADIENT, ret.dtype, (ret.uop, self.uop, weight.uop),
+                         ("conv", self.device, groups, st, dl, pads)))
     return ret if bias is None else ret + bias.reshape((1, cout) + (1,) * n)
+
+  def _conv_windows(self, ks: tuple[int, ...], groups: int, rc: int, st: tuple[int, ...], dl: tuple[int, ...],
+                    pads: tuple[tuple[int, int], ...]) -> Tensor:
+    """conv2d's view of this input (bs, cin, *spatial): every window beside every output channel of its group,
+    (bs, groups, rc, *out, cin/groups, *k), the reduced axes last; movement ops only."""
+    n = len(ks)
+    bs, cin = self.shape[:2]
+    x = self.pad(((0, 0), (0, 0)) + pads)._pool(ks, st, dl)  # (bs, cin, *out, *k)
+    out = x.shape[2:2 + n]
+    x = x.reshape((bs, groups, cin // groups, 1) + out + ks).expand((bs, groups, cin // groups, rc) + out + ks)
+    return x.permute((0, 1, 3) + tuple(range(4, 4 + n)) + (2,) + tuple(range(4 + n, 4 + 2 * n)))
 
   def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
                        stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
@@ -3299,6 +3314,29 @@ def _canonical_devices(devices: Sequence[str]) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def _const_node(dt: DType, shape: tuple, value: Any, text: str) -> UOp:
   return broadcast(UOp.const(dt, value), shape)
+
+
+def _conv_gradient(ctx: UOp, node: UOp) -> tuple[UOp, UOp]:
+  """conv2d's derivative (gradient.custom_gradients["conv"]). The input's gradient is the transposed convolution of
+  ctx, one kernel as in torch; the generic rules would write every window's share (bs x cin x out x k values) to a
+  buffer and then sum the overlapping ones (5x5, 32 channels, 128 x 24x24 images: 80 ms against 21 ms on CPU). The
+  weight's gradient is what the generic rules make of the windowed product: the windows times ctx, summed."""
+  _, device, groups, st, dl, pads = node.arg
+  g, x, w = (Tensor._from(u, device) for u in (ctx, node.src[1], node.src[2]))
+  n, ks, out = len(st), w.shape[2:], g.shape[2:]
+  # output_padding: the input sizes a strided convolution's outputs cannot tell apart from smaller ones
+  extra = tuple(i - ((o - 1) * s - b - a + d * (k - 1) + 1)
+                for i, o, s, d, k, (b, a) in zip(x.shape[2:], out, st, dl, ks, pads))
+  dx = g.conv_transpose2d(w, groups=groups, stride=st, dilation=dl, padding=sum(reversed(pads), ()),
+                          output_padding=extra)
+  bs, rc = x.shape[0], w.shape[0] // groups
+  windows = x._conv_windows(ks, groups, rc, st, dl, pads)
+  gw = g.reshape((bs, groups, rc) + out + (1,) * (1 + n)).expand(windows.shape)
+  dw = (gw * windows).sum((0,) + tuple(range(3, 3 + n)), keepdim=True).reshape(w.shape)
+  return dx.uop, dw.uop
+
+
+custom_gradients["conv"] = _conv_gradient
 
 
 def _check_dtype_on(device: str | tuple[str, ...], dtype: DType) -> None:

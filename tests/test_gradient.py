@@ -196,6 +196,12 @@ CONV = {
              lambda x, w: F.conv2d(x, w, stride=2, padding=1, dilation=(1, 2), groups=2), (2, 4, 7, 9), (6, 2, 3, 2)),
   "conv1d": (lambda x, w: x.conv2d(w, stride=3, padding=2), lambda x, w: F.conv1d(x, w, stride=3, padding=2),
              (2, 3, 11), (4, 3, 3)),
+  # stride 1: differentiated as a whole (the input's gradient a transposed convolution), asymmetric padding too
+  "conv2d_stride1": (lambda x, w: x.conv2d(w, padding=(1, 2, 0, 1), dilation=(2, 1), groups=2),
+                     lambda x, w: F.conv2d(F.pad(x, (1, 2, 0, 1)), w, dilation=(2, 1), groups=2),
+                     (2, 4, 7, 9), (6, 2, 3, 2)),
+  "conv1d_padding_beyond_kernel": (lambda x, w: x.conv2d(w, padding=2), lambda x, w: F.conv1d(x, w, padding=2),
+                                   (2, 3, 5), (4, 3, 1)),
   "conv3d": (lambda x, w: x.conv2d(w, padding=(1, 0, 1)), lambda x, w: F.conv3d(x, w, padding=(1, 0, 1)),
              (1, 2, 4, 3, 5), (3, 2, 2, 2, 3)),
   "conv_transpose2d": (lambda x, w: x.conv_transpose2d(w, stride=2, padding=1, output_padding=1, groups=2),
@@ -210,6 +216,41 @@ CONV = {
 def test_conv_and_pool(dev, name):
   ours, theirs, *shapes = CONV[name]
   check_grad(dev, ours, theirs, *shapes)
+
+
+def test_conv_input_gradient_is_one_transposed_convolution(dev):
+  # the generic rules of the sliding windows would write each window's share (bs x cin x out x k) and sum them
+  x = Tensor(np.ones((2, 8, 12, 12), np.float32), device=dev, requires_grad=True)
+  w = Tensor(np.ones((8, 8, 3, 3), np.float32), device=dev, requires_grad=True)
+  (x.conv2d(w) * Tensor(np.ones((2, 8, 10, 10), np.float32), device=dev).realize()).sum().backward()
+  items = x.grad.schedule()
+  assert len(items) == 1 and max(b.nbytes for b in items[0].bufs) == x.nbytes()
+  # the same convolution strided keeps the generic rules (a transposed one would multiply the zeros between outputs)
+  x.grad = None
+  (x.conv2d(w, stride=2) * 1.0).sum().backward()
+  assert len(x.grad.schedule()) > 1
+
+
+def test_conv_second_order_matches_torch(dev):
+  """Gradients of gradients go through the transposed convolution's own rule and the weight rule's windows."""
+  rng = np.random.default_rng(3)
+  xn, wn = rng.standard_normal((2, 3, 6, 6)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+  x, w = Tensor(xn, device=dev, requires_grad=True), Tensor(wn, device=dev, requires_grad=True)
+  gx, gw = x.conv2d(w, padding=1).tanh().sum().gradient(x, w)
+  (gx.square().sum() + gw.square().sum()).backward()
+  xt, wt = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+  gxt, gwt = torch.autograd.grad(F.conv2d(xt, wt, padding=1).tanh().sum(), (xt, wt), create_graph=True)
+  (gxt.square().sum() + gwt.square().sum()).backward()
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-3, atol=1e-3)
+  np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+
+def test_conv_of_a_tensor_with_itself():
+  xn = np.random.default_rng(4).standard_normal((3, 3, 3, 3)).astype(np.float32)
+  x, xt = Tensor(xn, requires_grad=True), torch.tensor(xn, requires_grad=True)
+  x.conv2d(x, padding=1).square().sum().backward()
+  F.conv2d(xt, xt, padding=1).square().sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
 def test_small_cnn_matches_torch():

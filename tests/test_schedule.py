@@ -385,19 +385,22 @@ def test_forward_and_backward_kernel_counts(case):
   assert kernels(loss, *[p.grad for p in params]) == count, name
 
 
-def test_conv_input_gradient_reduces_channels_in_a_kernel_of_its_own():
-  # the input gradient of a windowed view (col2im) reads the channel reduction through pads its reshapes regroup:
-  # that reduction gets a buffer (one kernel more) instead of running, gated, inside the gather for every pixel
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_input_gradient_reduces_channels_in_a_kernel_of_its_own(stride):
+  # a strided convolution's input gradient goes through its windowed view (col2im), which reads the channel
+  # reduction through pads its reshapes regroup: that reduction gets a buffer (one kernel more) instead of running,
+  # gated, inside the gather for every pixel. At stride 1 conv2d's own rule makes it one transposed convolution
   rng = np.random.default_rng(4)
   xn, wn = rng.standard_normal((2, 3, 6, 6)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
   x = Tensor(xn, device="PYTHON").requires_grad_(True).realize()
   w = Tensor(wn, device="PYTHON").realize()
-  x.conv2d(w, padding=1).square().sum().backward()
-  # the forward conv, the channel reduction, a gather along each spatial axis (2 kernels with them fused)
-  assert kernels(x.grad) == 4
+  x.conv2d(w, padding=1, stride=stride).square().sum().backward()
+  # the forward conv, then (stride 2) the channel reduction and a gather along each spatial axis (2 kernels with them
+  # fused), or (stride 1) the transposed convolution
+  assert kernels(x.grad) == {1: 2, 2: 4}[stride]
   torch = pytest.importorskip("torch")  # the test extra
   xt = torch.tensor(xn, requires_grad=True)
-  torch.nn.functional.conv2d(xt, torch.tensor(wn), padding=1).square().sum().backward()
+  torch.nn.functional.conv2d(xt, torch.tensor(wn), padding=1, stride=stride).square().sum().backward()
   assert_close(x.grad, xt.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
