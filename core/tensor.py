@@ -3330,6 +3330,12 @@ def _conv_gradient(ctx: UOp, node: UOp) -> tuple[UOp, UOp]:
   dx = g.conv_transpose2d(w, groups=groups, stride=st, dilation=dl, padding=sum(reversed(pads), ()),
                           output_padding=extra)
   bs, rc = x.shape[0], w.shape[0] // groups
+  if all(k == 1 for k in ks) and all(p == (0, 0) for p in pads):
+    # pointwise: the windows are the input itself, so its spatial axes flatten into one reduce axis that vector
+    # lanes divide (56x56 outputs are 196 vectors of 16; 56 alone is no multiple of 16)
+    hw = prod(out)
+    xs, gs = x.reshape((bs, groups, 1, w.shape[1], hw)), g.reshape((bs, groups, rc, 1, hw))
+    return dx.uop, (gs * xs).sum((0, 4)).reshape(w.shape).uop
   windows = x._conv_windows(ks, groups, rc, st, dl, pads)
   gw = g.reshape((bs, groups, rc) + out + (1,) * (1 + n)).expand(windows.shape)
   dw = (gw * windows).sum((0,) + tuple(range(3, 3 + n)), keepdim=True).reshape(w.shape)

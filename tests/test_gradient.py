@@ -200,6 +200,7 @@ CONV = {
   "conv2d_stride1": (lambda x, w: x.conv2d(w, padding=(1, 2, 0, 1), dilation=(2, 1), groups=2),
                      lambda x, w: F.conv2d(F.pad(x, (1, 2, 0, 1)), w, dilation=(2, 1), groups=2),
                      (2, 4, 7, 9), (6, 2, 3, 2)),
+  "conv2d_pointwise": (lambda x, w: x.conv2d(w, groups=2), lambda x, w: F.conv2d(x, w, groups=2), (2, 4, 5, 7), (6, 2, 1, 1)),
   "conv1d_padding_beyond_kernel": (lambda x, w: x.conv2d(w, padding=2), lambda x, w: F.conv1d(x, w, padding=2),
                                    (2, 3, 5), (4, 3, 1)),
   "conv3d": (lambda x, w: x.conv2d(w, padding=(1, 0, 1)), lambda x, w: F.conv3d(x, w, padding=(1, 0, 1)),
