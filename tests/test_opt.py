@@ -79,7 +79,8 @@ CASES = [
   ("conv", [(2, 3, 9, 9), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
    lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),),
                                   (Opt(U, 1, 3), Opt(O, 0, 1)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 4), Opt(U, 2, 4)),
-                                  (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 3))]),
+                                  (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 3)),
+                                  (Opt(V, 0, 16), Opt(U, 1, 3), Opt(R, 1, 3))]),  # kernel rows beside image rows
   ("strided_conv", [(1, 3, 12, 12), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, stride=2, padding=1),
    lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2],
    [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
@@ -298,6 +299,15 @@ def test_heuristic_choices_are_pinned():
                                     (Opt(R, 1, 3), Opt(R, 2, 3), Opt(U, 0, 8), Opt(U, 1, 4))]
   odd = Tensor.empty(200, 200, device="PYTHON") @ Tensor.empty(200, 200, device="PYTHON")
   assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8))
+  # too few output channels to tile: the tile's rows are image rows, along which the kernel's rows slide (ky, axis
+  # 1; kx slides along the vectorised columns): written out, neighbouring output rows share their input rows
+  few = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"), padding=3)
+  assert kernel_features([it for it in few.schedule() if not it.is_copy][-1].ast, AVX512).sliding == ((1, 1), (2, 0))
+  assert _plans(few, AVX512)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 1, 7))
+  assert _plans(few, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
+  # ... not beside a tile of output channels (5x5, 16 -> 32 channels): those share each load already
+  many = Tensor.empty(1, 16, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"), padding=2)
+  assert _plans(many, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 8), Opt(U, 2, 16))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():

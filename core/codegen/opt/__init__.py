@@ -66,6 +66,8 @@ class KernelFeatures:
   :param lane_divisors: constants c > 1 by which some load's index divides launch dim 0's index or takes its
     remainder (`x // 2`, `x % 2`: a stride-2 pooling's gradient); c outputs per thread along dim 0 make them
     constants in each copy.
+  :param sliding: (reduce axis, launch dim) pairs where some load moves alike with the axis's loop and the dim's
+    index (a convolution's kernel rows slide along the image rows: row y + ky).
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -84,6 +86,7 @@ class KernelFeatures:
   reuse_dims: tuple[int, ...] = ()
   outputs: int = 1
   lane_divisors: tuple[int, ...] = ()
+  sliding: tuple[tuple[int, int], ...] = ()
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

@@ -47,6 +47,20 @@ GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU nee
 OUTER_MIN_SHARE = 1 / 4
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
+SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
+
+
+def _slide_unrolls(k: KernelFeatures, tile: list[Opt], base: list[Opt]) -> list[Opt]:
+  """Each reduce axis up to SLIDE_UNROLL long that slides along a dim the tile upcasts without vectors (a
+  convolution's kernel rows beside a tile of image rows), written out: the output rows then share the input rows
+  they read (7x7 convolution to 3 channels of 32x64x64, AVX-512: 41 -> 4.7 ms). Not along a vectorised dim: its
+  copies are a vector apart, so they read different elements. Not beside a tile of output channels, whose loads
+  the copies share already: there it measured from 0.7x to 2x."""
+  vectorised = {o.axis for o in tile if o.op is OptOps.VECTORIZE}
+  upcast = {o.axis for o in tile if o.op is OptOps.UPCAST and o.amount > 1 and o.axis not in vectorised}
+  unrolled = {o.axis for o in base + tile if o.op is OptOps.UNROLL}
+  axes = dict.fromkeys(r for r, d in k.sliding if d in upcast and r not in unrolled and k.reduce_axes[r] <= SLIDE_UNROLL)
+  return [Opt(OptOps.UNROLL, r, k.reduce_axes[r]) for r in axes]
 
 
 def _unrolls(k: KernelFeatures) -> list[Opt]:
@@ -200,6 +214,7 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     if not all(i in unrolled for i in k.innermost): return [tuple(base)]
   if not caps.vector_ops: return [tuple(base + _tiles(k, caps, vector=False))]
   vec, scalar = _tiles(k, caps, vector=True), _tiles(k, caps, vector=False)
+  vec += _slide_unrolls(k, vec, base)
   if not any(o.op is OptOps.VECTORIZE for o in vec): return [tuple(base + vec)]
   # the vectors that divide dim 0 if masked ones do not apply, the scalar plan if the vectors only gather
   plans = [tuple(base + vec), tuple(base + _tiles(k, caps, vector=True, masked_ok=False))]
