@@ -266,7 +266,7 @@ def main() -> None:
   bench_copy(args.repeat)
   bench_e2e(n, args.repeat)
   bench_e2e_contended(n, args.repeat)
-  bench_reduce(n, args.repeat)
+  bench_reduce(n, max(args.repeat, 25))  # a 1 ms call: more samples for a steadier median
   bench_sibling_reductions(n, args.repeat)
   bench_softmax(n, args.repeat)
   bench_conv(args.repeat)
