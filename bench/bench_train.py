@@ -1,5 +1,6 @@
-"""One training step (forward, backward, optimizer update) of an MLP and of a small CNN: plugrad on the
-default device against torch eager on the CPU, measured in the same run.
+"""One training step (forward, backward, optimizer update) of an MLP, of a small CNN and of tinygrad's
+`beautiful_mnist` CNN (under TinyJit, as that example runs it): plugrad on the default device against torch eager
+on the CPU, measured in the same run.
 
 Both start from the same weights and data, and the first step's losses are checked to agree before
 anything is timed. Prints the median step time of each and the ratio (>1: plugrad is faster).
@@ -13,7 +14,7 @@ import os
 import numpy as np
 import torch
 
-from plugrad import Tensor, nn
+from plugrad import Tensor, TinyJit, nn
 from plugrad.nn.state import get_parameters, get_state_dict
 
 from _timing import median_times  # bench/ is the script's folder, so on sys.path
@@ -36,9 +37,30 @@ class CNN:
     return self.fc(x.flatten(1))
 
 
+class BeautifulMNIST:
+  """The model of tinygrad's examples/beautiful_mnist.py."""
+
+  def __init__(self):
+    self.c1, self.c2, self.bn1 = nn.Conv2d(1, 32, 5), nn.Conv2d(32, 32, 5), nn.BatchNorm(32)
+    self.c3, self.c4, self.bn2 = nn.Conv2d(32, 64, 3), nn.Conv2d(64, 64, 3), nn.BatchNorm(64)
+    self.fc = nn.Linear(576, 10)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    x = self.bn1(self.c2(self.c1(x).relu())).relu().max_pool2d()
+    x = self.bn2(self.c4(self.c3(x).relu())).relu().max_pool2d()
+    return self.fc(x.flatten(1))
+
+
 def torch_twin(name: str) -> torch.nn.Module:
   """The same architecture in torch, with attribute names that match the plugrad model's state dict."""
-  if name == "mlp":
+  if name == "beautiful_mnist":
+    m = torch.nn.Module()
+    m.c1, m.c2, m.bn1 = torch.nn.Conv2d(1, 32, 5), torch.nn.Conv2d(32, 32, 5), torch.nn.BatchNorm2d(32)
+    m.c3, m.c4, m.bn2 = torch.nn.Conv2d(32, 64, 3), torch.nn.Conv2d(64, 64, 3), torch.nn.BatchNorm2d(64)
+    m.fc = torch.nn.Linear(576, 10)
+    relu, pool = torch.relu, torch.nn.functional.max_pool2d
+    m.forward = lambda x: m.fc(pool(relu(m.bn2(m.c4(relu(m.c3(pool(relu(m.bn1(m.c2(relu(m.c1(x))))), 2)))))), 2).flatten(1))
+  elif name == "mlp":
     m = torch.nn.Module()
     m.l1, m.l2 = torch.nn.Linear(784, 256), torch.nn.Linear(256, 10)
     m.forward = lambda x: m.l2(m.l1(x.flatten(1)).relu())
@@ -50,7 +72,7 @@ def torch_twin(name: str) -> torch.nn.Module:
   return m
 
 
-def bench(name: str, model, opt_name: str, batch: int, repeat: int) -> None:
+def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = False) -> None:
   rng = np.random.default_rng(0)
   x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
   y = rng.integers(0, 10, batch).astype(np.int32)
@@ -63,14 +85,17 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int) -> None:
   xt, yt = Tensor(x), Tensor(y)
   xtt, ytt = torch.tensor(x), torch.tensor(y).long()
 
-  def step() -> float:
+  def train_step() -> Tensor:
     with Tensor.train():
       opt.zero_grad()
       loss = model(xt).sparse_categorical_crossentropy(yt)
       loss.backward()
       # the loss runs with the update, in one realize (read after opt.step(), it would be the updated model's)
       Tensor.realize(loss, *opt.schedule_step())
-    return loss.item()
+    return loss
+  jitted = TinyJit(train_step)
+
+  def step() -> float: return (jitted() if jit else train_step()).item()
 
   def tstep() -> float:
     topt.zero_grad()
@@ -82,7 +107,7 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int) -> None:
   ours, theirs = step(), tstep()
   if abs(ours - theirs) > 1e-4 * max(1.0, abs(theirs)): raise AssertionError(f"{name}: loss {ours} != torch's {theirs}")
   tp, tt = median_times([step, tstep], repeat)
-  label = f"{name} {opt_name} batch {batch}"
+  label = f"{name} {opt_name} batch {batch}{' TinyJit' if jit else ''}"
   print(f"{label:<24}  plugrad {tp * 1e3:8.2f} ms/step  torch {tt * 1e3:8.2f} ms/step  ratio {tt / tp:5.2f}x",
         flush=True)
 
@@ -98,6 +123,7 @@ def main() -> None:
   for opt_name in ("sgd", "adam"):
     bench("mlp", MLP(), opt_name, args.batch, args.repeat)
     bench("cnn", CNN(), opt_name, args.batch, args.repeat)
+  bench("beautiful_mnist", BeautifulMNIST(), "adam", 128, max(3, args.repeat // 4), jit=True)
 
 
 if __name__ == "__main__":
