@@ -80,7 +80,8 @@ CASES = [
    lambda x, w: _conv_ref(x, w), [(), (Opt(R, 1, 3), Opt(R, 2, 3)), (Opt(U, 0, 3), Opt(R, 0, 3)), (Opt(U, 1, 3),),
                                   (Opt(U, 1, 3), Opt(O, 0, 1)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 4), Opt(U, 2, 4)),
                                   (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 3)),
-                                  (Opt(V, 0, 16), Opt(U, 1, 3), Opt(R, 1, 3))]),  # kernel rows beside image rows
+                                  (Opt(V, 0, 16), Opt(U, 1, 3), Opt(R, 1, 3)),  # kernel rows beside image rows
+                                  (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 2))]),
   ("strided_conv", [(1, 3, 12, 12), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, stride=2, padding=1),
    lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2],
    [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
@@ -301,13 +302,21 @@ def test_heuristic_choices_are_pinned():
   assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8))
   # too few output channels to tile: the tile's rows are image rows, along which the kernel's rows slide (ky, axis
   # 1; kx slides along the vectorised columns): written out, neighbouring output rows share their input rows
-  few = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"), padding=3)
-  assert kernel_features([it for it in few.schedule() if not it.is_copy][-1].ast, AVX512).sliding == ((1, 1), (2, 0))
+  def features(t: Tensor): return kernel_features([it for it in t.schedule() if not it.is_copy][-1].ast, AVX512)
+  few = Tensor.empty(1, 16, 38, 38, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"))
+  assert (features(few).sliding, features(few).padded_taps) == (((1, 1), (2, 0)), ())
   assert _plans(few, AVX512)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 1, 7))
   assert _plans(few, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
   # ... not beside a tile of output channels (5x5, 16 -> 32 channels): those share each load already
-  many = Tensor.empty(1, 16, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"), padding=2)
+  many = Tensor.empty(1, 16, 28, 28, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"))
   assert _plans(many, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 8), Opt(U, 2, 16))
+  # padded: every tap written out beside a tile of either kind, so each copy's gates are known when it compiles
+  few_padded = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"), padding=3)
+  assert features(few_padded).padded_taps == (1, 2)
+  assert _plans(few_padded, AVX512)[0] == (Opt(R, 1, 7), Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 1, 8))
+  many_padded = Tensor.empty(1, 16, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"), padding=2)
+  assert _plans(many_padded, replace(AVX512, vector_registers=32))[0] == \
+    (Opt(R, 1, 5), Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 16))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():
