@@ -147,11 +147,20 @@ def _multi_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
 
 
 # integer-valued, piecewise constant or not a value: nothing flows (IDIV of floats is trunc(a/b))
+def _inside(x: UOp, low: float, high: float) -> UOp:
+  return _alu(Ops.AND, lt(_full(x, low), x), lt(x, high))
+
+
 #: The derivative rules of composite operations, by name. A frontend that builds a composite from other ops whose
 #: own rules would make a poor gradient (conv2d's sliding windows: their rules sum overlapping windows through a
 #: buffer of every window) wraps its value in CUSTOM_GRADIENT(value, *inputs, arg=(name, *params)) and registers
 #: here how to differentiate it: rule(ctx, node) -> one gradient per input (None: nothing flows).
-custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {}
+custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
+  "sigmoid": lambda ctx, s: (mul(ctx, mul(s, add(neg(s), 1.0))),),                     # s(1 - s), from s itself
+  "atan": lambda ctx, ret: (div(ctx, add(mul(ret.src[1], ret.src[1]), 1.0)),),         # 1 / (1 + x²)
+  "cos": lambda ctx, ret: (neg(mul(ctx, UOp(Ops.SIN, ret.dtype, (ret.src[1],)))),),     # -sin x
+  "hardtanh": lambda ctx, ret: (where(_inside(ret.src[1], *ret.arg[1:]), ctx, 0.0),),   # 1 strictly inside (low, high)
+}
 
 _NO_GRADIENT = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.IDIV,
                 Ops.BITCAST, Ops.TRUNC, Ops.DETACH, Ops.KERNEL)

@@ -805,6 +805,10 @@ class Tensor(metaclass=_TensorMeta):
     self.requires_grad = requires_grad
     return self
 
+  def _with_gradient(self, rule: str, *inputs: Tensor, params: tuple = ()) -> Tensor:
+    """This value, differentiated with respect to `inputs` by `gradient.custom_gradients[rule]` (CUSTOM_GRADIENT)."""
+    return self._new(UOp(Ops.CUSTOM_GRADIENT, self.dtype, (self.uop, *(t.uop for t in inputs)), (rule, *params)))
+
   def detach(self) -> Tensor:
     """The same values, cut off from the graph: no gradient flows through the result."""
     out = self._new(UOp(Ops.DETACH, self.dtype, (self.uop,)))
@@ -1312,7 +1316,8 @@ class Tensor(metaclass=_TensorMeta):
     half = (x * 0.5).sin()
     c = 1 - 2 * (half * half)
     near_zero = (c.abs() < 0.5) & ((x * 2).abs() < math.inf)
-    return near_zero.where((x * 2).sin() / (2 * x.sin()), c).cast(self._float().dtype)
+    # differentiated as -sin x: the branch not taken is 0/0 at x = 0, and its zero gradient NaN
+    return near_zero.where((x * 2).sin() / (2 * x.sin()), c)._with_gradient("cos", x).cast(self._float().dtype)
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._alu(Ops.TRUNC)
   def floor(self) -> Tensor:
@@ -1326,7 +1331,9 @@ class Tensor(metaclass=_TensorMeta):
   def square(self) -> Tensor: return self * self
   def sigmoid(self) -> Tensor:
     x = self._float()
-    return (1 + (-x._wide()).exp()).reciprocal().cast(x.dtype)
+    xw = x._wide()
+    # differentiated as s(1 - s): the chain rule through 1/(1 + e^-x) multiplies 0 by e^-x = inf below x = -88
+    return (1 + (-xw).exp()).reciprocal()._with_gradient("sigmoid", xw).cast(x.dtype)
   def tanh(self) -> Tensor:
     f = self._float()
     x = f._wide()
@@ -1338,7 +1345,7 @@ class Tensor(metaclass=_TensorMeta):
     """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them), and the gradient at 0 is 0."""
     if not self.dtype.is_float: return (self > 0).where(self, 0)
     return (self > 0).where(self, (self < 0).where(0, self * 0))
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # torch's slope at 0
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
   def gelu(self, approximate: str = "tanh") -> Tensor:
@@ -1350,15 +1357,17 @@ class Tensor(metaclass=_TensorMeta):
   def softplus(self, beta: float = 1.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, as max(bx, 0) + log1p(exp(-|bx|)): no overflow for large inputs."""
     bx = self._float() * beta
-    return (bx.relu() + (-bx.abs()).exp()._log1p()) * (1 / beta)
+    # maximum, not relu: its tie at 0 gives the gradient sigmoid(0) = 1/2 there, as torch's
+    return (bx.maximum(0) + (-bx.abs()).exp()._log1p()) * (1 / beta)
 
   def maximum(self, x: Any) -> Tensor: return self._bin(Ops.MAX, x)
   def minimum(self, x: Any) -> Tensor: return self._bin(Ops.MIN, x)
   def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
     """Limit values to [min_, max_] (either may be None)."""
     if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ and max_")
-    x = self if min_ is None else self.maximum(min_)
-    return x if max_ is None else x.minimum(max_)
+    # wheres, not maximum/minimum: the gradient is 1 on the bounds too, as torch's (a tie would halve it)
+    x = self if min_ is None else (self < min_).where(min_, self)
+    return x if max_ is None else (x > max_).where(max_, x)
   clamp = clip
 
   def where(self, x: Any, y: Any) -> Tensor:
@@ -1464,8 +1473,10 @@ class Tensor(metaclass=_TensorMeta):
     return (sq * (1 / (n - correction)) if n - correction > 0 else sq * float("nan")).cast(self._float().dtype)
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    """Standard deviation over `axis`."""
-    return self.var(axis, keepdim, correction).sqrt()
+    """Standard deviation over `axis`; its gradient is 0 where it is 0 (torch's; the chain rule gives 0 * inf)."""
+    v = self.var(axis, keepdim, correction)
+    zero = v == 0
+    return zero.where(0.0, zero.where(1.0, v).sqrt())
 
   def _arg_best(self, axis: int | None, keepdim: bool, best: Tensor) -> Tensor:
     if axis is None:
@@ -1663,8 +1674,7 @@ class Tensor(metaclass=_TensorMeta):
        all(isinstance(d, int) for d in self.shape + weight.shape):
       # differentiated as a whole (_conv_gradient): the input's gradient is one transposed convolution. Not for a
       # stride: its transposed convolution would multiply zeros between the outputs too (4x the work at stride 2)
-      ret = ret._new(UOp(Ops.CUSTOM_GRADIENT, ret.dtype, (ret.uop, self.uop, weight.uop),
-                         ("conv", self.device, groups, st, dl, pads)))
+      ret = ret._with_gradient("conv", self, weight, params=(self.device, groups, st, dl, pads))
     return ret if bias is None else ret + bias.reshape((1, cout) + (1,) * n)
 
   def _conv_windows(self, ks: tuple[int, ...], groups: int, rc: int, st: tuple[int, ...], dl: tuple[int, ...],
@@ -2210,7 +2220,8 @@ class Tensor(metaclass=_TensorMeta):
     base = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0))
     z = r * r
     poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * r + r
-    return x.sign() * (base + poly)
+    # differentiated as 1 / (1 + x²): through |x| and sign(x), which have no slope at 0, the gradient there was 0
+    return (x.sign() * (base + poly))._with_gradient("atan", x)
 
   def asin(self) -> Tensor:
     """Inverse sine (NaN outside [-1, 1])."""
@@ -2226,7 +2237,9 @@ class Tensor(metaclass=_TensorMeta):
     """The error function: its Taylor series below 0.5, Abramowitz and Stegun 7.1.26 above (error < 2e-7)."""
     x = self._float()
     a = x.abs()
-    series = x._odd_series([1, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320, 1 / 9360]) * (2 / math.sqrt(math.pi))
+    # the series sees only its own range: at |x| = 1e4 its x^13 would be inf, and its zero gradient NaN
+    series = (a < 0.5).where(x, 0.0)._odd_series([1, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320, 1 / 9360]) * \
+      (2 / math.sqrt(math.pi))
     t = 1 / (1 + 0.3275911 * a)
     poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
     return (a < 0.5).where(series, x.sign() * (1 - poly * (-a * a).exp()))
@@ -2294,28 +2307,33 @@ class Tensor(metaclass=_TensorMeta):
   def elu(self, alpha: float = 1.0) -> Tensor:
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
     x = self._float()
-    return (x > 0).where(x, alpha * (x.exp() - 1))
+    return (x > 0).where(x, alpha * (x._below_zero().exp() - 1))
   def celu(self, alpha: float = 1.0) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     x = self._float()
-    return x.maximum(0) + (alpha * ((x / alpha).exp() - 1)).minimum(0)
+    # torch's gradient: 1 above 0, e^(x/alpha) from 0 down (a min/max tie would halve it where e^x - 1 rounds to 0)
+    return (x > 0).where(x, alpha * ((x._below_zero() / alpha).exp() - 1))
   def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
-    """gamma * (x for x >= 0, alpha * (exp(x) - 1) otherwise), with torch's constants."""
+    """gamma * (x for x > 0, alpha * (exp(x) - 1) otherwise), with torch's constants."""
     x = self._float()
-    return gamma * (x >= 0).where(x, alpha * (x.exp() - 1))
+    return gamma * (x > 0).where(x, alpha * (x._below_zero().exp() - 1))
+  def _below_zero(self) -> Tensor:
+    # x where x <= 0, else 0: what an exp(x) branch of a where sees, so that the branch not taken stays finite
+    # (e^100 = inf would make its zero gradient 0 * inf = NaN)
+    return (self > 0).where(0.0, self)
   def relu6(self) -> Tensor:
     """min(max(x, 0), 6)."""
-    return self.relu().minimum(6)
+    return self.hardtanh(0, 6)
   def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
     """clip(alpha * x + beta, 0, 1)."""
-    return (alpha * self._float() + beta).clip(0, 1)
+    return (alpha * self._float() + beta).hardtanh(0, 1)
   def hardswish(self) -> Tensor:
     """x * relu6(x + 3) / 6."""
     x = self._float()
     return x * (x + 3).relu6() * (1 / 6)
   def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
-    """clip(x, min_val, max_val)."""
-    return self.clip(min_val, max_val)
+    """clip(x, min_val, max_val), whose gradient is 0 on the bounds (torch's; clip's is 1 there)."""
+    return self.clip(min_val, max_val)._with_gradient("hardtanh", self, params=(float(min_val), float(max_val)))
   def mish(self) -> Tensor:
     """x * tanh(softplus(x))."""
     return self * self.softplus().tanh()
@@ -2422,7 +2440,8 @@ class Tensor(metaclass=_TensorMeta):
     m = xt.cummax(-1)[0]
     m = m.isinf().where(0.0, m)  # an infinite running max would turn x - m into NaN
     keep = Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).tril()  # keep[j, i]: i <= j
-    terms = keep.where((xt.unsqueeze(-2) - m.unsqueeze(-1)).exp(), 0.0)
+    # exp of -inf where not kept: exp(x_i - m_j) for a later, larger x_i would be inf, and its zero gradient NaN
+    terms = keep.where(xt.unsqueeze(-2) - m.unsqueeze(-1), -math.inf).exp()
     return (terms.sum(-1).log() + m).transpose(ax, -1)
 
   # ------------------------------------------------------------------ sorting and selection

@@ -219,6 +219,35 @@ def test_conv_and_pool(dev, name):
   check_grad(dev, ours, theirs, *shapes)
 
 
+WIDE = [-1e4, -300, -100, -90, -50, -20, -5, -1, -1e-8, 0, 1e-8, 1, 5, 20, 50, 90, 100, 300, 1e4]
+EDGES = {  # where exp() of the branch a where does not take overflows, where |x| and sign(x) lose the slope at 0, bounds
+  "sigmoid": (lambda t: t.sigmoid(), torch.sigmoid, WIDE), "tanh": (lambda t: t.tanh(), torch.tanh, WIDE),
+  "silu": (lambda t: t.silu(), F.silu, WIDE), "gelu": (lambda t: t.gelu(), lambda x: F.gelu(x, approximate="tanh"), WIDE),
+  "elu": (lambda t: t.elu(), F.elu, WIDE), "celu": (lambda t: t.celu(), F.celu, WIDE), "selu": (lambda t: t.selu(), F.selu, WIDE),
+  "softplus": (lambda t: t.softplus(), F.softplus, WIDE), "mish": (lambda t: t.mish(), F.mish, WIDE),
+  "leaky_relu": (lambda t: t.leaky_relu(), F.leaky_relu, WIDE), "erf": (lambda t: t.erf(), torch.erf, WIDE),
+  "atan": (lambda t: t.atan(), torch.atan, WIDE), "cos": (lambda t: t.cos(), torch.cos, [-100, -1, 0, 1e-8, 1, 100]),
+  "tan": (lambda t: t.tan(), torch.tan, [-1.5, -1, 0, 1, 1.5]),
+  "clip": (lambda t: t.clip(-1, 1), lambda t: t.clamp(-1, 1), [-2, -1, 0, 1, 2]),
+  "hardtanh": (lambda t: t.hardtanh(), F.hardtanh, [-2, -1, 0, 1, 2]), "relu6": (lambda t: t.relu6(), F.relu6, [-1, 0, 3, 6, 7]),
+  "hardsigmoid": (lambda t: t.hardsigmoid(), F.hardsigmoid, [-4, -3, 0, 3, 4]),
+  "std_of_equal_values": (lambda t: t.std(), lambda t: t.std(), [1, 1, 1, 1]),
+  "logcumsumexp": (lambda t: t.logcumsumexp(0), lambda t: torch.logcumsumexp(t, 0), [-1e4, 0, 1e4, 100, -5]),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGES))
+def test_values_and_gradients_at_extremes_and_bounds_match_torch(dev, name):
+  ours, theirs, values = EDGES[name]
+  xn = np.array(values, np.float32)
+  x, xt = Tensor(xn, device=dev, requires_grad=True), torch.tensor(xn, requires_grad=True)
+  out, tout = ours(x), theirs(xt)
+  out.sum().backward()
+  tout.sum().backward()
+  np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-3, atol=1e-6)  # no NaN where torch has none
+
+
 def test_conv_input_gradient_is_one_transposed_convolution(dev):
   # the generic rules of the sliding windows would write each window's share (bs x cin x out x k) and sum them
   x = Tensor(np.ones((2, 8, 12, 12), np.float32), device=dev, requires_grad=True)
