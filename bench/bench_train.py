@@ -59,7 +59,8 @@ def torch_twin(name: str) -> torch.nn.Module:
     m.c3, m.c4, m.bn2 = torch.nn.Conv2d(32, 64, 3), torch.nn.Conv2d(64, 64, 3), torch.nn.BatchNorm2d(64)
     m.fc = torch.nn.Linear(576, 10)
     relu, pool = torch.relu, torch.nn.functional.max_pool2d
-    m.forward = lambda x: m.fc(pool(relu(m.bn2(m.c4(relu(m.c3(pool(relu(m.bn1(m.c2(relu(m.c1(x))))), 2)))))), 2).flatten(1))
+    block1 = lambda x: pool(relu(m.bn1(m.c2(relu(m.c1(x))))), 2)  # noqa: E731
+    m.forward = lambda x: m.fc(pool(relu(m.bn2(m.c4(relu(m.c3(block1(x)))))), 2).flatten(1))
   elif name == "mlp":
     m = torch.nn.Module()
     m.l1, m.l2 = torch.nn.Linear(784, 256), torch.nn.Linear(256, 10)

@@ -146,15 +146,15 @@ def _multi_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
   return grads if axis is not None else (grads[0],) + (None,) * (len(grads) - 1)
 
 
-# integer-valued, piecewise constant or not a value: nothing flows (IDIV of floats is trunc(a/b))
 def _inside(x: UOp, low: float, high: float) -> UOp:
   return _alu(Ops.AND, lt(_full(x, low), x), lt(x, high))
 
 
 #: The derivative rules of composite operations, by name. A frontend that builds a composite from other ops whose
-#: own rules would make a poor gradient (conv2d's sliding windows: their rules sum overlapping windows through a
-#: buffer of every window) wraps its value in CUSTOM_GRADIENT(value, *inputs, arg=(name, *params)) and registers
-#: here how to differentiate it: rule(ctx, node) -> one gradient per input (None: nothing flows).
+#: own rules would make a poor gradient wraps its value in CUSTOM_GRADIENT(value, *inputs, arg=(name, *params)), and
+#: the rule named here differentiates it: rule(ctx, node) -> one gradient per input (None: nothing flows). Poor:
+#: slow (conv2d's sliding windows sum overlapping windows through a buffer of every window; its rule is registered
+#: by plugrad.tensor, which builds convolutions), or NaN where the function is not (1/(1 + e^-x) below x = -88).
 custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   "sigmoid": lambda ctx, s: (mul(ctx, mul(s, add(neg(s), 1.0))),),                     # s(1 - s), from s itself
   "atan": lambda ctx, ret: (div(ctx, add(mul(ret.src[1], ret.src[1]), 1.0)),),         # 1 / (1 + x²)
@@ -162,6 +162,7 @@ custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   "hardtanh": lambda ctx, ret: (where(_inside(ret.src[1], *ret.arg[1:]), ctx, 0.0),),   # 1 strictly inside (low, high)
 }
 
+# integer-valued, piecewise constant or not a value: nothing flows (IDIV of floats is trunc(a/b))
 _NO_GRADIENT = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.IDIV,
                 Ops.BITCAST, Ops.TRUNC, Ops.DETACH, Ops.KERNEL)
 

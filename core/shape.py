@@ -64,7 +64,8 @@ def infer_shape(u: UOp) -> Shape:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.ASSIGN: return u.src[0].shape
   if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD,
-                                             Ops.CUSTOM_GRADIENT): return src
+                                 Ops.CUSTOM_GRADIENT):
+    return src
   raise ValueError(f"{op} has no tensor shape")
 
 

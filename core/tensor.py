@@ -1345,7 +1345,9 @@ class Tensor(metaclass=_TensorMeta):
     """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them), and the gradient at 0 is 0."""
     if not self.dtype.is_float: return (self > 0).where(self, 0)
     return (self > 0).where(self, (self < 0).where(0, self * 0))
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # torch's slope at 0
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+    """x above 0, neg_slope * x elsewhere (so the gradient at 0 is neg_slope, as torch's)."""
+    return (self > 0).where(self, self * neg_slope)
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
   def gelu(self, approximate: str = "tanh") -> Tensor:

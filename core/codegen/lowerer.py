@@ -331,7 +331,8 @@ def _sliding_axes(out_value: UOp, gids: list[UOp]) -> tuple[tuple[tuple[int, int
     for ld in (n for n in red.src[0].toposort if n.op is Ops.LOAD):
       coef: dict[UOp, int] = {}
       for t, c in split_terms(graph_rewrite(ld.src[1], symbolic))[0]: coef[t] = coef.get(t, 0) + c
-      pairs = {(i, d) for i, r in enumerate(red.src[1:]) for d, g in enumerate(gids) if coef.get(r, 0) == coef.get(g) != 0}
+      pairs = {(i, d) for i, r in enumerate(red.src[1:]) for d, g in enumerate(gids)
+               if coef.get(r, 0) == coef.get(g) != 0}
       found |= pairs
       if len(ld.src) == 3: gated |= {i for i, _ in pairs}
   return tuple(sorted(found)), tuple(sorted(gated))

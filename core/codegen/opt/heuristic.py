@@ -60,7 +60,8 @@ def _slide_unrolls(k: KernelFeatures, tile: list[Opt], base: list[Opt]) -> list[
   vectorised = {o.axis for o in tile if o.op is OptOps.VECTORIZE}
   upcast = {o.axis for o in tile if o.op is OptOps.UPCAST and o.amount > 1 and o.axis not in vectorised}
   unrolled = {o.axis for o in base + tile if o.op is OptOps.UNROLL}
-  axes = dict.fromkeys(r for r, d in k.sliding if d in upcast and r not in unrolled and k.reduce_axes[r] <= SLIDE_UNROLL)
+  axes = dict.fromkeys(r for r, d in k.sliding
+                       if d in upcast and r not in unrolled and k.reduce_axes[r] <= SLIDE_UNROLL)
   return [Opt(OptOps.UNROLL, r, k.reduce_axes[r]) for r in axes]
 
 
