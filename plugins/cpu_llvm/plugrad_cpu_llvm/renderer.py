@@ -356,7 +356,9 @@ class _Kernel:
       self.close_loop(f"r{r.arg}", reg_type(r.dtype), hi, vectorize=r not in self.tiled_loops)
     elif op is Ops.DEFINE_ACC:
       ty = reg_type(u.dtype)
-      self.allocas.append(f"%acc{u.arg} = alloca {ty}, align {max(1, u.dtype.scalar().itemsize)}")
+      # the type's own alignment (64 bytes for 16 floats), which the loads and stores of it assume: an element's
+      # left a vector accumulator misaligned, undefined behaviour that crashed at -O0 and miscomputed above it
+      self.allocas.append(f"%acc{u.arg} = alloca {ty}")
       self.emit(f"store {ty} {self.val(u.src[0])}, ptr %acc{u.arg}")
       if self.mode == "fin" and u is self.plan[0]: self.combine_partials(u)
     elif op is Ops.ACCUMULATE:

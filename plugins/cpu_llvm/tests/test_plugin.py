@@ -92,6 +92,32 @@ def test_rendered_ir_golden_pieces():
   assert "@k_r_1_part(" in one and "@k_r_1_fin(" in one  # a reduction to one element splits its outer loop
 
 
+def test_a_vector_accumulator_is_aligned_as_its_loads_and_stores_assume(tmp_path):
+  # the accumulator's alloca had an element's alignment while its loads and stores assume the vector's: unoptimised,
+  # an aligned vector move faulted on it (a crash, so in a process of its own)
+  script = textwrap.dedent("""
+    import numpy as np
+    from plugrad import Tensor
+    from plugrad.registry import get_registry
+    from plugrad.scheduler import mark_done
+    from plugrad_cpu_llvm.compiler import LLVMCompiler
+    dev = get_registry().device("CPU")
+    x = np.random.default_rng(0).standard_normal((16, 256)).astype(np.float32)
+    out = Tensor(x, device="CPU").realize().sum(axis=1)
+    item = [it for it in out.schedule() if not it.is_copy][-1]
+    prog, src = __import__("plugrad.engine", fromlist=["render_for"]).render_for(dev, item.ast)
+    assert "<16 x float>" in src or "<8 x float>" in src  # a vector accumulator (LANES)
+    runner = dev.runtime.load(prog.name, LLVMCompiler(None, opt_level=0).compile(src)[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    mark_done(item.kernel)
+    np.testing.assert_allclose(out.numpy(), x.sum(axis=1), rtol=1e-5, atol=1e-4)
+    print("ok")
+  """)
+  run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PLUGRAD_CACHE_DIR": str(tmp_path)})
+  assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
 # ------------------------------------------------------------------ compile cache
 
 def compile_in(cache, src):
