@@ -369,3 +369,17 @@ def test_plugrad_beam_searches_once_and_the_next_process_reads_the_plan(tmp_path
   finally:
     set_registry(prev)
     _plan_caches.clear()
+
+
+@pytest.mark.parametrize("on", _devices())
+def test_a_padded_conv_of_a_transcendental_gives_numpys_answer_under_the_heuristic(on):
+  # a tanh's gradient fused into a padded, dilated, grouped transposed 3x5 convolution (a conv2d backward): on CPU,
+  # with both kernel axes written out beside a tile of 16 lanes by 2 rows, the two lanes past each row's end came
+  # out wrong (the optimised IR and the optimised X86 code generation together; each alone, and the reference
+  # device, were right). The heuristic leaves the kernel's columns a loop there
+  def build(device: str) -> Tensor:
+    a, b = Tensor(_x(3, 10, 16, 10, seed=1) * 10, device=device), Tensor(_x(3, 10, 16, 10, seed=2), device=device)
+    y = a * b
+    return ((1 - y.tanh() ** 2) * b).conv_transpose2d(Tensor(_x(10, 1, 3, 5, seed=3), device=device), groups=2,
+                                                       dilation=(2, 1), padding=(3, 2))
+  np.testing.assert_allclose(build(on).numpy(), build("PYTHON").numpy(), rtol=1e-4, atol=1e-4)
