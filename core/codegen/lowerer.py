@@ -239,13 +239,20 @@ def kernel_name(ast: UOp) -> str:
   return f"{kind}_{shape}"
 
 
-def _innermost_coefficients(out_value: UOp, lane: UOp | None) -> tuple[list[UOp], bool]:
+def _index_terms(idx: UOp, memo: dict[UOp, list[tuple[UOp, int]]]) -> list[tuple[UOp, int]]:
+  """The (term, coefficient) pairs of a load's simplified index, each index simplified once (`memo`)."""
+  if (terms := memo.get(idx)) is None: terms = memo[idx] = split_terms(graph_rewrite(idx, symbolic))[0]
+  return terms
+
+
+def _innermost_coefficients(out_value: UOp, lane: UOp | None,
+                            memo: dict[UOp, list[tuple[UOp, int]]]) -> tuple[list[UOp], bool]:
   """(some load in a reduce loop reads neighbouring elements for neighbouring values of `lane`, every
   load that moves with the innermost loop of its reduction reads neighbouring elements in it):
   coefficient 1 of the variable as a plain term of the load's simplified index, appearing nowhere else."""
   def unit(idx: UOp, v: UOp) -> bool | None:
     if v not in idx.toposort: return None
-    terms, _ = split_terms(graph_rewrite(idx, symbolic))
+    terms = _index_terms(idx, memo)
     coef = sum(c for t, c in terms if t is v)
     return coef == 1 and not any(t is not v and v in t.toposort for t, _ in terms)
   lane_loads, red_ok, red_seen = [], True, False
@@ -294,14 +301,15 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     memo: dict = {}
     lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for v in values]
     sink = UOp(Ops.SINK, None, tuple(lowered))
-    lane_loads, red_ok = _innermost_coefficients(sink, lane)
+    terms: dict[UOp, list[tuple[UOp, int]]] = {}  # each load's simplified index, for both readings below
+    lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
     lane_ok = bool(lane_loads)
     # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs.
     # The vector loads are those moving with the lanes: contiguous ones, else the gathers (a strided convolution's)
     vector_loads = lane_loads or [u for u in sink.toposort if u.op is Ops.LOAD and lane is not None and lane in u.src[1].toposort]
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
-    if len(reduces) == 1: sliding = _sliding_axes(sink, gids)
+    if len(reduces) == 1: sliding = _sliding_axes(sink, gids, terms)
     if lane is not None:
       loads = [u for u in sink.toposort if u.op is Ops.LOAD]
       divisors = {int(u.src[1].arg) for ld in loads for u in ld.src[1].toposort
@@ -320,14 +328,15 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding)
 
 
-def _sliding_axes(out_value: UOp, gids: list[UOp]) -> tuple[tuple[int, int], ...]:
+def _sliding_axes(out_value: UOp, gids: list[UOp],
+                  memo: dict[UOp, list[tuple[UOp, int]]]) -> tuple[tuple[int, int], ...]:
   """KernelFeatures.sliding of a kernel with one reduction, from its plain lowering: the loops of the (one) REDUCE
   are its axes in UNROLL's order; a load slides where the axis's loop and a launch index have one coefficient."""
   found: set[tuple[int, int]] = set()
   for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
     for ld in (n for n in red.src[0].toposort if n.op is Ops.LOAD):
       coef: dict[UOp, int] = {}
-      for t, c in split_terms(graph_rewrite(ld.src[1], symbolic))[0]: coef[t] = coef.get(t, 0) + c
+      for t, c in _index_terms(ld.src[1], memo): coef[t] = coef.get(t, 0) + c
       found |= {(i, d) for i, r in enumerate(red.src[1:]) for d, g in enumerate(gids)
                 if coef.get(r, 0) == coef.get(g) != 0}
   return tuple(sorted(found))
