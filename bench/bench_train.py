@@ -94,9 +94,9 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = 
       # the loss runs with the update, in one realize (read after opt.step(), it would be the updated model's)
       Tensor.realize(loss, *opt.schedule_step())
     return loss
-  jitted = TinyJit(train_step)
+  run = TinyJit(train_step) if jit else train_step
 
-  def step() -> float: return (jitted() if jit else train_step()).item()
+  def step() -> float: return run().item()
 
   def tstep() -> float:
     topt.zero_grad()
