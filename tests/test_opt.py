@@ -383,3 +383,16 @@ def test_a_padded_conv_of_a_transcendental_gives_numpys_answer_under_the_heurist
     return ((1 - y.tanh() ** 2) * b).conv_transpose2d(Tensor(_x(10, 1, 3, 5, seed=3), device=device), groups=2,
                                                        dilation=(2, 1), padding=(3, 2))
   np.testing.assert_allclose(build(on).numpy(), build("PYTHON").numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("on", _devices())
+def test_padded_taps_written_out_beside_a_row_tile_give_numpys_answer(on):
+  # exp() of a buffer through a padded 3x5 convolution, 16 lanes by 2 rows, every tap written out. Its gates (the
+  # row's bound at run time, the column's per lane) were built lane by lane, 239 mask instructions with spills on
+  # AVX-512; LLVM's optimised X86 code then added exp(0) * w in the two lanes past each interior row's end (the
+  # same IR was right with unoptimised code generation)
+  def build(device: str) -> Tensor:
+    x, w = Tensor(_x(2, 2, 16, 10, seed=1), device=device), Tensor(_x(1, 2, 3, 5, seed=2), device=device)
+    return x.exp().conv2d(w, padding=(1, 2))
+  got, _ = run_with(build(on), on, lambda _: (Opt(R, 1, 3), Opt(R, 2, 5), Opt(V, 0, 16), Opt(U, 1, 2)))
+  np.testing.assert_allclose(got, build("PYTHON").numpy(), rtol=1e-4, atol=1e-4)

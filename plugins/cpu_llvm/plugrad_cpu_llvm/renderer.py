@@ -21,7 +21,8 @@ reduce axis writes out; the multiplies feeding them may contract into FMAs.
 
 Vectors (the device sets Capabilities.vector_ops, so the lowering vectorises register-tiled
 reductions such as a matmul): a `scalar.vec(n)` value is an LLVM `<n x T>`; VECTORIZE is an
-insertelement chain (a splat when every lane is the same value), GEP an extractelement, a
+insertelement chain (a splat when every lane is the same value; a bool vector of a few scalars and
+constants, as a padded convolution's gates are, or-ed whole masks), GEP an extractelement, a
 vector LOAD/STORE one `load/store <n x T>` of n consecutive elements, and the arithmetic ops LLVM
 has for vectors (float add/sub/mul/div/neg/max/min/sqrt, integer add/sub/mul/bitwise,
 comparisons, select) stay vector instructions; every other vector op is computed lane by lane
@@ -41,6 +42,7 @@ from plugrad_cpu_llvm.compiler import META_MARKER
 
 _INT_TYPES = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 _FLOAT_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
+BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
 _FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 # 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
 _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
@@ -400,8 +402,24 @@ class _Kernel:
     if all(v == lanes[0] for v in lanes):
       one = self.op(f"insertelement {ty} poison, {sty} {lanes[0]}, i32 0")
       return self.op(f"shufflevector {ty} {one}, {ty} poison, <{dt.count} x i32> zeroinitializer")
+    if sty == "i1" and len(varying := dict.fromkeys(v for v in lanes if v not in ("true", "false"))) <= BOOL_SELECTS:
+      return self.bool_vector(lanes, list(varying))
     vec = "poison"
     for k, v in enumerate(lanes): vec = self.op(f"insertelement {ty} {vec}, {sty} {v}, i32 {k}")
+    return vec
+
+  def bool_vector(self, lanes: list[str], varying: list[str]) -> str:
+    """A `<n x i1>` whose lanes are constants or one of a few scalars (a padded convolution's gate per lane: the
+    row's bound, known only at run time, and the column's, known per lane): each scalar selects its lanes' constant
+    mask, or-ed together and with the lanes always true, so the backend builds the mask register from a few
+    whole-mask operations instead of inserting lane after lane."""
+    n = len(lanes)
+    def const(on: set[int]) -> str:
+      return "<" + ", ".join(f"i1 {'true' if k in on else 'false'}" for k in range(n)) + ">"
+    vec = const({k for k, v in enumerate(lanes) if v == "true"})
+    for s in varying:
+      part = self.op(f"select i1 {s}, <{n} x i1> {const({k for k, v in enumerate(lanes) if v == s})}, <{n} x i1> zeroinitializer")
+      vec = self.op(f"or <{n} x i1> {vec}, {part}")
     return vec
 
   def lane(self, v: str, dt: DType, k: int) -> str:
