@@ -304,15 +304,19 @@ def test_heuristic_choices_are_pinned():
   # 1; kx slides along the vectorised columns): written out, neighbouring output rows share their input rows
   def features(t: Tensor): return kernel_features([it for it in t.schedule() if not it.is_copy][-1].ast, AVX512)
   few = Tensor.empty(1, 16, 38, 38, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"))
-  assert features(few).sliding == ((1, 1), (2, 0))
+  assert (features(few).sliding, features(few).padded_taps) == (((1, 1), (2, 0)), ())
   assert _plans(few, AVX512)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 1, 7))
   assert _plans(few, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
   # ... not beside a tile of output channels (5x5, 16 -> 32 channels): those share each load already
   many = Tensor.empty(1, 16, 28, 28, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"))
   assert _plans(many, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 8), Opt(U, 2, 16))
-  # ... padded the same (the kernel's rows, not its columns: those slide along the vectorised image columns)
+  # padded: every tap written out beside a tile of either kind, so each copy's gates are known when it compiles
   few_padded = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"), padding=3)
-  assert _plans(few_padded, AVX512)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 1, 7))
+  assert features(few_padded).padded_taps == (1, 2)
+  assert _plans(few_padded, AVX512)[0] == (Opt(R, 1, 7), Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 1, 8))
+  many_padded = Tensor.empty(1, 16, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"), padding=2)
+  assert _plans(many_padded, replace(AVX512, vector_registers=32))[0] == \
+    (Opt(R, 1, 5), Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 16))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():
@@ -373,10 +377,9 @@ def test_plugrad_beam_searches_once_and_the_next_process_reads_the_plan(tmp_path
 
 @pytest.mark.parametrize("on", _devices())
 def test_a_padded_conv_of_a_transcendental_gives_numpys_answer_under_the_heuristic(on):
-  # a tanh's gradient fused into a padded, dilated, grouped transposed 3x5 convolution (a conv2d backward): on CPU,
-  # with both kernel axes written out beside a tile of 16 lanes by 2 rows, the two lanes past each row's end came
-  # out wrong (the optimised IR and the optimised X86 code generation together; each alone, and the reference
-  # device, were right). The heuristic leaves the kernel's columns a loop there
+  # a tanh's gradient fused into a padded, dilated, grouped transposed 3x5 convolution (a conv2d backward), with
+  # both kernel axes written out beside a tile of 16 lanes by 2 rows: on CPU the two lanes past each row's end came
+  # out wrong while the renderer built each tap's gate lane by lane (LLVM's X86 code generation, see the next test)
   def build(device: str) -> Tensor:
     a, b = Tensor(_x(3, 10, 16, 10, seed=1) * 10, device=device), Tensor(_x(3, 10, 16, 10, seed=2), device=device)
     y = a * b
@@ -387,10 +390,10 @@ def test_a_padded_conv_of_a_transcendental_gives_numpys_answer_under_the_heurist
 
 @pytest.mark.parametrize("on", _devices())
 def test_padded_taps_written_out_beside_a_row_tile_give_numpys_answer(on):
-  # exp() of a buffer through a padded 3x5 convolution, 16 lanes by 2 rows, every tap written out. Its gates (the
-  # row's bound at run time, the column's per lane) were built lane by lane, 239 mask instructions with spills on
-  # AVX-512; LLVM's optimised X86 code then added exp(0) * w in the two lanes past each interior row's end (the
-  # same IR was right with unoptimised code generation)
+  # the smallest reproduction of the case above: exp() of a buffer through a padded 3x5 convolution, 16 lanes by 2
+  # rows, every tap written out. Its gates (the row's bound at run time, the column's per lane) were built lane by
+  # lane, 239 mask instructions with spills on AVX-512; LLVM's optimised X86 code then added exp(0) * w in the two
+  # lanes past each interior row's end (the same IR was right with unoptimised code generation)
   def build(device: str) -> Tensor:
     x, w = Tensor(_x(2, 2, 16, 10, seed=1), device=device), Tensor(_x(1, 2, 3, 5, seed=2), device=device)
     return x.exp().conv2d(w, padding=(1, 2))

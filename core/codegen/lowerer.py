@@ -286,6 +286,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   reuse: tuple[int, ...] = ()
   divisors: set[int] = set()
   sliding: tuple[tuple[int, int], ...] = ()
+  padded: tuple[int, ...] = ()
   if reduces and caps.launch_dims == 0 and caps.vector_ops:
     lw = _Lowering(_index_dtype(ast))
     idx: list[UOp] = [lw.zero()] * len(shape)
@@ -309,7 +310,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     vector_loads = lane_loads or [u for u in sink.toposort if u.op is Ops.LOAD and lane is not None and lane in u.src[1].toposort]
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
-    if len(reduces) == 1: sliding = _sliding_axes(sink, gids, terms)
+    if len(reduces) == 1: sliding, padded = _sliding_axes(sink, gids, terms)
     if lane is not None:
       loads = [u for u in sink.toposort if u.op is Ops.LOAD]
       divisors = {int(u.src[1].arg) for ld in loads for u in ld.src[1].toposort
@@ -325,21 +326,25 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse,
-                        lane_divisors=tuple(sorted(divisors)), sliding=sliding)
+                        lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded)
 
 
-def _sliding_axes(out_value: UOp, gids: list[UOp],
-                  memo: dict[UOp, list[tuple[UOp, int]]]) -> tuple[tuple[int, int], ...]:
-  """KernelFeatures.sliding of a kernel with one reduction, from its plain lowering: the loops of the (one) REDUCE
-  are its axes in UNROLL's order; a load slides where the axis's loop and a launch index have one coefficient."""
+def _sliding_axes(out_value: UOp, gids: list[UOp], memo: dict[UOp, list[tuple[UOp, int]]]
+                  ) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...]]:
+  """KernelFeatures.sliding and .padded_taps of a kernel with one reduction, from its plain lowering: the loops of
+  the (one) REDUCE are its axes in UNROLL's order; a load slides where the axis's loop and a launch index have one
+  coefficient."""
   found: set[tuple[int, int]] = set()
+  gated: set[int] = set()
   for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
     for ld in (n for n in red.src[0].toposort if n.op is Ops.LOAD):
       coef: dict[UOp, int] = {}
       for t, c in _index_terms(ld.src[1], memo): coef[t] = coef.get(t, 0) + c
-      found |= {(i, d) for i, r in enumerate(red.src[1:]) for d, g in enumerate(gids)
-                if coef.get(r, 0) == coef.get(g) != 0}
-  return tuple(sorted(found))
+      pairs = {(i, d) for i, r in enumerate(red.src[1:]) for d, g in enumerate(gids)
+               if coef.get(r, 0) == coef.get(g) != 0}
+      found |= pairs
+      if len(ld.src) == 3: gated |= {i for i, _ in pairs}
+  return tuple(sorted(found)), tuple(sorted(gated))
 
 
 def _index_dtype(ast: UOp) -> DType:

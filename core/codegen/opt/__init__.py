@@ -68,6 +68,8 @@ class KernelFeatures:
     constants in each copy.
   :param sliding: (reduce axis, launch dim) pairs where some load moves alike with the axis's loop and the dim's
     index (a convolution's kernel rows slide along the image rows: row y + ky).
+  :param padded_taps: the reduce axes of `sliding` whose load is gated (a padded convolution's kernel taps: whether
+    a tap reads the image or the padding depends on the tap).
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -87,6 +89,7 @@ class KernelFeatures:
   outputs: int = 1
   lane_divisors: tuple[int, ...] = ()
   sliding: tuple[tuple[int, int], ...] = ()
+  padded_taps: tuple[int, ...] = ()
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]
