@@ -103,18 +103,21 @@ def bench_softmax(n: int, repeat: int) -> None:
 
 
 def bench_conv(repeat: int) -> None:
-  rng = np.random.default_rng(4)
-  xn = rng.standard_normal((16, 32, 56, 56), dtype=np.float32)
-  wn = rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
-  x, w = realized(xn), realized(wn)
-  got = x.conv2d(w, padding=1).numpy()
-  tt = None
-  if torch is not None:
-    xt, wt = torch.from_numpy(xn), torch.from_numpy(wn)
-    np.testing.assert_allclose(got, torch.nn.functional.conv2d(xt, wt, padding=1).numpy(), rtol=1e-3, atol=1e-3)
-    tt = median_time(lambda: torch.nn.functional.conv2d(xt, wt, padding=1), repeat)
-  tp = median_time(lambda: x.conv2d(w, padding=1).realize(), repeat)
-  report("conv2d 16x32x56x56, 64x3x3, pad 1", tp, None, tt, 2 * 16 * 64 * 56 * 56 * 32 * 9, "GFLOP/s")
+  """The issue's 3x3 convolution, and padded 5x5 and 7x7 ones (whose kernel taps the heuristic writes out)."""
+  for xs, ws, pad in [((16, 32, 56, 56), (64, 32, 3, 3), 1), ((128, 32, 20, 20), (32, 32, 5, 5), 2),
+                      ((32, 16, 56, 56), (64, 16, 7, 7), 3)]:
+    rng = np.random.default_rng(4)
+    xn, wn = rng.standard_normal(xs, dtype=np.float32), rng.standard_normal(ws, dtype=np.float32)
+    x, w = realized(xn), realized(wn)
+    got = x.conv2d(w, padding=pad).numpy()
+    tt = None
+    if torch is not None:
+      xt, wt = torch.from_numpy(xn), torch.from_numpy(wn)
+      np.testing.assert_allclose(got, torch.nn.functional.conv2d(xt, wt, padding=pad).numpy(), rtol=1e-3, atol=1e-3)
+      tt = median_time(lambda: torch.nn.functional.conv2d(xt, wt, padding=pad), repeat)
+    tp = median_time(lambda: x.conv2d(w, padding=pad).realize(), repeat)
+    flops = 2 * got.size * ws[1] * ws[2] * ws[3]
+    report(f"conv2d {'x'.join(map(str, xs))}, {ws[0]}x{ws[2]}x{ws[3]}, pad {pad}", tp, None, tt, flops, "GFLOP/s")
 
 
 def bench_reduce(n: int, repeat: int) -> None:
