@@ -42,8 +42,8 @@ from plugrad_cpu_llvm.compiler import META_MARKER
 
 _INT_TYPES = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 _FLOAT_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
-BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
 _FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
 # 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
 _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
 
@@ -413,13 +413,11 @@ class _Kernel:
     row's bound, known only at run time, and the column's, known per lane): each scalar selects its lanes' constant
     mask, or-ed together and with the lanes always true, so the backend builds the mask register from a few
     whole-mask operations instead of inserting lane after lane."""
-    n = len(lanes)
-    def const(on: set[int]) -> str:
-      return "<" + ", ".join(f"i1 {'true' if k in on else 'false'}" for k in range(n)) + ">"
-    vec = const({k for k, v in enumerate(lanes) if v == "true"})
-    for s in varying:
-      part = self.op(f"select i1 {s}, <{n} x i1> {const({k for k, v in enumerate(lanes) if v == s})}, <{n} x i1> zeroinitializer")
-      vec = self.op(f"or <{n} x i1> {vec}, {part}")
+    ty = f"<{len(lanes)} x i1>"
+    def lanes_of(value: str) -> str:
+      return "<" + ", ".join(f"i1 {'true' if v == value else 'false'}" for v in lanes) + ">"
+    vec = lanes_of("true")
+    for s in varying: vec = self.op(f"or {ty} {vec}, {self.op(f'select i1 {s}, {ty} {lanes_of(s)}, {ty} zeroinitializer')}")
     return vec
 
   def lane(self, v: str, dt: DType, k: int) -> str:
