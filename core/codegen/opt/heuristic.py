@@ -4,6 +4,8 @@ that would only gather raises OptError, and the next plan is the scalar one).
 
 What it decides:
 - short reduce axes (at most UNROLL_REDUCE) are unrolled into the loop body;
+- on a device that loops over its launch indices with vector ops, a padded convolution's kernel taps up to
+  SLIDE_UNROLL wide are unrolled too, so each copy's padding gates are constants per lane;
 - on a device with work-group memory, a single reduction with a small output is split across a
   work-group (GROUP) of 32 to 256 threads, each adding at least 64 values (every thread adds the
   group's partial sums after the barrier, so a larger group than the loads need makes that tail the
