@@ -399,3 +399,17 @@ def test_padded_taps_written_out_beside_a_row_tile_give_numpys_answer(on):
     return x.exp().conv2d(w, padding=(1, 2))
   got, _ = run_with(build(on), on, lambda _: (Opt(R, 1, 3), Opt(R, 2, 5), Opt(V, 0, 16), Opt(U, 1, 2)))
   np.testing.assert_allclose(got, build("PYTHON").numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("on", _devices())
+def test_the_gradient_of_a_strided_3d_conv_gives_numpys_answer_under_the_heuristic(on):
+  # a tanh's gradient through a 3-D convolution of stride 2 and dilation 2: its window-sum kernel computes two outputs
+  # per step along the last axis (its loads index it as (x + 7) // 8), and LLVM's loop vectoriser, putting those
+  # steps into vector lanes again, made most of them wrong on CPU (NaN in some): that loop now stays scalar
+  def grad(device: str) -> np.ndarray:
+    x = Tensor(_x(3, 2, 7, 3, 6, seed=4) * 2, device=device, requires_grad=True)
+    w = Tensor(_x(2, 1, 3, 3, 2, seed=5), device=device)
+    y = x.tanh().conv2d(w, stride=2, dilation=2, padding=(0, 3, 4), groups=2).tanh()
+    (y * y).sum().backward()
+    return x.grad.numpy()
+  np.testing.assert_allclose(grad(on), grad("PYTHON"), rtol=1e-4, atol=1e-5)

@@ -166,6 +166,7 @@ class _Kernel:
     self.fma_muls, self.reduce_adds = self._reduction_terms(prog)
     specials = sorted((u for u in prog.uops if u.op is Ops.SPECIAL), key=lambda u: -u.arg[1])
     self.tiled_loops = self._tiled_loops()
+    self.upcast_copies = self._upcast_copies()
     self.specials = specials
     self.specials_open = False
 
@@ -206,6 +207,15 @@ class _Kernel:
       elif u.op is Ops.ENDRANGE: open_.pop()
       elif u.op is Ops.ACCUMULATE and open_: accs[open_[-1]] += 4 if u.dtype.count > 1 else 1
     return {r for r, n in accs.items() if n >= 4 and r not in inner}
+
+  def _upcast_copies(self) -> bool:
+    """Whether the kernel stores several elements of one buffer per iteration of its innermost launch loop: the
+    lowering's copies of an upcast launch dim, scalar where vectors would only gather (each copy's x // c and x % c
+    are constants). The loop vectoriser would put the loop's iterations into lanes again and gather; LLVM 22 computed
+    most outputs of a 3-D stride-2 convolution's gradient wrong that way (7 iterations, indices (x + 7) // 8), so that
+    loop stays scalar, as the plan meant."""
+    stores = [u.src[0] for u in self.prog.uops if u.op is Ops.STORE]
+    return len(stores) != len(set(stores))
 
   def _address_only(self) -> set[UOp]:
     """Integer ops whose value only ever feeds a LOAD/STORE index: these cannot overflow (the
@@ -293,8 +303,10 @@ class _Kernel:
     self.specials_open = True
 
   def close_specials(self) -> None:
+    last = len(self.specials) - 1
     for i, s in reversed(list(enumerate(self.specials))):
-      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), self.outer_bounds[1] if i == 0 else self.special_size(s))
+      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), self.outer_bounds[1] if i == 0 else self.special_size(s),
+                      vectorize=not (i == last and self.upcast_copies))
 
   def special_size(self, s: UOp) -> str:
     """The trip count of a launch loop: its size, or the value of its symbolic size (src[0])."""
