@@ -201,6 +201,13 @@ CONV = {
                      lambda x, w: F.conv2d(F.pad(x, (1, 2, 0, 1)), w, dilation=(2, 1), groups=2),
                      (2, 4, 7, 9), (6, 2, 3, 2)),
   "conv2d_pointwise": (lambda x, w: x.conv2d(w, groups=2), lambda x, w: F.conv2d(x, w, groups=2), (2, 4, 5, 7), (6, 2, 1, 1)),
+  # 8 channels or more per group each way: on a device that loops over its outputs with vector ops (CPU, PYTHON) the
+  # weight's gradient sums channels-last (tensor._channels_last_weight_gradient); the cases above keep its own layout
+  "conv2d_channels_last": (lambda x, w: x.conv2d(w, padding=(1, 2, 0, 1), dilation=(2, 1), groups=2),
+                           lambda x, w: F.conv2d(F.pad(x, (1, 2, 0, 1)), w, dilation=(2, 1), groups=2),
+                           (2, 16, 7, 9), (16, 8, 3, 2)),
+  "conv3d_channels_last": (lambda x, w: x.conv2d(w, padding=(1, 0, 1)), lambda x, w: F.conv3d(x, w, padding=(1, 0, 1)),
+                           (1, 8, 4, 3, 5), (9, 8, 2, 2, 3)),
   "conv1d_padding_beyond_kernel": (lambda x, w: x.conv2d(w, padding=2), lambda x, w: F.conv1d(x, w, padding=2),
                                    (2, 3, 5), (4, 3, 1)),
   "conv3d": (lambda x, w: x.conv2d(w, padding=(1, 0, 1)), lambda x, w: F.conv3d(x, w, padding=(1, 0, 1)),
@@ -443,3 +450,14 @@ def test_dropout_only_in_training():
   assert 0.2 < (v == 0).mean() < 0.3
   np.testing.assert_array_equal(g, v)  # kept elements pass the scaled gradient, dropped ones none
   with pytest.raises(ValueError, match="1.5"): x.dropout(1.5)
+
+
+def test_conv_weight_gradient_sums_channels_last_where_lanes_run_along_the_outputs(dev):
+  # CONV's *_channels_last cases check both forms against torch: this pins which one each device takes
+  from plugrad.dtype import dtypes
+  from plugrad.registry import get_registry
+  from plugrad.tensor import _channels_last_weight_gradient as channels_last
+  caps = get_registry().device(dev).caps
+  assert channels_last(dev, 8, 8, dtypes.float32) == (caps.launch_dims == 0 and caps.vector_ops)
+  assert not channels_last(dev, 4, 8, dtypes.float32) and not channels_last(dev, 32, 1, dtypes.float32)  # too few lanes
+  assert not channels_last(dev, 8, 8, dtypes.int32)
