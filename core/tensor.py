@@ -3361,19 +3361,19 @@ def _conv_gradient(ctx: UOp, node: UOp) -> tuple[UOp, UOp]:
     hw = prod(out)
     xs, gs = x.reshape((bs, groups, 1, w.shape[1], hw)), g.reshape((bs, groups, rc, 1, hw))
     return dx.uop, (gs * xs).sum((0, 4)).reshape(w.shape).uop
-  if _channels_last_weight_gradient(device, rc, w.shape[1], g.dtype):
+  last = _channels_last_weight_gradient(device, rc, w.shape[1], g.dtype)
+  # (bs, groups, rc, *out, cin/groups, *k); channels-last, x is computed once (a relu before the conv), as the sum
+  # reads each of its values once per kernel tap
+  windows = (x.contiguous() if last else x)._conv_windows(ks, groups, rc, st, dl, pads)
+  gw, outs = g.reshape((bs, groups, rc) + out + (1,) * (1 + n)), tuple(range(3, 3 + n))  # outs: the output axes
+  if last:
     # the output channels innermost: g copied channels-last, so vector lanes run along the channels (one load per
-    # vector of them, each window value broadcast); the gradient is written channels-last, then permuted
-    gl = g.reshape((bs, groups, rc) + out).permute((0, 1) + tuple(range(3, 3 + n)) + (2,)).contiguous()
-    # x computed once (a relu before the conv): the sum reads each of its values as a scalar, once per kernel tap
-    wl = x.contiguous()._conv_windows(ks, groups, rc, st, dl, pads).permute((0, 1) + tuple(range(3, 4 + 2 * n)) + (2,))
-    gw = gl.reshape((bs, groups) + out + (1,) * (1 + n) + (rc,)).expand(wl.shape)
-    dwl = (gw * wl).sum((0,) + tuple(range(2, 2 + n))).contiguous()  # (groups, cin/groups, *k, rc)
-    return dx.uop, dwl.permute((0, 2 + n, 1) + tuple(range(2, 2 + n))).reshape(w.shape).uop
-  windows = x._conv_windows(ks, groups, rc, st, dl, pads)  # (bs, groups, rc, *out, cin/groups, *k)
-  gw = g.reshape((bs, groups, rc) + out + (1,) * (1 + n)).expand(windows.shape)
-  dw = (gw * windows).sum((0,) + tuple(range(3, 3 + n)), keepdim=True).reshape(w.shape)
-  return dx.uop, dw.uop
+    # vector of them, each window value broadcast); the gradient is written channels-last, then permuted back
+    order = (0, 1) + tuple(range(3, 4 + 2 * n)) + (2,)
+    windows, gw, outs = windows.permute(order), gw.permute(order).contiguous(), tuple(range(2, 2 + n))
+  dw = (gw.expand(windows.shape) * windows).sum((0,) + outs, keepdim=True)
+  if last: dw = dw.contiguous().permute(inverse_permutation(order))
+  return dx.uop, dw.reshape(w.shape).uop
 
 
 def _channels_last_weight_gradient(device: DeviceArg, rc: int, cin_g: int, dtype: DType) -> bool:
