@@ -91,7 +91,7 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = 
       opt.zero_grad()
       loss = model(xt).sparse_categorical_crossentropy(yt)
       loss.backward()
-      # the loss runs with the update, in one realize (read after opt.step(), it would be the updated model's)
+      # the loss runs with the update, in one realize (as opt.step() would do; tinygrad's form)
       Tensor.realize(loss, *opt.schedule_step())
     return loss
   run = TinyJit(train_step) if jit else train_step

@@ -271,6 +271,48 @@ def _bases(u: UOp) -> tuple[UOp, ...]:
 
 
 _handles = _Handles()
+
+
+class _BackwardOutputs:
+  """What the `backward` calls since the last optimizer step made, held weakly: their roots (the losses) and
+  the tensors whose `.grad` they set.
+
+  A lazy graph reads a buffer as it is when the graph runs, and a step overwrites the parameters in place, so
+  a loss or gradient still a graph after the step would be the updated model's. A step therefore realizes, with
+  its updates, the losses and the gradients of tensors with requires_grad True (the parameters, and what the
+  user asked gradients of): read after `opt.step()` they are the values backward saw, as in PyTorch. The
+  gradients of tensors with requires_grad None (tinygrad's default: a batch, a dataset, a frozen layer) that
+  are still graphs are cleared instead (`.grad` None, as zero_grad does): computing them would cost a backward
+  pass nobody asked for (a dataset's is a scatter into all of it), and keeping them would give stale values and,
+  added to at every step, a graph growing with every step that keeps every step's buffers."""
+
+  def __init__(self) -> None:
+    self.roots: dict[int, weakref.ref[Tensor]] = {}
+    self.filled: dict[int, weakref.ref[Tensor]] = {}
+
+  def add(self, root: Tensor, filled: list[Tensor]) -> None:
+    for table, ts in ((self.roots, (root,)), (self.filled, filled)):
+      for t in ts:
+        if id(t) not in table: table[id(t)] = weakref.ref(t, functools.partial(_forget_entry, table, id(t)))
+
+  def take_pending(self) -> list[Tensor]:
+    """The live losses and wanted gradients that are still graphs, to realize with a step; clears the other
+    gradients that are still graphs, and forgets every entry."""
+    pending = [t for r in self.roots.values() if (t := r()) is not None and not _views_a_buffer(t.uop)]
+    for r in self.filled.values():
+      if (t := r()) is None or (g := t.grad) is None or _views_a_buffer(g.uop): continue
+      if t.requires_grad: pending.append(g)
+      else: t.grad = None
+    self.roots.clear()
+    self.filled.clear()
+    return pending
+
+
+def _forget_entry(table: dict[int, weakref.ref[Tensor]], key: int, ref: weakref.ref[Tensor]) -> None:
+  if table.get(key) is ref: del table[key]
+
+
+_backward_outputs = _BackwardOutputs()
 _assign_ids = itertools.count()  # the arg of each ASSIGN node `Tensor.assign` makes
 
 
@@ -862,7 +904,8 @@ class Tensor(metaclass=_TensorMeta):
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add the gradient of this tensor to `.grad` of every float tensor it was computed from whose
     `requires_grad` is not False (tinygrad's rule: None counts as wanted). Lazy: the gradients run
-    when realized, usually by an optimizer's step.
+    when realized, usually by an optimizer's step, which also realizes this tensor and clears the gradients of
+    tensors with requires_grad None that are still graphs (see `_BackwardOutputs`).
 
     :param gradient: dL/d(self); may be left out only for a scalar (then it is 1).
     """
@@ -873,6 +916,7 @@ class Tensor(metaclass=_TensorMeta):
       g = Tensor._from(grads[t.uop], t.device) if t.uop in grads else t.zeros_like()
       if t.grad is None: t.grad = g
       else: t.grad.assign(t.grad + g)
+    _backward_outputs.add(self, wanted)
     return self
 
   # ------------------------------------------------------------------ movement

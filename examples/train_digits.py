@@ -78,8 +78,8 @@ def train(model: DigitsNet, x: np.ndarray, y: np.ndarray, steps: int, batch: int
       logits = model(xb)
       loss = logits.sparse_categorical_crossentropy(yb)
       loss.backward()
-      # opt.step() would do, but then reading the loss afterwards would compute it again, with the updated
-      # weights: realizing it with the update gives this step's loss and runs the forward pass once
+      # opt.step() realizes the loss with the update, not the logits: read afterwards, they would be computed
+      # again, with the updated weights; realized with the update, they are this step's, from one forward pass
       Tensor.realize(loss, logits, *opt.schedule_step())
       if step % 10 == 0 or step == steps:
         acc = float((logits.argmax(-1).numpy() == y[idx]).mean())

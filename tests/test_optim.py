@@ -7,6 +7,7 @@ import torch
 from plugrad import Tensor, TinyJit, nn
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
+from plugrad.tensor import _views_a_buffer
 
 STEPS = 20
 rng = np.random.default_rng(0)
@@ -145,8 +146,9 @@ def test_step_is_one_realize(monkeypatch):
   with Tensor.train():
     loss_of(params, Tensor(X)).backward()
     opt.step()
-  assert len(calls) == 1  # all 4 parameters, 4+4 moments and 2 bias corrections in one realize
-  assert calls[0] == 4 + 8 + 2
+  # all 4 parameters, 4+4 moments, 2 bias corrections and the 4 gradients in one realize (the loss is gone)
+  assert len(calls) == 1
+  assert calls[0] == 4 + 8 + 2 + 4
 
 
 def test_lr_is_a_tensor_that_can_change():
@@ -238,3 +240,67 @@ def test_parameters_still_waiting_for_a_value_are_updated_in_place():
     ((torch.tensor(x) * tw).sum(1) - 1).square().mean().backward()
     topt.step()
   np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+
+
+
+
+def _three_steps(lib, optimized: tuple[str, ...], requires_grad: bool | None = True):
+  """Three SGD steps of `loss_of` in plugrad or torch, only the `optimized` parameters in the optimizer (the
+  others a frozen layer), on a fixed input x. The frozen parameters and x have `requires_grad` (in torch: True).
+  Returns the parameters, x and the last loss."""
+  if lib == "torch":
+    params, x = {k: torch.tensor(v, requires_grad=True) for k, v in INIT.items()}, torch.tensor(X, requires_grad=True)
+    opt = torch.optim.SGD([params[k] for k in optimized], lr=0.1)
+  else:
+    params, x = {k: Tensor(v.copy(), requires_grad=requires_grad) for k, v in INIT.items()}, Tensor(X, requires_grad=requires_grad)
+    opt = optim.SGD([params[k] for k in optimized], lr=0.1)
+  with Tensor.train():
+    for _ in range(3):
+      opt.zero_grad()
+      loss = loss_of(params, x)
+      loss.backward()
+      opt.step()
+  return params, x, loss
+
+
+def test_loss_and_gradients_read_after_the_step_are_those_before_it():
+  """`opt.step(); loss.item()`: the step overwrites the parameters in place, and the loss and gradients read
+  afterwards are the values backward saw (PyTorch's), not the updated model's."""
+  ours, _, loss = _three_steps("plugrad", tuple(INIT), requires_grad=None)
+  ref, _, ref_loss = _three_steps("torch", tuple(INIT))
+  assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5)
+  for k, p in ours.items():
+    np.testing.assert_allclose(p.grad.numpy(), ref[k].grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(p.numpy(), ref[k].detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_accumulated_outside_the_optimizer_are_computed_at_each_step():
+  """A frozen layer's weights and a fixed input with requires_grad=True get `.grad` added at every backward and
+  are never zeroed: each step computes them, so they are PyTorch's accumulated gradients (each step's taken at
+  that step's parameters), in a buffer."""
+  ours, x, _ = _three_steps("plugrad", ("w2", "b2"))
+  ref, tx, _ = _three_steps("torch", ("w2", "b2"))
+  np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-6)
+  for k in ("w1", "b1"):
+    np.testing.assert_allclose(ours[k].grad.numpy(), ref[k].grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(ours[k].numpy(), INIT[k])  # frozen: never updated
+
+
+
+def test_a_step_clears_the_gradients_nobody_asked_for():
+  """requires_grad None (tinygrad's default): a fixed input's or a frozen layer's gradient is a graph until it
+  is read, and a step clears those still graphs (computing them would be a backward pass nobody asked for;
+  kept, they would read the updated parameters and grow with every step). Read before the step, it is right."""
+  params, x = {k: Tensor(v.copy()) for k, v in INIT.items()}, Tensor(X)
+  opt = optim.SGD([params["w2"], params["b2"]], lr=0.1)
+  tparams, tx = {k: torch.tensor(v, requires_grad=True) for k, v in INIT.items()}, torch.tensor(X, requires_grad=True)
+  loss_of(tparams, tx).backward()
+  with Tensor.train():
+    for step in range(3):
+      opt.zero_grad()
+      loss_of(params, x).backward()
+      if step == 0: np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-6)
+      opt.step()
+      assert params["w2"].grad is not None and _views_a_buffer(params["w2"].grad.uop)  # computed with the step
+      assert params["w1"].grad is None and params["b1"].grad is None
+      assert (x.grad is None) == (step > 0)  # read before the first step: a buffer, which the step keeps

@@ -15,7 +15,7 @@ import math
 from typing import Sequence
 
 from plugrad.dtype import dtypes
-from plugrad.tensor import Tensor
+from plugrad.tensor import Tensor, _backward_outputs
 
 
 class Optimizer:
@@ -77,7 +77,8 @@ class Optimizer:
         raise ValueError(f"a parameter of shape {p.shape} has a gradient of shape {p.grad.shape}")
     new_params, state = self._step([i for i, _ in live], [p.detach() for _, p in live], [p.grad for _, p in live])
     for (_, p), new in zip(live, new_params): p.assign(new.cast(p.dtype))
-    return state + [p for _, p in live] + self.buffers
+    # the losses and gradients of the backward calls before this step, computed from the parameters they saw
+    return state + [p for _, p in live] + self.buffers + _backward_outputs.take_pending()
 
   def _step(self, idx: list[int], params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     """The new values of the parameters numbered `idx` (given detached, with their gradients), and the
