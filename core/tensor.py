@@ -274,42 +274,41 @@ _handles = _Handles()
 
 
 class _BackwardOutputs:
-  """What the `backward` calls since the last optimizer step made, held weakly: their roots (the losses) and
-  the tensors whose `.grad` they set.
+  """The live tensors the `backward` calls since the last optimizer step saw (the losses, the values they were
+  computed from, such as the logits), held weakly.
 
-  A lazy graph reads a buffer as it is when the graph runs, and a step overwrites the parameters in place, so
-  a loss or gradient still a graph after the step would be the updated model's. A step therefore realizes, with
-  its updates, the losses and the gradients of tensors with requires_grad True (the parameters, and what the
-  user asked gradients of): read after `opt.step()` they are the values backward saw, as in PyTorch. The
-  gradients of tensors with requires_grad None (tinygrad's default: a batch, a dataset, a frozen layer) that
-  are still graphs are cleared instead (`.grad` None, as zero_grad does): computing them would cost a backward
-  pass nobody asked for (a dataset's is a scatter into all of it), and keeping them would give stale values and,
-  added to at every step, a graph growing with every step that keeps every step's buffers."""
+  A step writes the parameters in place, and a lazy graph reads a buffer as it is when it runs: a loss, a
+  logits tensor or a gradient still a graph after the step would be the updated model's. So a step realizes,
+  with its updates, those of their values and those gradients of tensors with requires_grad True (the
+  parameters, and what the user asked gradients of) that are still graphs (`take_pending`): read after
+  `opt.step()` they are what backward saw, as in PyTorch. The gradients of tensors with requires_grad None
+  (tinygrad's default: a batch, a dataset, a frozen layer) still graphs are cleared instead (`.grad` None, as
+  zero_grad does): computing them would cost a backward pass nobody asked for (a dataset's is a scatter into
+  all of it), and kept, they would read the updated parameters and, added to at every step, grow into a graph
+  of every step that keeps every step's buffers."""
 
   def __init__(self) -> None:
-    self.roots: dict[int, weakref.ref[Tensor]] = {}
-    self.filled: dict[int, weakref.ref[Tensor]] = {}
+    self.seen: dict[int, weakref.ref[Tensor]] = {}
 
-  def add(self, root: Tensor, filled: list[Tensor]) -> None:
-    for table, ts in ((self.roots, (root,)), (self.filled, filled)):
-      for t in ts:
-        if id(t) not in table: table[id(t)] = weakref.ref(t, functools.partial(_forget_entry, table, id(t)))
+  def add(self, seen: list[Tensor]) -> None:
+    for t in seen:
+      if id(t) not in self.seen: self.seen[id(t)] = weakref.ref(t, functools.partial(self._forget, id(t)))
+
+  def _forget(self, key: int, ref: weakref.ref[Tensor]) -> None:
+    if self.seen.get(key) is ref: del self.seen[key]
 
   def take_pending(self) -> list[Tensor]:
-    """The live losses and wanted gradients that are still graphs, to realize with a step; clears the other
-    gradients that are still graphs, and forgets every entry."""
-    pending = [t for r in self.roots.values() if (t := r()) is not None and not _views_a_buffer(t.uop)]
-    for r in self.filled.values():
-      if (t := r()) is None or (g := t.grad) is None or _views_a_buffer(g.uop): continue
+    """The values and wanted gradients still graphs, to realize with a step; clears the other gradients still
+    graphs, and forgets every tensor."""
+    pending: list[Tensor] = []
+    for r in self.seen.values():
+      if (t := r()) is None: continue
+      if not _views_a_buffer(t.uop): pending.append(t)
+      if (g := t.grad) is None or _views_a_buffer(g.uop): continue
       if t.requires_grad: pending.append(g)
-      else: t.grad = None
-    self.roots.clear()
-    self.filled.clear()
+      elif t.requires_grad is None: t.grad = None
+    self.seen.clear()
     return pending
-
-
-def _forget_entry(table: dict[int, weakref.ref[Tensor]], key: int, ref: weakref.ref[Tensor]) -> None:
-  if table.get(key) is ref: del table[key]
 
 
 _backward_outputs = _BackwardOutputs()
@@ -910,13 +909,14 @@ class Tensor(metaclass=_TensorMeta):
     :param gradient: dL/d(self); may be left out only for a scalar (then it is 1).
     """
     root_grad = self._check_root_gradient(gradient)
-    wanted = [t for u in self.uop.toposort for t in _handles.tensors_at(u) if t.requires_grad is not False and t.dtype.is_float]
+    seen = [t for u in self.uop.toposort for t in _handles.tensors_at(u)]  # this tensor among them
+    wanted = [t for t in seen if t.requires_grad is not False and t.dtype.is_float]
     grads = compute_gradient(self.uop, root_grad.uop, [t.uop for t in wanted])
     for t in wanted:
       g = Tensor._from(grads[t.uop], t.device) if t.uop in grads else t.zeros_like()
       if t.grad is None: t.grad = g
       else: t.grad.assign(t.grad + g)
-    _backward_outputs.add(self, wanted)
+    _backward_outputs.add(seen)
     return self
 
   # ------------------------------------------------------------------ movement

@@ -78,9 +78,9 @@ def train(model: DigitsNet, x: np.ndarray, y: np.ndarray, steps: int, batch: int
       logits = model(xb)
       loss = logits.sparse_categorical_crossentropy(yb)
       loss.backward()
-      # opt.step() realizes the loss with the update, not the logits: read afterwards, they would be computed
-      # again, with the updated weights; realized with the update, they are this step's, from one forward pass
-      Tensor.realize(loss, logits, *opt.schedule_step())
+      # the step realizes the loss and the logits with the update (one forward pass): read below, they are this
+      # step's, from the weights before the update
+      opt.step()
       if step % 10 == 0 or step == steps:
         acc = float((logits.argmax(-1).numpy() == y[idx]).mean())
         now = time.perf_counter()

@@ -247,7 +247,7 @@ def test_parameters_still_waiting_for_a_value_are_updated_in_place():
 def _three_steps(lib, optimized: tuple[str, ...], requires_grad: bool | None = True):
   """Three SGD steps of `loss_of` in plugrad or torch, only the `optimized` parameters in the optimizer (the
   others a frozen layer), on a fixed input x. The frozen parameters and x have `requires_grad` (in torch: True).
-  Returns the parameters, x and the last loss."""
+  Returns the parameters, x, the last loss and the last step's network output, held across the step."""
   if lib == "torch":
     params, x = {k: torch.tensor(v, requires_grad=True) for k, v in INIT.items()}, torch.tensor(X, requires_grad=True)
     opt = torch.optim.SGD([params[k] for k in optimized], lr=0.1)
@@ -257,18 +257,21 @@ def _three_steps(lib, optimized: tuple[str, ...], requires_grad: bool | None = T
   with Tensor.train():
     for _ in range(3):
       opt.zero_grad()
-      loss = loss_of(params, x)
+      out = (x @ params["w1"].T + params["b1"]).tanh() @ params["w2"].T + params["b2"]
+      loss = (out ** 2).mean()  # loss_of
       loss.backward()
       opt.step()
-  return params, x, loss
+  return params, x, loss, out
 
 
 def test_loss_and_gradients_read_after_the_step_are_those_before_it():
-  """`opt.step(); loss.item()`: the step overwrites the parameters in place, and the loss and gradients read
-  afterwards are the values backward saw (PyTorch's), not the updated model's."""
-  ours, _, loss = _three_steps("plugrad", tuple(INIT), requires_grad=None)
-  ref, _, ref_loss = _three_steps("torch", tuple(INIT))
+  """`opt.step(); loss.item()`: the step overwrites the parameters in place, and the loss, the output it was
+  computed from and the gradients read afterwards are the values backward saw (PyTorch's), not the updated
+  model's."""
+  ours, _, loss, out = _three_steps("plugrad", tuple(INIT), requires_grad=None)
+  ref, _, ref_loss, ref_out = _three_steps("torch", tuple(INIT))
   assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5)
+  np.testing.assert_allclose(out.numpy(), ref_out.detach().numpy(), rtol=1e-5, atol=1e-6)
   for k, p in ours.items():
     np.testing.assert_allclose(p.grad.numpy(), ref[k].grad.numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(p.numpy(), ref[k].detach().numpy(), rtol=1e-5, atol=1e-6)
@@ -278,8 +281,8 @@ def test_gradients_accumulated_outside_the_optimizer_are_computed_at_each_step()
   """A frozen layer's weights and a fixed input with requires_grad=True get `.grad` added at every backward and
   are never zeroed: each step computes them, so they are PyTorch's accumulated gradients (each step's taken at
   that step's parameters), in a buffer."""
-  ours, x, _ = _three_steps("plugrad", ("w2", "b2"))
-  ref, tx, _ = _three_steps("torch", ("w2", "b2"))
+  ours, x, _, _ = _three_steps("plugrad", ("w2", "b2"))
+  ref, tx, _, _ = _three_steps("torch", ("w2", "b2"))
   np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-6)
   for k in ("w1", "b1"):
     np.testing.assert_allclose(ours[k].grad.numpy(), ref[k].grad.numpy(), rtol=1e-4, atol=1e-6)

@@ -71,14 +71,16 @@ class Optimizer:
     if not Tensor.training:
       raise RuntimeError("Tensor.training is False; an optimizer step needs training mode: wrap the step in "
                          "`with Tensor.train():` (or Context(TRAINING=1), or set Tensor.training = True)")
+    # what the backward calls before this step saw, and the gradients wanted of it: computed from the parameters
+    # as they were (taken first: the parameters themselves are buffers still)
+    seen = _backward_outputs.take_pending()
     live = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
     for _, p in live:
       if p.grad.shape != p.shape:
         raise ValueError(f"a parameter of shape {p.shape} has a gradient of shape {p.grad.shape}")
     new_params, state = self._step([i for i, _ in live], [p.detach() for _, p in live], [p.grad for _, p in live])
     for (_, p), new in zip(live, new_params): p.assign(new.cast(p.dtype))
-    # the losses and gradients of the backward calls before this step, computed from the parameters they saw
-    return state + [p for _, p in live] + self.buffers + _backward_outputs.take_pending()
+    return state + [p for _, p in live] + self.buffers + seen
 
   def _step(self, idx: list[int], params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     """The new values of the parameters numbered `idx` (given detached, with their gradients), and the
