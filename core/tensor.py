@@ -330,7 +330,7 @@ class Tensor(metaclass=_TensorMeta):
   :param device: a device name such as "CPU" or "CUDA:1"; the default device when None.
   :param dtype: the element type; inferred from the data when None.
   :param requires_grad: True: `backward` fills `.grad`; False: never; None (default): filled when
-    the tensor is reached by `backward` (tinygrad's rule).
+    the tensor is reached by `backward` (tinygrad's rule), and cleared by an optimizer step if still unread.
   """
   __slots__ = ("_uop", "device", "grad", "requires_grad", "__weakref__")
   #: a device name ("CPU:1"), or a tuple of them for a tensor sharded (or replicated) over several devices
