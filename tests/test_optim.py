@@ -307,3 +307,22 @@ def test_a_step_clears_the_gradients_nobody_asked_for():
       assert params["w2"].grad is not None and _views_a_buffer(params["w2"].grad.uop)  # computed with the step
       assert params["w1"].grad is None and params["b1"].grad is None
       assert (x.grad is None) == (step > 0)  # read before the first step: a buffer, which the step keeps
+
+
+def test_a_sharded_gradient_read_before_the_step_is_kept():
+  """The same rules on two devices: a sharded input's gradient read before the step stays (each shard a
+  buffer), and the loss read after the step is the one from before the update."""
+  devices = ("CPU:0", "CPU:1")
+  x = Tensor(X).shard(devices, axis=0).realize()
+  w = Tensor(INIT["w2"].T.copy(), requires_grad=True).shard(devices).realize()
+  opt = optim.SGD([w], lr=0.1)
+  with Tensor.train():
+    loss = ((x @ w[:5]) ** 2).sum()
+    loss.backward()
+    x_grad = x.grad.numpy()
+    opt.step()
+  w0 = INIT["w2"].T[:5]
+  assert loss.item() == pytest.approx(float(((X @ w0) ** 2).sum()), rel=1e-5)
+  np.testing.assert_allclose(x_grad, 2 * (X @ w0) @ w0.T, rtol=1e-5, atol=1e-5)
+  assert x.grad is not None
+  np.testing.assert_allclose(x.grad.numpy(), x_grad)
