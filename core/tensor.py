@@ -1422,6 +1422,7 @@ class Tensor(metaclass=_TensorMeta):
   def where(self, x: Any, y: Any) -> Tensor:
     """Elementwise `x if self else y` (self is used as a condition)."""
     cond = self.cast(dtypes.bool)
+    if (alike := cond._where_alike(x, y)) is not None: return alike
     if isinstance(x, Tensor): xs, ys = x._binary_operands(y)
     elif isinstance(y, Tensor): ys, xs = y._binary_operands(x)
     else:
@@ -1431,6 +1432,22 @@ class Tensor(metaclass=_TensorMeta):
     out = broadcast_shape(cond.shape, xs.shape)
     return cond._broadcast_to(out)._new(UOp(Ops.WHERE, xs.dtype, (cond._broadcast_to(out).uop, xs._broadcast_to(out).uop,
                                                                 ys._broadcast_to(out).uop)))
+
+  def _where_alike(self, x: Any, y: Any) -> Tensor | None:
+    """`where` on the bool tensor self when the values are tensors of its shape and device and of one dtype, or
+    Python numbers that stay in that dtype (relu's `where(x, 0)`): the node those operands make, built at once
+    without tensors for casts, broadcasts and constants. None for any other operands."""
+    ref = x if isinstance(x, Tensor) else y
+    if not isinstance(ref, Tensor) or isinstance(self.device, tuple): return None
+    srcs = [self._uop]
+    for v in (x, y):
+      if isinstance(v, Tensor):
+        if v.dtype is not ref.dtype or v.device != self.device or v.shape != self.shape: return None
+        srcs.append(v._uop)
+      elif type(v) in (int, float, bool) and result_type_with_scalar(ref.dtype, v) is ref.dtype:
+        srcs.append(_const_at(ref.dtype, _check_py_int(v), self.shape))
+      else: return None
+    return ref._new(UOp(Ops.WHERE, ref.dtype, tuple(srcs)))
 
   # ------------------------------------------------------------------ reductions
 

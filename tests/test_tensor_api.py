@@ -125,6 +125,29 @@ def test_binary_math_special_values(dev):
   check(torch.fmod, Tensor.fmod, np.array([5, -5, 5, -5, 7], np.int32), np.array([3, 3, -3, -3, 7], np.int32), dev=dev)
 
 
+WHERE_VALUES = [  # (x, y) of cond.where(x, y): "a", "b" name (3, 4) float32 tensors, "i" an int32 one, "r" a row (4,)
+  ("a", 0), (0, "a"), ("a", "b"), ("a", 1.5), ("a", True), (2, 3.5), ("i", 0.5), ("a", "r"), ("i", "a")]
+
+
+@pytest.mark.parametrize("x,y", WHERE_VALUES)
+def test_where(x, y, dev, monkeypatch):
+  """torch's values and dtypes; the common operands (tensors of the condition's shape and one dtype, numbers that
+  keep it) build the very node the general path (casts, broadcasts, constant tensors) makes."""
+  rng = np.random.default_rng(3)
+  arrays = {"a": rng.standard_normal((3, 4)).astype(np.float32), "b": rng.standard_normal((3, 4)).astype(np.float32),
+            "i": rng.integers(-5, 5, (3, 4)).astype(np.int32), "r": rng.standard_normal(4).astype(np.float32)}
+  cond = rng.standard_normal((3, 4)) > 0
+  ours = [Tensor(arrays[v], device=dev) if isinstance(v, str) else v for v in (x, y)]
+  theirs = [torch.from_numpy(arrays[v]) if isinstance(v, str) else v for v in (x, y)]
+  c = Tensor(cond, device=dev)
+  got = c.where(*ours)
+  with monkeypatch.context() as m:
+    m.setattr(Tensor, "_where_alike", lambda self, x, y: None)
+    assert c.where(*ours).uop is got.uop
+  want = torch.where(torch.from_numpy(cond), *theirs)
+  assert_same(got, want.float() if want.dtype == torch.float64 else want, 1e-6, 1e-6)
+
+
 def test_lerp(dev):
   check(lambda a, b, w: torch.lerp(a, b, w), Tensor.lerp, (3, 4), (3, 4), (4,), dev=dev)
   check(lambda a, b: torch.lerp(a, b, 0.25), lambda a, b: a.lerp(b, 0.25), (2, 3), (2, 3), dev=dev)
