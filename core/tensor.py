@@ -1917,13 +1917,18 @@ class Tensor(metaclass=_TensorMeta):
     Tensor._check_reduction(reduction)
     self._check_labels(Y, self.ndim - 1, "sparse_categorical_crossentropy")
     log_probs = self.log_softmax(-1)
-    mask = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
-    hit = Y.unsqueeze(-1)._one_hot_along_dim(self.shape[-1]) & mask.unsqueeze(-1)
-    picked = hit.where(log_probs, 0).sum(-1)
-    smoothing = label_smoothing * mask.where(log_probs.mean(-1), 0)
-    unreduced = -((1 - label_smoothing) * picked + smoothing)
+    hit = Y.unsqueeze(-1)._one_hot_along_dim(self.shape[-1])
+    mask = (Y != ignore_index) if ignore_index != -1 else None
+    if mask is not None: hit = hit & mask.unsqueeze(-1)
+    unreduced = -hit.where(log_probs, 0).sum(-1)
+    # the smoothing term is left out without smoothing, not multiplied by 0: a class masked with a -inf logit makes
+    # the mean over classes -inf, and 0 * -inf NaN
+    if label_smoothing:
+      spread = log_probs.mean(-1) if mask is None else mask.where(log_probs.mean(-1), 0)
+      unreduced = (1 - label_smoothing) * unreduced - label_smoothing * spread
+    if reduction != "mean": return unreduced._do_reduction(reduction)
     # the mean counts only the targets not ignored
-    return unreduced.sum() / mask.sum() if reduction == "mean" else unreduced._do_reduction(reduction)
+    return unreduced.sum() / (Y.numel() if mask is None else mask.sum())
 
   def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of logits (N, C, ...) (or (C,)) against class indices (N, ...) or probabilities of
@@ -1931,11 +1936,16 @@ class Tensor(metaclass=_TensorMeta):
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
     Tensor._check_reduction(reduction)
     cdim = 0 if self.ndim == 1 else 1
-    if Y.shape != self.shape:
+    log_probs = self.log_softmax(cdim)
+    if Y.shape != self.shape:  # class indices: the target's log-probability picked, not products with a one-hot
+      # (a class masked with a -inf logit would give 0 * -inf = NaN, where torch's loss is finite)
       self._check_labels(Y, cdim, "cross_entropy")
-      Y = Y.unsqueeze(cdim)._one_hot_along_dim(self.shape[cdim], dim=cdim)
+      loss = -Y.unsqueeze(cdim)._one_hot_along_dim(self.shape[cdim], dim=cdim).where(log_probs, 0).sum(cdim)
+      if label_smoothing:
+        loss = (1 - label_smoothing) * loss - label_smoothing / self.shape[cdim] * log_probs.sum(cdim)
+      return loss._do_reduction(reduction)
     Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cdim]
-    return (-(self.log_softmax(cdim) * Y).sum(cdim))._do_reduction(reduction)
+    return (-(log_probs * Y).sum(cdim))._do_reduction(reduction)
 
   def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
                reduction: str = "mean") -> Tensor:

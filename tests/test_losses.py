@@ -47,6 +47,17 @@ def test_sparse_categorical_crossentropy_ignore_index(dev, reduction):
              LOGITS, LABELS)
 
 
+@pytest.mark.parametrize("ignore_index", [-1, 2])
+def test_cross_entropy_with_masked_classes(dev, ignore_index):
+  """A class masked with a -inf logit (vocabulary or action masks): torch's loss and gradient are finite, and so
+  are ours (a one-hot product or a 0-weighted smoothing term over the classes would make them NaN)."""
+  logits = LOGITS.copy()
+  logits[np.arange(6), (LABELS + 1) % 5] = -np.inf  # never a target's own class
+  check_loss(dev, lambda x, y: x.sparse_categorical_crossentropy(y, ignore_index=ignore_index),
+             lambda x, y: F.cross_entropy(x, y, ignore_index=ignore_index), logits, LABELS)
+  check_loss(dev, lambda x, y: x.cross_entropy(y), lambda x, y: F.cross_entropy(x, y), logits, LABELS)
+
+
 def test_sparse_categorical_crossentropy_classes_last():
   # tinygrad's layout: classes on the last axis, any leading axes
   logits = np.moveaxis(SEQ_LOGITS, 1, -1).copy()
