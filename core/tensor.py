@@ -1927,8 +1927,9 @@ class Tensor(metaclass=_TensorMeta):
       spread = log_probs.mean(-1) if mask is None else mask.where(log_probs.mean(-1), 0)
       unreduced = (1 - label_smoothing) * unreduced - label_smoothing * spread
     if reduction != "mean": return unreduced._do_reduction(reduction)
-    # the mean counts only the targets not ignored
-    return unreduced.sum() / (Y.numel() if mask is None else mask.sum())
+    # the mean counts only the targets not ignored (all of them, a count known here unless a Variable sets it)
+    if mask is None: return unreduced.sum() / n if isinstance(n := Y.numel(), int) else unreduced.mean()
+    return unreduced.sum() / mask.sum()
 
   def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of logits (N, C, ...) (or (C,)) against class indices (N, ...) or probabilities of

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from plugrad import Tensor, dtypes
+from plugrad import Tensor, Variable, dtypes
 
 # named `dev`, not `device`: the plugrad pytest plugin would run a `device` test on every device
 
@@ -56,6 +56,13 @@ def test_cross_entropy_with_masked_classes(dev, ignore_index):
   check_loss(dev, lambda x, y: x.sparse_categorical_crossentropy(y, ignore_index=ignore_index),
              lambda x, y: F.cross_entropy(x, y, ignore_index=ignore_index), logits, LABELS)
   check_loss(dev, lambda x, y: x.cross_entropy(y), lambda x, y: F.cross_entropy(x, y), logits, LABELS)
+
+
+def test_sparse_categorical_crossentropy_of_a_variable_batch():
+  """A batch whose size is a bound Variable: the mean divides by the size it is bound to."""
+  n = Variable("n", 1, 6).bind(4)
+  loss = Tensor(LOGITS)[:n].sparse_categorical_crossentropy(Tensor(LABELS.astype(np.int32))[:n])
+  assert loss.item() == pytest.approx(F.cross_entropy(torch.tensor(LOGITS[:4]), torch.tensor(LABELS[:4])).item(), rel=1e-5)
 
 
 def test_sparse_categorical_crossentropy_classes_last():
