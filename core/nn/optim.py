@@ -148,7 +148,7 @@ class LARS(Optimizer):
         r: Tensor | float = (r1 > 0).where((r2 > 0).where(self.tcoef * r1 / (r2 + self.wd * r1), 1.0), 1.0)
       else: r = 1.0
       if self.pre_wd and self.wd > 0: g = g + self.wd * w
-      if self.classic: g = g * r * self.lr
+      if self.classic: g = (g if isinstance(r, float) else g * r) * self.lr  # r is 1.0 without a trust ratio
       if self.momentum:
         self.b[i].assign(self.momentum * self.b[i] + g)  # zero at the start, so the first step stores g
         g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
@@ -158,7 +158,7 @@ class LARS(Optimizer):
         g = newton_schulz(m, self.ns_steps, self.ns_coefficients).reshape(g.shape)
         lr = lr * math.sqrt(max(1.0, m.shape[0] / m.shape[1]))  # PyTorch's "original" scaling for non-square matrices
       if not self.pre_wd and self.wd > 0: w = w * (1.0 - self.lr * self.wd)
-      if not self.classic: g = g * r * lr
+      if not self.classic: g = (g if isinstance(r, float) else g * r) * lr  # r is 1.0 without a trust ratio
       out.append(w - g)
     return out, self.b
 
@@ -222,19 +222,20 @@ class LAMB(Optimizer):
   def _step(self, idx: list[int], params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
+    # the bias corrections, once per step (the parameters' graphs share them); a step builds every op below for
+    # every parameter in Python each time, so none is made that changes nothing (x * 1.0, x + 0.0 * w)
+    c1, c2 = 1.0 - self.b1_t, 1.0 - self.b2_t
     out = []
     for i, w, g in zip(idx, params, grads):
       g = g.cast(dtypes.float32)
       self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
       self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
-      m_hat = self.m[i] / (1.0 - self.b1_t)
-      v_hat = self.v[i] / (1.0 - self.b2_t)
-      up = m_hat / (v_hat.sqrt() + self.eps) + self.wd * w
-      if not self.adam:
+      up = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + self.eps)
+      if self.wd: up = up + self.wd * w
+      if self.adam: out.append(w - self.lr * up)
+      else:
         r1, r2 = _l2(w), _l2(up)
-        r: Tensor | float = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
-      else: r = 1.0
-      out.append(w - self.lr * r * up)
+        out.append(w - self.lr * (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0) * up)
     return out, [self.b1_t, self.b2_t] + self.m + self.v
 
 
