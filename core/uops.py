@@ -71,6 +71,7 @@ class _UOpMeta(type):
     key = (op, dtype, src, _key_arg(arg))
     if (ref := _UOpMeta._cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
+    object.__setattr__(ret, "key_arg", key[3])
     ref = _UOpMeta._cache[key] = _KeyRef(ret, _forget)
     ref.key = key
     if op is Ops.BIND: _UOpMeta.binds_made = True
@@ -80,8 +81,9 @@ class _UOpMeta(type):
 class UOp(metaclass=_UOpMeta):
   """One node: an op, the dtype of its value (None for nodes without a value such as STORE), its
   sources and an op-specific argument. Immutable and hash-consed: never build one with the same
-  fields twice expecting a distinct object."""
-  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+  fields twice expecting a distinct object. `key_arg` is the argument as the hash-consing key holds it (floats
+  by their bits), kept for passes that key nodes by structure."""
+  __slots__ = ("op", "dtype", "src", "arg", "key_arg", "__weakref__", "__dict__")
 
   def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any):
     # straight to the slots: __setattr__ below only guards against later mutation

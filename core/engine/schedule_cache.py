@@ -18,7 +18,7 @@ from plugrad.device import Buffer
 from plugrad.dtype import DType
 from plugrad.scheduler import (Kernel, ScheduleItem, applied_as, buffer_node, buffer_of, contiguous_base,
                                output_ast, pending_kernel)
-from plugrad.uops import Ops, UOp, _key_arg
+from plugrad.uops import Ops, UOp
 
 # a buffer of a template: below the number of leaves L, the i-th distinct input buffer; L + j, the j-th one it creates
 Ref = int
@@ -34,6 +34,7 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[UOp
   leaves: list[UOp] = []
   leaf_index: dict[int, int] = {}  # buffer uid -> its number
   BUFFER, KERNEL, ASSIGN = Ops.BUFFER, Ops.KERNEL, Ops.ASSIGN  # locals: this loop is on every realize's path
+  number, rep = ids.__getitem__, reps.append
   for root in roots:
     stack = [root]
     while stack:
@@ -64,7 +65,7 @@ def structure_key(roots: list[UOp], extra: Hashable) -> tuple[Hashable, list[UOp
       if op is ASSIGN and (n not in roots or applied_as(n) is not None): return None
       ids[n] = len(reps)
       # an ASSIGN's arg only tells one assign from another: equal graphs differ in it every step
-      reps.append((op, n.dtype, None if op is ASSIGN else _key_arg(n.arg), tuple(map(ids.__getitem__, n.src))))
+      rep((op, n.dtype, None if op is ASSIGN else n.key_arg, tuple(map(number, n.src))))
   return (tuple(reps), tuple(ids[r] for r in roots), extra), leaves
 
 
