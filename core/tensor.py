@@ -909,7 +909,8 @@ class Tensor(metaclass=_TensorMeta):
     :param gradient: dL/d(self); may be left out only for a scalar (then it is 1).
     """
     root_grad = self._check_root_gradient(gradient)
-    seen = [t for u in self.uop.toposort for t in _handles.tensors_at(u)]  # this tensor among them
+    held = _handles.at  # most nodes of the graph have no tensor: skip them without a list each
+    seen = [t for u in self.uop.toposort if u in held for t in _handles.tensors_at(u)]  # this tensor among them
     wanted = [t for t in seen if t.requires_grad is not False and t.dtype.is_float]
     grads = compute_gradient(self.uop, root_grad.uop, [t.uop for t in wanted])
     for t in wanted:
