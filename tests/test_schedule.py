@@ -1,13 +1,14 @@
 """The scheduler's fusion decisions, pinned as kernel counts for known graphs."""
 import dataclasses
 import gc
+import sys
 
 import numpy as np
 import pytest
 
 from plugrad import Context, Tensor
 from plugrad.scheduler import count_kernels
-from plugrad.testing import assert_close
+from plugrad.testing import assert_close, available_devices
 from plugrad.uops import Ops
 
 
@@ -283,6 +284,63 @@ def test_cached_schedule_with_a_live_intermediate():
     assert_close(out1, ref + c.numpy(), atol=1e-5)
     assert_close(out2, ref * c.numpy(), atol=1e-5)
     assert_close(s, ref, atol=1e-5)
+
+
+needs_cpu = pytest.mark.skipif("CPU" not in available_devices(), reason="plugrad-cpu-llvm is not installed")
+
+
+def _native_runs() -> dict:
+  from plugrad.registry import get_registry
+  cache = sys.modules["plugrad.engine.schedule"]._caches.get(get_registry())
+  return {} if cache is None else cache.natives
+
+
+@needs_cpu
+def test_a_cached_schedule_of_several_kernels_runs_natively_from_its_third_run():
+  """Realized again and again (an eager training step), a cached schedule is one call into the device's graph
+  role from its third run on, with fresh outputs each time and its intermediates freed after the run."""
+  from plugrad.registry import get_registry
+  stats = get_registry().device("CPU").allocator.stats
+  rng = np.random.default_rng(0)
+  a = Tensor(rng.standard_normal((32, 48)).astype(np.float32), device="CPU").realize()
+  def step(b: Tensor) -> Tensor: return ((a + 1).contiguous() * b).sum(1).realize()  # two kernels
+  before = set(_native_runs())
+  outs = []
+  for i in range(5):
+    b = Tensor(rng.standard_normal((32, 48)).astype(np.float32), device="CPU").realize()
+    if i == 4:
+      gc.collect()
+      in_use = stats.in_use
+    outs.append((step(b), ((a.numpy() + 1) * b.numpy()).sum(1)))
+  assert [key for key in set(_native_runs()) - before if _native_runs()[key] is not None]  # prepared for it
+  assert stats.in_use - in_use == outs[-1][0].nbytes()  # the run's intermediate was freed, its output kept
+  for out, ref in outs: assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_cpu
+def test_observers_and_graph_off_see_every_launch_of_a_cached_schedule():
+  """A profiler observing single launches, and Context(GRAPH=0) (graph roles off): a cached schedule keeps
+  running from Python, each launch told to the observer."""
+  from plugrad import hookimpl
+  from plugrad.registry import get_registry
+  launches = []
+  class Profiler:
+    @hookimpl
+    def plugrad_kernel_ran(self, device, name): launches.append(name)
+  a = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="CPU").realize()
+  ref = (np.arange(12).reshape(3, 4) * 2 + 1).sum(0)
+  def step() -> Tensor: return ((a * 2).contiguous() + 1).sum(0).realize()  # two kernels
+  for _ in range(4): assert_close(step(), ref)  # natively from the third run
+  assert any(run is not None for run in _native_runs().values())
+  reg, profiler = get_registry(), Profiler()
+  reg.pm.register(profiler)
+  try:
+    for _ in range(2): assert_close(step(), ref)
+  finally:
+    reg.pm.unregister(profiler)
+  assert len(launches) == 4
+  with Context(GRAPH=0): assert_close(step(), ref)
+  assert_close(step(), ref)  # and natively again
 
 
 def test_very_deep_chain_is_cut_into_kernels():

@@ -100,18 +100,22 @@ class NativeReplay:
 def prepare_native(launches: list[Launch], registry: Registry) -> NativeReplay | None:
   """The native replay of `launches` when they are kernels without Variables on one device whose plugin has
   a graph role that takes them (`Graph.prepare`); None otherwise (they are replayed from Python)."""
-  if not GRAPH or not launches or any(ln.kernel is None or ln.var_vals for ln in launches): return None
-  if len(devices := {ln.device for ln in launches}) != 1 or (graph := registry.device(devices.pop()).graph) is None:
-    return None
+  if not launches or any(ln.kernel is None or ln.var_vals for ln in launches): return None
+  if len(devices := {ln.device for ln in launches}) != 1: return None
   index: dict[Buffer, int] = {}
-  steps = []
-  for ln in launches:
-    assert ln.kernel is not None
-    prog = ln.kernel.program
-    steps.append(GraphLaunch(ln.kernel.runner, tuple(index.setdefault(b, len(index)) for b in ln.bufs),
-                             prog.global_size, prog.local_size))
-  run = graph.prepare(steps, len(index))
+  numbered = [(ln.kernel, tuple(index.setdefault(b, len(index)) for b in ln.bufs)) for ln in launches]
+  run = prepare_graph(registry, devices.pop(), numbered, len(index))  # type: ignore[arg-type]
   return None if run is None else NativeReplay(run, list(index))
+
+
+def prepare_graph(registry: Registry, device: str, launches: list[tuple[CompiledKernel, tuple[int, ...]]],
+                  nbuffers: int) -> Callable[[list[Any]], None] | None:
+  """`device`'s graph role's run of kernels without Variables, each given with the numbers of its buffers (in
+  PARAM order) among the `nbuffers` raw buffers the run is called with; None where the device has no graph role,
+  it declines, or Context(GRAPH=0)."""
+  if not GRAPH or (graph := registry.device(device).graph) is None: return None
+  return graph.prepare([GraphLaunch(ck.runner, bufs, ck.program.global_size, ck.program.local_size)
+                        for ck, bufs in launches], nbuffers)
 
 
 def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registry, traffic: Traffic | None = None,

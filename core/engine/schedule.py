@@ -5,9 +5,11 @@ from __future__ import annotations
 import weakref
 from typing import Callable, Collection
 
-from plugrad.config import HFUSE
+from plugrad.config import GRAPH, HFUSE
 from plugrad.device import Buffer
 from plugrad.dtype import DType
+from plugrad.engine.compile import compile_for
+from plugrad.engine.run import Capture, prepare_graph
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, create_schedule, kernelize, record_applied
@@ -70,23 +72,27 @@ def plan(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind
   if registry.config.check_spec:
     for r in roots: check_spec(r, tensor_spec, "tensor graph")
   unbound, var_vals = unbind_graph(roots)
-  if unbound is roots: return _schedule(roots, devices, live, rebind, registry, limit_device, runs_now)
+  if unbound is roots: return _schedule(roots, devices, live, rebind, registry, limit_device, runs_now, runs_now)
   originals = dict(zip(unbound, roots))
 
   def rebind_bound(becomes: dict[UOp, UOp]) -> None:
     # a live handle holds a bound graph: only the roots can be mapped back to it
     rebind({originals[old]: bind_graph([new], var_vals)[0] for old, new in becomes.items() if old in originals})
-  items, after_run = _schedule(unbound, devices, live, rebind_bound, registry, limit_device, runs_now)
+  items, after_run = _schedule(unbound, devices, live, rebind_bound, registry, limit_device, runs_now, False)
   for it in items: it.var_vals = var_vals
   return items, after_run
 
 
 def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Rebind, registry: Registry,
-              limit_device: str | None, runs_now: bool) -> tuple[list[ScheduleItem], Callable[[], None] | None]:
-  """`plan` of a graph without bound Variables."""
+              limit_device: str | None, runs_now: bool,
+              natively: bool) -> tuple[list[ScheduleItem], Callable[[], None] | None]:
+  """`plan` of a graph without bound Variables; `natively`: a cached schedule may be run by the device's graph
+  role (no Variables' values to pass): then no items, and the second value runs it and rebinds."""
   if (cache := _caches.get(registry)) is None: cache = _caches[registry] = ScheduleCache()
   found = structure_key(roots, (tuple(devices), limit_device, HFUSE.value))
   if found is not None and (template := cache.get(found[0])) is not None:
+    if natively and (run := _native_run(cache, found[0], template, len(found[1]), registry)) is not None:
+      return [], _run_natively(template, run, roots, found[1], registry, rebind)
     items, new_roots = template.instantiate(found[1], new_buffer_on(registry), nodes=not runs_now)
     becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
 
@@ -105,3 +111,49 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
   if found is not None and (template := ScheduleTemplate.record(found[1], new_roots, items)) is not None:
     cache.put(found[0], template)
   return items, None
+
+
+#: A cached schedule of several kernels on one device, realized again, runs from its NATIVE_AFTER_RUNS-th run on
+#: as TinyJit's replays do: one call into the device's graph role (a generated function on CPU, a CUDA graph)
+#: instead of a Python launch per kernel (8-9 us each on the 2-core CPU, most of an eager training step's launch
+#: time). Only while nothing observes single launches, and when the fresh buffers it makes hold at most
+#: NATIVE_MAX_BYTES: a native run allocates all of them at once, where a run from Python frees each after its last
+#: use, and a schedule with large intermediates spends its time in the kernels anyway.
+NATIVE_AFTER_RUNS = 3
+NATIVE_MAX_BYTES = 16 << 20
+
+
+def _native_run(cache: ScheduleCache, key: object, template: ScheduleTemplate, nleaves: int,
+                registry: Registry) -> Callable[[list], None] | None:
+  """The graph role's run of a cached schedule's kernels, prepared once it is worth it; None to run it from
+  Python (also while an observer wants each launch, or a TinyJit captures them)."""
+  if not GRAPH or Capture.active is not None or registry.wants_timing() or registry.observed("plugrad_kernel_ran") \
+      or registry.observed("plugrad_schedule_ran"):
+    return None
+  if key in cache.natives: return cache.natives[key]
+  if (runs := cache.runs.get(key, 0) + 1) < NATIVE_AFTER_RUNS:
+    cache.runs[key] = runs
+    return None
+  run = None
+  steps = template.steps
+  if len(steps) > 1 and all(st.ast is not None for st in steps) and len(devices := {st.device for st in steps}) == 1 \
+      and sum(size * dt.itemsize for _, size, dt, _ in template.outputs) <= NATIVE_MAX_BYTES:
+    device = registry.device(devices.pop())
+    run = prepare_graph(registry, device.name, [(compile_for(device, st.ast), st.outs + st.ins) for st in steps],
+                        nleaves + len(template.outputs))
+  cache.natives[key] = run
+  return run
+
+
+def _run_natively(template: ScheduleTemplate, run: Callable[[list], None], roots: list[UOp], leaves: list[UOp],
+                  registry: Registry, rebind: Rebind) -> Callable[[], None]:
+  """What a realize calls to run a cached schedule natively: fresh buffers, the run, the frees, the rebind."""
+  def run_and_rebind() -> None:
+    buffer = template.buffers(leaves, new_buffer_on(registry))
+    run([b.raw for b in buffer])
+    for st in template.steps:
+      for ref in st.frees: buffer[ref].deallocate(final=True)
+    becomes = {old: new for old, new in zip(roots, template.root_nodes(leaves, buffer)) if new is not None}
+    record_applied(becomes)
+    rebind(becomes)
+  return run_and_rebind

@@ -125,7 +125,7 @@ class ScheduleTemplate:
     """The schedule on these leaves with fresh outputs, and each root's new node (None: unchanged). Without
     `nodes` (the caller runs the schedule at once) the steps get no kernel nodes and each root's new node is
     the buffer it will read as."""
-    buffer = [buffer_of(n) for n in leaves] + [new_buffer(*spec) for spec in self.outputs]
+    buffer = self.buffers(leaves, new_buffer)
     if nodes: node = leaves + [buffer_node(b) for b in buffer[len(leaves):]]
     items = []
     for st in self.steps:
@@ -144,13 +144,22 @@ class ScheduleTemplate:
         after = (node[ref],) if node[ref].op is Ops.ASSIGN else ()
         node[ref] = UOp(Ops.ASSIGN, out.dtype, (kernel.out, k) + after)
       items.append(ScheduleItem(st.ast, st.device, bufs, kernels[0], frees, len(st.outs), tuple(kernels[1:])))
+    return items, self.root_nodes(leaves, buffer, node if nodes else None)
+
+  def buffers(self, leaves: list[UOp], new_buffer: Callable[[str, int, DType, object], Buffer]) -> list[Buffer]:
+    """The buffers of an instantiation, numbered as the steps' references: the leaves', then fresh outputs."""
+    return [buffer_of(n) for n in leaves] + [new_buffer(*spec) for spec in self.outputs]
+
+  def root_nodes(self, leaves: list[UOp], buffer: list[Buffer], node: list[UOp] | None = None) -> list[UOp | None]:
+    """Each root's new node (None: unchanged): its kernel node in `node`, or, when the steps ran at once (no
+    `node`), the buffer it reads as."""
     roots: list[UOp | None] = []
     for r in self.roots:
       if r is None: roots.append(None)
       else:
-        n = node[r[0]] if nodes else leaves[r[0]] if r[0] < len(leaves) else buffer_node(buffer[r[0]])
+        n = node[r[0]] if node is not None else leaves[r[0]] if r[0] < len(leaves) else buffer_node(buffer[r[0]])
         roots.append(n if n.shape == r[1] else UOp(Ops.RESHAPE, n.dtype, (n,), r[1]))
-    return items, roots
+    return roots
 
 
 class ScheduleCache:
@@ -159,6 +168,10 @@ class ScheduleCache:
   def __init__(self, size: int = 512) -> None:
     self.size, self.entries = size, OrderedDict()
     self.hits = self.misses = 0
+    # per key, for the engine: how often its schedule ran from Python, and its native run once prepared (None:
+    # not possible); both dropped with the entry
+    self.runs: dict[Hashable, int] = {}
+    self.natives: dict[Hashable, Callable[[list], None] | None] = {}
 
   def get(self, key: Hashable) -> ScheduleTemplate | None:
     tpl = self.entries.get(key)
@@ -170,4 +183,7 @@ class ScheduleCache:
 
   def put(self, key: Hashable, tpl: ScheduleTemplate) -> None:
     self.entries[key] = tpl
-    if len(self.entries) > self.size: self.entries.popitem(last=False)
+    if len(self.entries) > self.size:
+      old, _ = self.entries.popitem(last=False)
+      self.runs.pop(old, None)
+      self.natives.pop(old, None)
