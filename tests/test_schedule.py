@@ -296,9 +296,9 @@ def _native_runs() -> dict:
 
 
 @needs_cpu
-def test_a_cached_schedule_of_several_kernels_runs_natively_from_its_third_run():
+def test_a_cached_schedule_of_several_kernels_runs_natively_from_its_third_reuse():
   """Realized again and again (an eager training step), a cached schedule is one call into the device's graph
-  role from its third run on, with fresh outputs each time and its intermediates freed after the run."""
+  role from its third reuse on, with fresh outputs each time and its intermediates freed after the run."""
   from plugrad.registry import get_registry
   stats = get_registry().device("CPU").allocator.stats
   rng = np.random.default_rng(0)
@@ -330,7 +330,7 @@ def test_observers_and_graph_off_see_every_launch_of_a_cached_schedule():
   a = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="CPU").realize()
   ref = (np.arange(12).reshape(3, 4) * 2 + 1).sum(0)
   def step() -> Tensor: return ((a * 2).contiguous() + 1).sum(0).realize()  # two kernels
-  for _ in range(4): assert_close(step(), ref)  # natively from the third run
+  for _ in range(4): assert_close(step(), ref)  # natively from the third reuse (the fourth realize)
   assert any(run is not None for run in _native_runs().values())
   reg, profiler = get_registry(), Profiler()
   reg.pm.register(profiler)

@@ -103,8 +103,8 @@ def prepare_native(launches: list[Launch], registry: Registry) -> NativeReplay |
   if not launches or any(ln.kernel is None or ln.var_vals for ln in launches): return None
   if len(devices := {ln.device for ln in launches}) != 1: return None
   index: dict[Buffer, int] = {}
-  numbered = [(ln.kernel, tuple(index.setdefault(b, len(index)) for b in ln.bufs)) for ln in launches]
-  run = prepare_graph(registry, devices.pop(), numbered, len(index))  # type: ignore[arg-type]
+  numbered = [(ln.kernel, tuple(index.setdefault(b, len(index)) for b in ln.bufs)) for ln in launches if ln.kernel]
+  run = prepare_graph(registry, devices.pop(), numbered, len(index))
   return None if run is None else NativeReplay(run, list(index))
 
 

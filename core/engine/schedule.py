@@ -113,7 +113,7 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
   return items, None
 
 
-#: A cached schedule of several kernels on one device, realized again, runs from its NATIVE_AFTER_RUNS-th run on
+#: A cached schedule of several kernels on one device, reused for the NATIVE_AFTER_RUNS-th time and after, runs
 #: as TinyJit's replays do: one call into the device's graph role (a generated function on CPU, a CUDA graph)
 #: instead of a Python launch per kernel (8-9 us each on the 2-core CPU, most of an eager training step's launch
 #: time). Only while nothing observes single launches, and when the fresh buffers it makes hold at most
