@@ -94,11 +94,8 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
     if natively and (run := _native_run(cache, found[0], template, len(found[1]), registry)) is not None:
       return [], _run_natively(template, run, roots, found[1], registry, rebind)
     items, new_roots = template.instantiate(found[1], new_buffer_on(registry), nodes=not runs_now)
-    becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
 
-    def apply() -> None:
-      record_applied(becomes)
-      rebind(becomes)
+    def apply() -> None: _apply(roots, new_roots, rebind)
     if runs_now: return items, apply
     apply()
     return items, None
@@ -153,7 +150,12 @@ def _run_natively(template: ScheduleTemplate, run: Callable[[list], None], roots
     run([b.raw for b in buffer])
     for st in template.steps:
       for ref in st.frees: buffer[ref].deallocate(final=True)
-    becomes = {old: new for old, new in zip(roots, template.root_nodes(leaves, buffer)) if new is not None}
-    record_applied(becomes)
-    rebind(becomes)
+    _apply(roots, template.root_nodes(leaves, buffer), rebind)
   return run_and_rebind
+
+
+def _apply(roots: list[UOp], new_roots: list[UOp | None], rebind: Rebind) -> None:
+  """Tell the caller what the roots of a cached schedule became (None: unchanged), recording the assigns applied."""
+  becomes = {old: new for old, new in zip(roots, new_roots) if new is not None}
+  record_applied(becomes)
+  rebind(becomes)
