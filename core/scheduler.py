@@ -30,7 +30,7 @@ from plugrad.alu import fold_constant
 from plugrad.device import Buffer, ImageSpec
 from plugrad.dtype import DType
 from plugrad.shape import prod, smax  # smax: scheduling decisions hold for every value of the Variables
-from plugrad.uops import GroupOp, Ops, UOp, toposort
+from plugrad.uops import GroupOp, KeyRef, Ops, UOp, toposort
 
 
 @dataclass(eq=False, frozen=True)
@@ -118,18 +118,15 @@ def is_buffer_node(u: UOp) -> bool:
 _buffers: dict[int, Buffer] = {}
 
 
-class _NodeRef(weakref.ref):
-  """A weak reference to a BUFFER node whose death drops its buffer from `_buffers` (a plain reference with a
-  callback: weakref.finalize costs three times as much, and every realize makes buffer nodes)."""
-  __slots__ = ("uid",)
+# buffer uid -> a weak reference to its BUFFER node, keyed by the uid, whose death drops the buffer from `_buffers`
+# (a plain reference with a callback: weakref.finalize costs three times as much, and every realize makes buffer
+# nodes); the dict keeps each reference alive until its callback runs
+_node_refs: dict[int, KeyRef] = {}
 
 
-_node_refs: dict[int, _NodeRef] = {}  # keeps each _NodeRef alive until its callback runs
-
-
-def _drop_buffer(ref: _NodeRef) -> None:
-  _buffers.pop(ref.uid, None)
-  _node_refs.pop(ref.uid, None)
+def _drop_buffer(ref: KeyRef) -> None:
+  _buffers.pop(ref.key, None)
+  _node_refs.pop(ref.key, None)
 
 
 def buffer_node(buf: Buffer) -> UOp:
@@ -137,8 +134,8 @@ def buffer_node(buf: Buffer) -> UOp:
   u = UOp(Ops.BUFFER, buf.dtype, (), (buf.uid, buf.device, buf.size))
   if buf.uid not in _buffers:
     _buffers[buf.uid] = buf
-    ref = _node_refs[buf.uid] = _NodeRef(u, _drop_buffer)
-    ref.uid = buf.uid
+    ref = _node_refs[buf.uid] = KeyRef(u, _drop_buffer)
+    ref.key = buf.uid
   return u
 
 

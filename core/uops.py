@@ -49,21 +49,22 @@ class _cached(Generic[T]):
     return value
 
 
-class _KeyRef(weakref.ref):
-  """A weak reference to a node that knows the node's key: weakref.KeyedRef without its Python-level __new__
-  and __init__ (a quarter of the cost, on the path of every node made)."""
+class KeyRef(weakref.ref):
+  """A weak reference to a node that carries a key for its callback (the node's hash-consing key here, a buffer's
+  uid in the scheduler): weakref.KeyedRef without its Python-level __new__ and __init__ (a quarter of the cost, on
+  the path of every node made). Set `key` after making it."""
   __slots__ = ("key",)
 
 
-def _forget(ref: _KeyRef) -> None:
+def _forget(ref: KeyRef) -> None:
   # a dead node's entry, unless a new node of the same key has taken its place already
   if _UOpMeta._cache.get(ref.key) is ref: del _UOpMeta._cache[ref.key]
 
 
 class _UOpMeta(type):
-  # key -> weak reference to the live node: a plain dict of _KeyRef (what WeakValueDictionary keeps inside,
+  # key -> weak reference to the live node: a plain dict of KeyRef (what WeakValueDictionary keeps inside,
   # without its Python-level __setitem__ and get on the path of every node made)
-  _cache: dict[tuple, _KeyRef] = {}
+  _cache: dict[tuple, KeyRef] = {}
 
   binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
 
@@ -72,7 +73,7 @@ class _UOpMeta(type):
     if (ref := _UOpMeta._cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
     object.__setattr__(ret, "key_arg", key[3])
-    ref = _UOpMeta._cache[key] = _KeyRef(ret, _forget)
+    ref = _UOpMeta._cache[key] = KeyRef(ret, _forget)
     ref.key = key
     if op is Ops.BIND: _UOpMeta.binds_made = True
     return ret
