@@ -303,8 +303,8 @@ class _BackwardOutputs:
     pending: list[Tensor] = []
     for r in self.seen.values():
       if (t := r()) is None: continue
-      if not _realized(t.uop): pending.append(t)
-      if (g := t.grad) is None or _realized(g.uop): continue
+      if not _views_a_buffer(t.uop): pending.append(t)
+      if (g := t.grad) is None or _views_a_buffer(g.uop): continue
       if t.requires_grad: pending.append(g)
       elif t.requires_grad is None: t.grad = None
     self.seen.clear()
@@ -3505,13 +3505,10 @@ def _numpy_view(u: UOp, flat: np.ndarray) -> np.ndarray:
 
 
 def _views_a_buffer(u: UOp) -> bool:
-  """Whether `u` is a realized buffer or a view of one (nothing to run: realize leaves it as it is)."""
+  """Whether `u` is a realized buffer or a view of one, or a sharded tensor's node whose every shard is (nothing to
+  run: realize leaves it as it is)."""
+  if u.op is Ops.MULTI: return all(map(_views_a_buffer, u.src))
   return (base := _view_base(u)) is not None and base.op is Ops.BUFFER
-
-
-def _realized(u: UOp) -> bool:
-  """`_views_a_buffer`, of every shard of a sharded tensor's node."""
-  return all(map(_views_a_buffer, u.src)) if u.op is Ops.MULTI else _views_a_buffer(u)
 
 
 def _rebase(view: UOp, base: UOp, new: UOp) -> UOp:
