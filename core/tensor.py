@@ -1938,16 +1938,12 @@ class Tensor(metaclass=_TensorMeta):
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
     Tensor._check_reduction(reduction)
     cdim = 0 if self.ndim == 1 else 1
-    log_probs = self.log_softmax(cdim)
-    if Y.shape != self.shape:  # class indices: the target's log-probability picked, not products with a one-hot
-      # (a class masked with a -inf logit would give 0 * -inf = NaN, where torch's loss is finite)
+    if Y.shape != self.shape:  # class indices: sparse_categorical_crossentropy with the classes moved last
       self._check_labels(Y, cdim, "cross_entropy")
-      loss = -Y.unsqueeze(cdim)._one_hot_along_dim(self.shape[cdim], dim=cdim).where(log_probs, 0).sum(cdim)
-      if label_smoothing:
-        loss = (1 - label_smoothing) * loss - label_smoothing / self.shape[cdim] * log_probs.sum(cdim)
-      return loss._do_reduction(reduction)
+      classes_last = self if cdim == 0 else self.permute(0, *range(2, self.ndim), 1)
+      return classes_last.sparse_categorical_crossentropy(Y, label_smoothing=label_smoothing, reduction=reduction)
     Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cdim]
-    return (-(log_probs * Y).sum(cdim))._do_reduction(reduction)
+    return (-(self.log_softmax(cdim) * Y).sum(cdim))._do_reduction(reduction)
 
   def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,
                reduction: str = "mean") -> Tensor:
