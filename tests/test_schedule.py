@@ -318,6 +318,22 @@ def test_a_cached_schedule_of_several_kernels_runs_natively_from_its_third_reuse
 
 
 @needs_cpu
+def test_only_large_intermediates_keep_a_cached_schedule_from_running_natively(monkeypatch):
+  """A single kernel runs natively too (its Python launch cost more than the graph role's call), however large its
+  output: a run from Python keeps the outputs as well. A schedule whose intermediate is larger than NATIVE_MAX_BYTES
+  keeps running from Python, which frees it after its last use."""
+  monkeypatch.setattr(sys.modules["plugrad.engine.schedule"], "NATIVE_MAX_BYTES", 1024)
+  a = Tensor(np.arange(64 * 48, dtype=np.float32).reshape(64, 48), device="CPU").realize()  # 12 KiB
+
+  def prepared(step, ref) -> list:
+    before = set(_native_runs())
+    for _ in range(4): assert_close(step(), ref)
+    return [run is not None for key, run in _native_runs().items() if key not in before]
+  assert prepared(lambda: (a * 3 + 1).realize(), a.numpy() * 3 + 1) == [True]  # one kernel, a 12 KiB output
+  assert prepared(lambda: ((a + 1).contiguous() * 2).sum(1).realize(), ((a.numpy() + 1) * 2).sum(1)) == [False]
+
+
+@needs_cpu
 def test_observers_and_graph_off_see_every_launch_of_a_cached_schedule():
   """A profiler observing single launches, and Context(GRAPH=0) (graph roles off): a cached schedule keeps
   running from Python, each launch told to the observer."""
