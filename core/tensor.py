@@ -141,6 +141,9 @@ def _array_from_py(data: list | tuple, dt: DType) -> np.ndarray:
     return np.array([int(v) % (1 << 64) for v in flat], dtype=np.uint64).astype(dt.np).reshape(obj.shape)
 
 
+_CONST_VIEW_OPS = frozenset({Ops.RESHAPE, Ops.EXPAND, Ops.CAST, Ops.CONST})  # what `_broadcast_const` looks through
+
+
 def _broadcast_const(u: UOp) -> Any:
   """The value of a node that is one constant broadcast to a shape (through reshapes, expands and casts), else None."""
   casts = []
@@ -1453,7 +1456,9 @@ class Tensor(metaclass=_TensorMeta):
   # ------------------------------------------------------------------ reductions
 
   def _axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
-    if axis is None: return tuple(range(self.ndim))
+    ndim = len(self._uop.shape)
+    if axis is None: return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim: return (axis % ndim,)  # the common case, without _norm_axis
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     norm = tuple(_norm_axis(a, self.ndim) for a in axes)
     if len(set(norm)) != len(norm): raise ValueError(f"repeated axis in {axis}")
@@ -1461,14 +1466,16 @@ class Tensor(metaclass=_TensorMeta):
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
-    n = prod(self.shape[a] for a in axes)
-    if axes and op is not Ops.MUL and isinstance(n, int) and (c := _broadcast_const(self.uop)) is not None:
+    u = self._uop
+    n = prod(map(u.shape.__getitem__, axes))
+    if axes and op is not Ops.MUL and isinstance(n, int) and u.op in _CONST_VIEW_OPS and (c := _broadcast_const(u)) is not None:
       # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
                         dtype=self.dtype, device=self.device)
-    elif not isinstance(self.device, tuple) and (split := self._split_reduce(op, axes)) is not None: ret = split
-    else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
+    elif isinstance(n, int) and n >= SPLIT_REDUCE_MIN and not isinstance(self.device, tuple) and \
+        (split := self._split_reduce(op, axes)) is not None: ret = split
+    else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (u,), (op, axes))) if axes else self
     if keepdim: return ret
     out = tuple(s for i, s in enumerate(self.shape) if i not in axes)
     # the same node reshape() makes, without its checks of a shape that is right by construction

@@ -17,7 +17,8 @@ def realize(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: Reb
   its handles at `realized_view` of those nodes)."""
   started = time.perf_counter()
   items, after_run = plan(roots, devices, live, rebind, registry, runs_now=True)
-  run_schedule(items, registry, started)
+  # no items but a run to call: the device's graph role runs the schedule (and nothing observes its launches)
+  if items or after_run is None: run_schedule(items, registry, started)
   if after_run is not None: after_run()
 
 

@@ -126,9 +126,7 @@ def _native_run(cache: ScheduleCache, key: object, template: ScheduleTemplate, n
                 registry: Registry) -> Callable[[list], None] | None:
   """The graph role's run of a cached schedule's kernels, prepared once it is worth it; None to run it from
   Python (also while an observer wants each launch, or a TinyJit captures them)."""
-  if not GRAPH or Capture.active is not None or registry.wants_timing() or registry.observed("plugrad_kernel_ran") \
-      or registry.observed("plugrad_schedule_ran"):
-    return None
+  if not GRAPH or Capture.active is not None or registry.observes_launches(): return None
   if key in cache.natives: return cache.natives[key]
   if (runs := cache.runs.get(key, 0) + 1) < NATIVE_AFTER_RUNS:
     cache.runs[key] = runs

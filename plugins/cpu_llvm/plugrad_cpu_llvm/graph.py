@@ -19,6 +19,7 @@ workers with one call.
 from __future__ import annotations
 
 import ctypes
+import operator
 from typing import Any, Callable
 
 from plugrad.plugin import Graph, GraphLaunch
@@ -28,6 +29,7 @@ from plugrad_cpu_llvm.pool import chunk_range_ir, home_first_pull_ir, spin_hint,
 from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, run_on_threads
 
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_ADDRESS = operator.attrgetter("addr")  # a raw CPU buffer's address (a function of C, called for every replay)
 
 #: A launch inside a run is cut into chunks worth at least this much work (cost units: operations + bytes
 #: moved). Below the runtime's SPLIT_THRESHOLD: the threads are already running, and a chunk costs an
@@ -153,7 +155,7 @@ class _Replay:
                                          for s in steps]
 
   def __call__(self, raws: list[Any]) -> None:
-    table = self.table_type(*(r.addr for r in raws))
+    table = self.table_type(*map(_ADDRESS, raws))
     for fn, ln in self.calls:
       if ln is None: fn(table)
       else: fn(*(raws[i] for i in ln.buffers), global_size=ln.global_size, local_size=ln.local_size)
