@@ -68,6 +68,12 @@ class DType:
     if self.kind == "b": return True
     if self.is_int: return int(np.iinfo(self.np).max)
     return float("inf")
+  @property
+  def exact_int_max(self) -> int:
+    """The largest integer up to which this type holds every integer exactly (a float: 2 ** its significand bits)."""
+    if self.kind == "b": return 1
+    if self.is_int: return int(np.iinfo(self.np).max)
+    return 1 << {2: 8 if self.name == "bfloat16" else 11, 4: 24, 8: 53}[self.itemsize]
 
 
 _INTERNED: dict[tuple, DType] = {}

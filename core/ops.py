@@ -14,6 +14,8 @@ class Ops(Enum):
   BUFFER = auto()      # a device buffer (arg: Buffer); tensor graph leaf
   PARAM = auto()       # the n-th buffer argument of a kernel (arg: index)
   CONST = auto()       # a scalar constant (arg: value)
+  ARANGE = auto()      # tensor graph: the values 0, 1, ..., arg - 1 of dtype, shape (arg,); like CONST, computed
+                       # in the kernels that read it (lowering: the index of its axis), never a buffer
   LOAD = auto()        # src: (PARAM, index[, gate]) -> value, or 0 where gate is false
   STORE = auto()       # src: (PARAM, index, value[, gate])
   COPY = auto()        # tensor graph: move src to the device in arg

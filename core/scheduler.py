@@ -256,7 +256,11 @@ def _needs_no_kernel(u: UOp) -> bool:
 
 
 def _is_leaf(u: UOp, realized: set[UOp]) -> bool:
-  return is_buffer_node(u) or u in realized or u.op is Ops.CONST
+  return is_buffer_node(u) or u in realized or u.op in _COMPUTED_LEAVES
+
+
+#: leaves that hold no buffer: each kernel that reads one computes its value
+_COMPUTED_LEAVES = frozenset({Ops.CONST, Ops.ARANGE})
 
 
 # most element operations a full reduction fused into an elementwise kernel may cost: each output recomputes
@@ -436,7 +440,7 @@ def _split_for_shared_reads(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[U
     if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
     mine = {n} if n in realized else readers.get(n, set())
     for s in n.src: readers.setdefault(s, set()).update(mine)
-  return _cut_wide_reads(nodes, realized, lambda n: frozenset() if n.op is Ops.CONST else frozenset({n}),
+  return _cut_wide_reads(nodes, realized, lambda n: frozenset() if n.op in _COMPUTED_LEAVES else frozenset({n}),
                          lambda n: SHARED_READS if smax(prod(n.shape)) >= SMALL_NODE else SHARED_READS_SMALL,
                          lambda n: len(readers.get(n, ())) > 1)
 

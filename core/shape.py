@@ -51,6 +51,7 @@ def infer_shape(u: UOp) -> Shape:
   if op is Ops.BUFFER: return (arg[2],)  # arg: (uid, device, size)
   if op is Ops.KERNEL: return (arg.out.arg[2],)
   if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
+  if op is Ops.ARANGE: return (arg,)
   if op is Ops.PARAM: return (arg[1],)
   if op is Ops.MULTI:  # the whole tensor: shards side by side along the sharded axis (all alike when replicated)
     first, axis = u.src[0].shape, arg[1]

@@ -87,12 +87,19 @@ def _reduce_axis_ok(u: UOp) -> bool:
     all(0 <= a < len(u.src[0].shape) for a in axes)
 
 
+def _arange_ok(u: UOp) -> bool:
+  """0 .. n-1 of an integer or float dtype, every value exact in it."""
+  return u.src == () and type(u.arg) is int and u.arg >= 0 and u.dtype is not None and u.dtype.count == 1 and \
+    (u.dtype.is_int or u.dtype.is_float) and u.arg - 1 <= u.dtype.exact_int_max
+
+
 # what may appear in a tensor graph (before and after kernelize)
 tensor_spec = PatternMatcher([
   # arg (uid, device, size): the buffer by value; the Buffer itself lives outside the graph (scheduler.buffer_of)
   (UPat(Ops.BUFFER, name="u"), lambda u: isinstance(u.arg, tuple) and len(u.arg) == 3 and isinstance(u.arg[0], int)
    and isinstance(u.arg[1], str) and isinstance(u.arg[2], int) and u.src == ()),
   (UPat(Ops.CONST, name="u"), lambda u: u.src == () and u.dtype is not None),
+  (UPat(Ops.ARANGE, name="u"), _arange_ok),
   (UPat(GroupOp.Movement, name="u"), _movement_ok),
   (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),
   (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),
@@ -126,6 +133,7 @@ kernel_spec = PatternMatcher([
    (_numel(v.shape) == u.src[0].arg[1] or (_symbolic(v.shape) and _numel(v.shape).vmax <= u.src[0].arg[1]))),
   (UPat(Ops.PARAM, name="u"), lambda u: u.src == () and isinstance(u.arg, tuple) and len(u.arg) in (2, 3)),
   (UPat(Ops.CONST, name="u"), lambda u: u.src == ()),
+  (UPat(Ops.ARANGE, name="u"), _arange_ok),
   (UPat(GroupOp.Movement, name="u"), _movement_ok),
   (UPat(GroupOp.ALU, name="u"), lambda u: _alu_ok(u) and len({x.shape for x in u.src}) == 1),
   (UPat(Ops.REDUCE_AXIS, name="u"), _reduce_axis_ok),

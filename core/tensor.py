@@ -564,6 +564,15 @@ class Tensor(metaclass=_TensorMeta):
     if dtype is None and dt.is_int and n and not dt.min <= min(start, start + (n - 1) * step) <= \
         max(start, start + (n - 1) * step) <= dt.max:
       dt = dtypes.int64  # an integer range int32 cannot hold, as tinygrad
+    last, exact = start + (n - 1) * step, dt.exact_int_max
+    # (i * step reaches |step| * (n - 1) before start is added; start and step are themselves values of `dt`)
+    if n > 1 and (dt.is_int or dt.is_float) and all(float(v).is_integer() for v in (start, step)) and \
+        abs(step) * (n - 1) <= exact and all(dt.min <= v and abs(v) <= exact for v in (start, step, last)):
+      # lazy: the kernels that read it compute i * step + start from their index (no buffer, nothing uploaded;
+      # random numbers and one-hot encodings fuse into their kernels), in `dt`, where every value is exact
+      idx = Tensor(UOp(Ops.ARANGE, dt, (), n), device=device)
+      idx = idx if step == 1 else idx * Tensor(int(step), device=idx.device, dtype=dt)
+      return idx if start == 0 else idx + Tensor(int(start), device=idx.device, dtype=dt)
     return Tensor(start + np.arange(n, dtype=np.float64 if dt.is_float else np.int64) * step, device=device, dtype=dt)
 
   @staticmethod

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from plugrad import Tensor, dtypes
+from plugrad.uops import Ops
 
 
 # special values every unary float op meets: zeros of both signs, tiny and huge, infinities and NaN
@@ -400,6 +401,30 @@ def test_arange_dtypes(dev):
   assert_same(Tensor.arange(5, -3, -2, device=dev), torch.arange(5, -3, -2).int())
   assert Tensor.arange(2**31, 2**31 + 3, device=dev).dtype == dtypes.int64
   assert Tensor.arange(3, dtype="float16", device=dev).dtype == dtypes.float16
+
+
+def _uploads(t: Tensor) -> int: return sum(n.op is Ops.BUFFER for n in t.uop.toposort)
+
+
+def test_arange_of_integers_is_computed_by_the_kernels_that_read_it(dev):
+  """A range of integers its dtype holds exactly is a lazy node, as in tinygrad: nothing is uploaded, and the kernels
+  reading it compute i * step + start from their index (vector lanes and remainders included)."""
+  for args, kw in [((37,), {}), ((2, 40, 3), {}), ((10, -5, -1), {}), ((0, 21, 2), {"dtype": "float32"}),
+                   ((3, 20), {"dtype": "uint32"}), ((2**31 - 3, 2**31 + 4), {}), ((7,), {"dtype": "float16"})]:
+    t = Tensor.arange(*args, device=dev, **kw)
+    assert _uploads(t) == 0, args
+    np.testing.assert_array_equal(t.numpy(), np.arange(*args, dtype=t.dtype.np))
+  a, b = Tensor.arange(5, device=dev).reshape(5, 1), Tensor.arange(7, device=dev)
+  np.testing.assert_array_equal((a * 7 + b).numpy(), np.arange(35).reshape(5, 7))
+  assert Tensor.arange(1000, device=dev).sum().item() == 499500
+  # what its dtype cannot hold exactly is computed in float64 on the host and uploaded, as before
+  assert _uploads(Tensor.arange(0, 1, 0.1, device=dev)) == 1 and _uploads(Tensor.arange(3000, dtype="float16")) == 1
+
+
+def test_a_random_draw_uploads_nothing(dev):
+  """Random numbers hash their index on the device (with the generator's counter, the one buffer read)."""
+  t = Tensor.rand(64, 33, device=dev)
+  assert _uploads(t) == 1 and 0 <= t.numpy().min() and t.numpy().max() < 1
 
 
 # ------------------------------------------------------------------------------------------------ dtype and info

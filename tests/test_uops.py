@@ -93,6 +93,9 @@ def test_spec_rejects_ill_formed_graphs():
   with pytest.raises(SpecError): check_spec(UOp(Ops.XOR, dtypes.float32, (f, f)), program_spec, "test")  # bitwise: ints only
   with pytest.raises(SpecError): check_spec(UOp(Ops.SINK, None, (f,)), kernel_spec, "test")
   check_spec(UOp(Ops.ADD, dtypes.float32, (f, f)), tensor_spec, "test")
+  check_spec(UOp(Ops.ARANGE, dtypes.float16, (), 2049), tensor_spec, "test")  # 0 .. 2048: exact in float16
+  with pytest.raises(SpecError): check_spec(UOp(Ops.ARANGE, dtypes.float16, (), 2050), tensor_spec, "test")
+  with pytest.raises(SpecError): check_spec(UOp(Ops.ARANGE, dtypes.int32, (f,), 3), tensor_spec, "test")
 
 
 def test_spec_is_checked_in_the_test_suite():

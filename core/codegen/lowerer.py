@@ -76,6 +76,7 @@ class _Lowering:
     if n.op is Ops.PARAM:
       ret = UOp(Ops.LOAD, n.dtype, (n, idx[0]) if valid.op is Ops.CONST and valid.arg else (n, idx[0], valid))
     elif n.op in (Ops.CONST, Ops.DEFINE_VAR): ret = n  # a Variable's value (a symbolic count, as in a mean)
+    elif n.op is Ops.ARANGE: ret = idx[0] if idx[0].dtype == n.dtype else idx[0].cast(n.dtype)  # its value: its index
     elif n.op in GroupOp.Movement:
       new_idx, new_valid = view_index(n, idx, valid, self.zero())
       inner = self.lower(n.src[0], new_idx, new_valid, memo)
