@@ -371,8 +371,9 @@ class Registry:
     """Whether an observer wants each kernel launch or schedule run told (or timed): then a schedule runs from
     Python, launch by launch, instead of as one call into a device's graph role."""
     hooks = self.pm.hook
-    return bool(hooks.plugrad_kernel_ran.get_hookimpls() or hooks.plugrad_schedule_ran.get_hookimpls() or
-                any(self.notify("plugrad_wants_timing")))
+    return bool(hooks.plugrad_kernel_ran.get_hookimpls() or hooks.plugrad_schedule_ran.get_hookimpls()) or \
+      self.wants_timing()
+
   def observed(self, hook: str) -> bool:
     """Whether any plugin implements the observe-phase `hook` (so what it would be told is worth computing)."""
     return bool(getattr(self.pm.hook, hook).get_hookimpls())

@@ -255,12 +255,12 @@ def _needs_no_kernel(u: UOp) -> bool:
   return u.op is Ops.CONST
 
 
-def _is_leaf(u: UOp, realized: set[UOp]) -> bool:
-  return is_buffer_node(u) or u in realized or u.op in _COMPUTED_LEAVES
-
-
 #: leaves that hold no buffer: each kernel that reads one computes its value
 _COMPUTED_LEAVES = frozenset({Ops.CONST, Ops.ARANGE})
+
+
+def _is_leaf(u: UOp, realized: set[UOp]) -> bool:
+  return is_buffer_node(u) or u in realized or u.op in _COMPUTED_LEAVES
 
 
 # most element operations a full reduction fused into an elementwise kernel may cost: each output recomputes

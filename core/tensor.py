@@ -1477,7 +1477,8 @@ class Tensor(metaclass=_TensorMeta):
     axes = self._axes(axis)
     u = self._uop
     n = prod(map(u.shape.__getitem__, axes))
-    if axes and op is not Ops.MUL and isinstance(n, int) and u.op in _CONST_VIEW_OPS and (c := _broadcast_const(u)) is not None:
+    if axes and op is not Ops.MUL and isinstance(n, int) and u.op in _CONST_VIEW_OPS and \
+        (c := _broadcast_const(u)) is not None:
       # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),

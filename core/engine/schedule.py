@@ -134,8 +134,9 @@ def _native_run(cache: ScheduleCache, key: object, template: ScheduleTemplate, n
   run = None
   steps = template.steps
   freed = {ref - nleaves for st in steps for ref in st.frees}  # the intermediates, numbered among the outputs
+  intermediate_bytes = sum(size * dt.itemsize for i, (_, size, dt, _) in enumerate(template.outputs) if i in freed)
   if steps and all(st.ast is not None for st in steps) and len(devices := {st.device for st in steps}) == 1 \
-      and sum(size * dt.itemsize for i, (_, size, dt, _) in enumerate(template.outputs) if i in freed) <= NATIVE_MAX_BYTES:
+      and intermediate_bytes <= NATIVE_MAX_BYTES:
     device = registry.device(devices.pop())
     run = prepare_graph(registry, device.name, [(compile_for(device, st.ast), st.outs + st.ins) for st in steps],
                         nleaves + len(template.outputs))
