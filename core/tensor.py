@@ -545,7 +545,9 @@ class Tensor(metaclass=_TensorMeta):
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1,
              dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
-    """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange."""
+    """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange. Integer start and step with
+    every value exact in the dtype give a lazy tensor whose kernels compute start + i * step (tinygrad's arange is
+    lazy too); other ranges are computed in float64 on the host and uploaded."""
     if stop is None: start, stop = 0, start
     if isinstance(start, UOp) or isinstance(stop, UOp) or isinstance(step, UOp):
       # bounds that are Variables: the first `count` of 0, 1, 2, ... (its largest count uploaded), times step, + start
