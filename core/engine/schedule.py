@@ -115,6 +115,8 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
 #: launch per kernel (8-9 us each on the 2-core CPU, most of an eager training step's launch time). A single kernel
 #: gains too: after a kernel that streamed 64 MiB through the caches, `a.sum(axis=1).realize()` of 4096x4096 float32
 #: took 1.03-1.15 ms with the Python launch and 0.93-0.98 ms natively (ten interleaved rounds; torch 0.94-1.00 ms).
+#: Preparing the run costs once per schedule what the graph role does (on CPU it compiles a small function, 1.6 ms),
+#: hence not before the third reuse.
 #: Only while nothing observes single launches, and when its intermediates (fresh buffers no root becomes) hold at
 #: most NATIVE_MAX_BYTES: a native run allocates them all at once, where a run from Python frees each after its last
 #: use, and a schedule with large intermediates spends its time in the kernels anyway.
