@@ -23,6 +23,19 @@ def median_time(fn: Callable[[], object], repeat: int, warmup: int = 2,
   return statistics.median(times)
 
 
+def median_time_after(fn: Callable[[], object], before: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+  """The median seconds of `repeat` calls of `fn`, each right after an untimed call of `before` (say, a scan of
+  more memory than the caches hold, to time `fn` with its code and data evicted, as after a large kernel)."""
+  for _ in range(warmup): fn()
+  times = []
+  for _ in range(repeat):
+    before()
+    st = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - st)
+  return statistics.median(times)
+
+
 def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
   """The median time of each function, timed in alternation so that load from elsewhere on a shared
   machine falls on all of them alike."""

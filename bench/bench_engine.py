@@ -1,6 +1,7 @@
 """The cost of the path from a realize to the launches (issue 16), against torch eager in the same run.
 
-Prints: the time to realize a tiny graph (schedule cache warm), TinyJit's replay overhead per kernel
+Prints: the time to realize a tiny graph (schedule cache warm; and right after a 64 MiB scan has pushed the
+interpreter's code and data out of the caches, as a large kernel does), TinyJit's replay overhead per kernel
 (kernel time subtracted: the replayed kernels run on 1-element buffers), and one training step of an
 MLP 64-128-10 (Adam, batch 64) eager, replayed by TinyJit, and in torch eager. Run:
 `python bench/bench_engine.py [--device CPU] [--repeat N]`.
@@ -16,7 +17,7 @@ from plugrad.config import Context
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
 
-from _timing import median_time  # bench/ is the script's folder, so on sys.path
+from _timing import median_time, median_time_after  # bench/ is the script's folder, so on sys.path
 
 try:
   import torch
@@ -27,6 +28,15 @@ except ImportError:
 def tiny_realize(device: str, repeat: int) -> float:
   a, b = Tensor([1.0, 2.0, 3.0], device=device).realize(), Tensor([4.0, 5.0, 6.0], device=device).realize()
   return median_time(lambda: ((a * b) + 1).realize(), repeat)
+
+
+_SCAN = np.ones(16 << 20, np.float32)  # 64 MiB, twice a 32 MiB last-level cache
+
+
+def tiny_realize_cold(device: str, repeat: int) -> float:
+  """`tiny_realize` right after a 64 MiB scan: what a realize's Python costs after a large kernel."""
+  a, b = Tensor([1.0, 2.0, 3.0], device=device).realize(), Tensor([4.0, 5.0, 6.0], device=device).realize()
+  return median_time_after(lambda: ((a * b) + 1).realize(), _SCAN.sum, repeat)
 
 
 def replay_overhead(device: str, repeat: int, kernels: int = 32) -> tuple[float, int]:
@@ -82,8 +92,9 @@ def torch_train_step(repeat: int, dev: str) -> float:
   return median_time(step, repeat)
 
 
-def torch_tiny(repeat: int, dev: str) -> float:
+def torch_tiny(repeat: int, dev: str, cold: bool = False) -> float:
   a, b = torch.tensor([1.0, 2.0, 3.0], device=dev), torch.tensor([4.0, 5.0, 6.0], device=dev)
+  if cold: return median_time_after(lambda: (a * b) + 1, _SCAN.sum, repeat)
   return median_time(lambda: (a * b) + 1, repeat)
 
 
@@ -98,6 +109,10 @@ def main() -> None:
   t_torch_tiny = torch_tiny(r * 10, tdev) if torch else None
   print(f"tiny graph (a*b+1, 3 elements) realize   {t_tiny * 1e6:8.1f} us"
         + (f"   torch eager (2 ops) {t_torch_tiny * 1e6:6.1f} us   ratio {t_tiny / t_torch_tiny:5.1f}x" if torch else ""))
+  t_cold = tiny_realize_cold(dev, r * 2)
+  t_torch_cold = torch_tiny(r * 2, tdev, cold=True) if torch else None
+  print(f"  the same after a 64 MiB scan (cold)    {t_cold * 1e6:8.1f} us"
+        + (f"   torch eager (2 ops) {t_torch_cold * 1e6:6.1f} us   ratio {t_cold / t_torch_cold:5.1f}x" if torch else ""))
   per_kernel, n = replay_overhead(dev, r)
   with Context(GRAPH=0): per_kernel_py, _ = replay_overhead(dev, r)
   print(f"TinyJit replay, per kernel ({n} kernels)   {per_kernel * 1e6:8.1f} us   "
