@@ -85,3 +85,18 @@ def test_svd(shape, full):
   same((u[..., :, :k] * s.unsqueeze(-2)) @ vh[..., :k, :], x, atol=1e-5)
   eye = np.broadcast_to(np.eye(u.shape[-1], dtype=np.float32), u.shape[:-2] + (u.shape[-1],) * 2)
   same(u.transpose(-2, -1) @ u, eye, atol=1e-5)
+
+
+@pytest.mark.parametrize("xs,ys,dtype", [((5, 7), (7, 3), "float32"), ((2, 5, 7), (7, 3), "float32"),
+                                         ((4, 1, 5, 7), (3, 7, 2), "float32"), ((6, 4), (4, 9), "int32")])
+def test_matmul_makes_the_nodes_of_its_tensor_formula(xs, ys, dtype, dev):
+  """`@` builds its graph node by node (an eager step's linear layers, without a tensor per step): the nodes are
+  those of x[..., n, 1, k] * y.T[..., 1, m, k] summed over k, written with tensor ops."""
+  rng = np.random.default_rng(0)
+  x = Tensor(rng.integers(-5, 5, xs).astype(dtype), device=dev)
+  y = Tensor(rng.integers(-5, 5, ys).astype(dtype), device=dev)
+  n, k, m = xs[-2], xs[-1], ys[-1]
+  full = tuple(np.broadcast_shapes(xs[:-2], ys[:-2])) + (n, m, k)
+  xe, ye = x.reshape(xs[:-2] + (n, 1, k)).expand(full), y.transpose(-1, -2).reshape(ys[:-2] + (1, m, k)).expand(full)
+  assert (x @ y).uop is (xe * ye).sum(-1, dtype=dtype).uop
+  np.testing.assert_array_equal((x @ y).numpy(), x.numpy() @ y.numpy())
