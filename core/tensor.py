@@ -59,6 +59,11 @@ def _shape_args(shape: tuple) -> tuple[int, ...]:
   return tuple(s if isinstance(s, UOp) else int(s) for s in shape)
 
 
+def _plain_sizes(xs: Sequence[Any]) -> bool:
+  """Whether every entry is a Python int >= 0 (not a bool, a numpy int, a symbolic size or -1)."""
+  return all(type(x) is int and x >= 0 for x in xs)
+
+
 def _is_sint(s: Any) -> bool:
   """Whether `s` is a symbolic dimension: an int expression of bound Variables (`Variable("i", 1, 9).bind(3)`)."""
   if not isinstance(s, UOp): return False
@@ -939,6 +944,9 @@ class Tensor(metaclass=_TensorMeta):
   def reshape(self, *shape: ShapeArg) -> Tensor:
     """The same data with another shape; one entry may be -1 (inferred), None keeps that axis's size."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+    if _plain_sizes(shape) and _plain_sizes(cur := self._uop.shape) and prod(shape) == prod(cur):
+      # the common case (sizes that are ints >= 0, the element count kept): nothing to infer or check further
+      return self if shape == cur else self._new(UOp(Ops.RESHAPE, self.dtype, (self._uop,), tuple(shape)))
     if None in shape:
       if len(shape) > self.ndim: raise ValueError(f"reshape {shape}: None needs an axis of {self.shape} at its position")
       shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
@@ -988,8 +996,11 @@ class Tensor(metaclass=_TensorMeta):
   def permute(self, *order: int | Sequence[int]) -> Tensor:
     """Reorder the axes: output axis i is input axis order[i]."""
     if len(order) == 1 and isinstance(order[0], (tuple, list)): order = tuple(order[0])
-    norm = tuple(_norm_axis(o, self.ndim) for o in order)
-    if sorted(norm) != list(range(self.ndim)): raise ValueError(f"{order} is not a permutation of {self.ndim} axes")
+    ndim = len(self._uop.shape)
+    if _plain_sizes(order) and sorted(order) == list(range(ndim)): norm = tuple(order)  # the common case: as it is
+    else:
+      norm = tuple(_norm_axis(o, ndim) for o in order)
+      if sorted(norm) != list(range(ndim)): raise ValueError(f"{order} is not a permutation of {ndim} axes")
     if norm == tuple(range(self.ndim)): return self
     return self._new(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm))
 
