@@ -25,6 +25,7 @@ def _no_platform(kind, any_images):
 
 def test_isolated_registry_reports_the_probe_failure(monkeypatch):
   monkeypatch.setattr(cldevice, "enumerate_devices", _no_platform)
+  monkeypatch.setattr(cldevice, "adreno_possible", lambda: True)  # as on an ARM host, where QCOM asks the platforms
   monkeypatch.setattr(cldevice, "_opened", {})
   reg = Registry(Config.from_env({}), builtins=[plugin], entry_points=lambda group: [])
   for name in ("CL", "QCOM"):
@@ -39,8 +40,22 @@ def test_isolated_registry_reports_the_probe_failure(monkeypatch):
 
 def test_qcom_without_adreno_names_the_switch(monkeypatch):
   monkeypatch.setattr(cldevice, "enumerate_devices", lambda kind, any_images: [])
+  monkeypatch.setattr(cldevice, "adreno_possible", lambda: True)
   reason = cldevice.probe("QCOM", False)
   assert "Adreno" in reason and "PLUGRAD_QCOM_ANY=1" in reason
+
+
+def test_qcom_on_a_host_without_adrenos_asks_no_platform(monkeypatch):
+  """QCOM outranks the CPU device: on an x86 host its probe answers without pyopencl (the default device's choice
+  asks it on every start); with the switch on it asks the platforms as before."""
+  asked = []
+  monkeypatch.setattr(cldevice, "enumerate_devices", lambda kind, any_images: asked.append(kind) or [])
+  monkeypatch.setattr(cldevice.platform, "machine", lambda: "x86_64")
+  reason = cldevice.probe("QCOM", False)
+  assert "x86_64 host" in reason and "PLUGRAD_QCOM_ANY=1" in reason and asked == []
+  cldevice.probe("QCOM", True)
+  cldevice.probe("CL", False)
+  assert asked == ["QCOM", "CL"]
 
 
 def _env_without_platforms(tmp_path: Path) -> dict[str, str]:
@@ -53,8 +68,11 @@ def test_devices_command_reports_the_reason(tmp_path):
   res = subprocess.run([sys.executable, "-m", "plugrad", "devices"], env=_env_without_platforms(tmp_path),
                        capture_output=True, text=True, timeout=120)
   assert res.returncode == 0, res.stderr
-  rows = [ln for ln in res.stdout.splitlines() if ln[2:].startswith(("CL ", "QCOM "))]
-  assert len(rows) == 2 and all("unavailable: no OpenCL platform found" in r for r in rows), res.stdout
+  rows = {ln[2:].split()[0]: ln for ln in res.stdout.splitlines() if ln[2:].startswith(("CL ", "QCOM "))}
+  assert "unavailable: no OpenCL platform found" in rows["CL"], res.stdout
+  # QCOM asks the platforms only where an Adreno can be (ARM hosts)
+  want = "no OpenCL platform found" if cldevice.adreno_possible() else "host and Adrenos come in ARM"
+  assert "unavailable: " in rows["QCOM"] and want in rows["QCOM"], res.stdout
 
 
 def test_hardware_tests_skip_saying_why(tmp_path):
