@@ -99,6 +99,7 @@ class Registry:
     self.plugin_errors: list[PluginInfo] = []
     self._shadowed: dict[str, list[PluginInfo]] = {}  # plugins that lost a device name to a higher priority
     self._status: dict[str, DeviceStatus] = {}
+    self._declared: dict[str, DeviceStatus] = {}  # `status` before its probe: who provides a device, at what priority
     self._ep_cache: dict[str, list[importlib.metadata.EntryPoint]] = {}
     self._default: str | None = None
     self._disabled_observers: set[tuple[int, str]] = set()  # (id of plugin object, hook name)
@@ -128,6 +129,7 @@ class Registry:
       self._ep_cache.clear()
       self._default = None
       self._status = {k: v for k, v in self._status.items() if v.available}
+      self._declared = {k: v for k, v in self._declared.items() if k in self._status}
 
   def device_names(self) -> list[str]:
     """Every device name known without importing any plugin (entry-point metadata and built-ins)."""
@@ -188,10 +190,25 @@ class Registry:
     """Whether `device` can run here, and if not, why (imports only that device's plugin). The
     answer is kept: availability is decided once per registry."""
     name, _ = split_device(device)
-    if (st := self._status.get(name)) is None: st = self._status[name] = self._compute_status(name)
+    if (st := self._status.get(name)) is None:
+      st = self._declaration(name)
+      if st.reason is None and st.decl is not None:
+        try:
+          reason = st.decl.probe()
+        except Exception as e:
+          reason = f"availability probe raised {type(e).__name__}: {e}"
+        if reason is not None and st.decl.install_hint: reason = f"{reason} ({st.decl.install_hint})"
+        st = DeviceStatus(st.name, st.plugin, decl=st.decl, reason=reason, others=st.others)
+      self._status[name] = st
     return st
 
-  def _compute_status(self, name: str) -> DeviceStatus:
+  def _declaration(self, name: str) -> DeviceStatus:
+    """`status` without the device's probe (which may load a driver): the plugin that provides it and its
+    declaration, or the reason no plugin can. Kept, as `status` is."""
+    if (st := self._declared.get(name)) is None: st = self._declared[name] = self._compute_declaration(name)
+    return st
+
+  def _compute_declaration(self, name: str) -> DeviceStatus:
     infos = self._load_device_plugins(name)
     candidates: list[tuple[DeviceDecl, PluginInfo]] = []
     for impl in self.pm.hook.plugrad_declare_devices.get_hookimpls():
@@ -245,12 +262,7 @@ class Registry:
     others: list[PluginInfo] = []
     for i in [i for _, i in candidates[1:]] + self._shadowed.get(name, []) + [i for i in infos if i.error]:
       if i is not info and i not in others: others.append(i)
-    try:
-      reason = decl.probe()
-    except Exception as e:
-      reason = f"availability probe raised {type(e).__name__}: {e}"
-    if reason is not None and decl.install_hint: reason = f"{reason} ({decl.install_hint})"
-    return DeviceStatus(name, info, decl=decl, reason=reason, others=others)
+    return DeviceStatus(name, info, decl=decl, others=others)
 
   def _info_for(self, plugin: Any, infos: list[PluginInfo]) -> PluginInfo:
     for i in infos:
@@ -280,11 +292,15 @@ class Registry:
         self.device(self.config.device)  # DEVICE names a device that cannot run here: say so at the first tensor
         self._default = canonical_device(self.config.device)
       else:
-        statuses = self.all_status()
-        best = [s for s in statuses if s.available and s.decl is not None]
-        if not best: raise DeviceError("no device is available; the built-in PYTHON device should always be: reinstall plugrad")
-        top = max(best, key=lambda s: s.decl.priority)
-        if top.name in self._builtin_names and len(best) == 1: self._warn_reference_device(top.name, statuses)
+        # probed from the highest priority down, stopping at the first that can run: a device that cannot win is
+        # not probed (the OpenCL plugin's probe imports pyopencl and wakes the platforms)
+        declared = [s for s in map(self._declaration, self.device_names()) if s.decl is not None and s.reason is None]
+        declared.sort(key=lambda s: -s.decl.priority)  # type: ignore[union-attr]
+        top = next((s for s in declared if self.status(s.name).available), None)
+        if top is None: raise DeviceError("no device is available; the built-in PYTHON device should always be: reinstall plugrad")
+        if top.name in self._builtin_names:
+          statuses = self.all_status()
+          if sum(s.available and s.decl is not None for s in statuses) == 1: self._warn_reference_device(top.name, statuses)
         self._default = top.name
       return self._default
 

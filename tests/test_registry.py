@@ -63,6 +63,19 @@ def test_default_device_is_highest_priority_available():
   with pytest.warns(PluginWarning, match="reference interpreter"): assert make_registry([]).default_device() == "PYTHON"
 
 
+def test_default_device_probes_no_device_that_cannot_win():
+  """Devices are probed from the highest priority down until one can run (a probe may import a driver's
+  bindings: pyopencl takes 60 ms); listing them all still probes every one."""
+  probed = []
+  def probe(name, reason=None): return lambda: probed.append(name) or reason
+  reg = make_registry([FakeEP("GPU", device_plugin("GPU", 90, probe=probe("GPU", "no driver"))),
+                       FakeEP("CPU", device_plugin("CPU", 60, probe=probe("CPU"))),
+                       FakeEP("CL", device_plugin("CL", 50, probe=probe("CL")))])
+  assert reg.default_device() == "CPU" and probed == ["GPU", "CPU"]
+  assert [(s.name, s.available) for s in reg.all_status()] == [("CL", True), ("CPU", True), ("GPU", False), ("PYTHON", True)]
+  assert probed == ["GPU", "CPU", "CL"]
+
+
 def test_device_env_selects_and_index_is_kept():
   reg = make_registry([FakeEP("CPU", device_plugin("CPU", count=lambda: 2))], env={"DEVICE": "cpu:1"})
   assert reg.default_device() == "CPU:1"
