@@ -6,11 +6,18 @@ import statistics
 import time
 from typing import Callable
 
+#: Seconds to wait before timing a function: the worker threads a library leaves spinning after its last call
+#: (OpenBLAS's busy-wait about 0.1 s; OpenMP's, and plugrad's own, for less) would otherwise take a core from
+#: whatever is timed next. On the 2-core machine, numpy's 1024x1024 matmul just before plugrad's took its time from
+#: 6.9 to 9.3 ms; after a 0.05-0.2 s pause it was back to 6.7-7.0 ms.
+SETTLE_SECONDS = 0.2
+
 
 def median_time(fn: Callable[[], object], repeat: int, warmup: int = 2,
                 sync: Callable[[], None] | None = None) -> float:
   """The median seconds of `repeat` calls of `fn` after `warmup` untimed ones; `sync` (if given) waits
   for the device after each call, so asynchronous launches are timed to their end."""
+  time.sleep(SETTLE_SECONDS)
   for _ in range(warmup):
     fn()
     if sync: sync()
@@ -26,6 +33,7 @@ def median_time(fn: Callable[[], object], repeat: int, warmup: int = 2,
 def median_time_after(fn: Callable[[], object], before: Callable[[], object], repeat: int, warmup: int = 2) -> float:
   """The median seconds of `repeat` calls of `fn`, each right after an untimed call of `before` (say, a scan of
   more memory than the caches hold, to time `fn` with its code and data evicted, as after a large kernel)."""
+  time.sleep(SETTLE_SECONDS)
   for _ in range(warmup): fn()
   times = []
   for _ in range(repeat):
@@ -39,6 +47,7 @@ def median_time_after(fn: Callable[[], object], before: Callable[[], object], re
 def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
   """The median time of each function, timed in alternation so that load from elsewhere on a shared
   machine falls on all of them alike."""
+  time.sleep(SETTLE_SECONDS)
   for _ in range(warmup):
     for fn in fns: fn()
   times: list[list[float]] = [[] for _ in fns]
