@@ -111,8 +111,8 @@ def main() -> None:
         + (f"   torch eager (2 ops) {t_torch_tiny * 1e6:6.1f} us   ratio {t_tiny / t_torch_tiny:5.1f}x" if torch else ""))
   t_cold = tiny_realize_cold(dev, r * 2)
   t_torch_cold = torch_tiny(r * 2, tdev, cold=True) if torch else None
-  print(f"  the same after a 64 MiB scan (cold)    {t_cold * 1e6:8.1f} us"
-        + (f"   torch eager (2 ops) {t_torch_cold * 1e6:6.1f} us   ratio {t_cold / t_torch_cold:5.1f}x" if torch else ""))
+  cold_torch = f"   torch eager (2 ops) {t_torch_cold * 1e6:6.1f} us   ratio {t_cold / t_torch_cold:5.1f}x" if torch else ""
+  print(f"  the same after a 64 MiB scan (cold)    {t_cold * 1e6:8.1f} us" + cold_torch)
   per_kernel, n = replay_overhead(dev, r)
   with Context(GRAPH=0): per_kernel_py, _ = replay_overhead(dev, r)
   print(f"TinyJit replay, per kernel ({n} kernels)   {per_kernel * 1e6:8.1f} us   "

@@ -300,7 +300,8 @@ class Registry:
         if top is None: raise DeviceError("no device is available; the built-in PYTHON device should always be: reinstall plugrad")
         if top.name in self._builtin_names:
           statuses = self.all_status()
-          if sum(s.available and s.decl is not None for s in statuses) == 1: self._warn_reference_device(top.name, statuses)
+          if sum(s.available and s.decl is not None for s in statuses) == 1:
+            self._warn_reference_device(top.name, statuses)
         self._default = top.name
       return self._default
 
