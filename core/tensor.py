@@ -146,13 +146,13 @@ def _array_from_py(data: list | tuple, dt: DType) -> np.ndarray:
     return np.array([int(v) % (1 << 64) for v in flat], dtype=np.uint64).astype(dt.np).reshape(obj.shape)
 
 
-_CONST_VIEW_OPS = frozenset({Ops.RESHAPE, Ops.EXPAND, Ops.CAST, Ops.CONST})  # what `_broadcast_const` looks through
+_BROADCAST_OPS = frozenset({Ops.RESHAPE, Ops.EXPAND, Ops.CAST})  # what `_broadcast_const` looks through
 
 
 def _broadcast_const(u: UOp) -> Any:
   """The value of a node that is one constant broadcast to a shape (through reshapes, expands and casts), else None."""
   casts = []
-  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.CAST):
+  while u.op in _BROADCAST_OPS:
     if u.op is Ops.CAST: casts.append(u.dtype)
     u = u.src[0]
   if u.op is not Ops.CONST: return None
@@ -578,8 +578,8 @@ class Tensor(metaclass=_TensorMeta):
       # lazy: the kernels that read it compute i * step + start from their index (no buffer, nothing uploaded;
       # random numbers and one-hot encodings fuse into their kernels), in `dt`, where every value is exact
       idx = Tensor(UOp(Ops.ARANGE, dt, (), n), device=device)
-      idx = idx if step == 1 else idx * Tensor(int(step), device=idx.device, dtype=dt)
-      return idx if start == 0 else idx + Tensor(int(start), device=idx.device, dtype=dt)
+      idx = idx if step == 1 else idx * int(step)
+      return idx if start == 0 else idx + int(start)
     return Tensor(start + np.arange(n, dtype=np.float64 if dt.is_float else np.int64) * step, device=device, dtype=dt)
 
   @staticmethod
@@ -1001,7 +1001,7 @@ class Tensor(metaclass=_TensorMeta):
     else:
       norm = tuple(_norm_axis(o, ndim) for o in order)
       if sorted(norm) != list(range(ndim)): raise ValueError(f"{order} is not a permutation of {ndim} axes")
-    if norm == tuple(range(self.ndim)): return self
+    if norm == tuple(range(ndim)): return self
     return self._new(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm))
 
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
@@ -1482,22 +1482,22 @@ class Tensor(metaclass=_TensorMeta):
     if axis is None: return tuple(range(ndim))
     if type(axis) is int and -ndim <= axis < ndim: return (axis % ndim,)  # the common case, without _norm_axis
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    norm = tuple(_norm_axis(a, self.ndim) for a in axes)
+    norm = tuple(_norm_axis(a, ndim) for a in axes)
     if len(set(norm)) != len(norm): raise ValueError(f"repeated axis in {axis}")
-    return tuple(sorted(norm)) if self.ndim else ()
+    return tuple(sorted(norm)) if ndim else ()
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
     u = self._uop
     n = prod(map(u.shape.__getitem__, axes))
-    if axes and op is not Ops.MUL and isinstance(n, int) and u.op in _CONST_VIEW_OPS and \
+    if axes and op is not Ops.MUL and isinstance(n, int) and (u.op in _BROADCAST_OPS or u.op is Ops.CONST) and \
         (c := _broadcast_const(u)) is not None:
       # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
                         dtype=self.dtype, device=self.device)
     elif isinstance(n, int) and n >= SPLIT_REDUCE_MIN and not isinstance(self.device, tuple) and \
-        (split := self._split_reduce(op, axes)) is not None: ret = split
+        (split := self._split_reduce(op, axes, n)) is not None: ret = split
     else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (u,), (op, axes))) if axes else self
     if keepdim: return ret
     out = tuple(s for i, s in enumerate(self.shape) if i not in axes)
@@ -1506,12 +1506,12 @@ class Tensor(metaclass=_TensorMeta):
     if any(isinstance(s, UOp) for s in out): return ret.reshape(out)  # a symbolic size: reshape checks it
     return ret._new(UOp(Ops.RESHAPE, ret.dtype, (ret._uop,), out))
 
-  def _split_reduce(self, op: Ops, axes: tuple[int, ...]) -> Tensor | None:
+  def _split_reduce(self, op: Ops, axes: tuple[int, ...], size: int) -> Tensor | None:
     """A large reduction to a few values, as two: `chunks` partial results (realized, so devices
-    run the chunks in parallel), then their reduction. None when the reduction is not worth it."""
-    size = prod(self.shape[a] for a in axes)
-    if isinstance(size, UOp) or isinstance(self.numel(), UOp): return None  # one kernel for every value of a Variable
-    if size < SPLIT_REDUCE_MIN or self.numel() // max(size, 1) > SPLIT_REDUCE_MAX_OUTPUT: return None
+    run the chunks in parallel), then their reduction. None when the reduction is not worth it. `size`: the count
+    reduced into each value, at least SPLIT_REDUCE_MIN (the caller checks)."""
+    if isinstance(self.numel(), UOp): return None  # one kernel for every value of a Variable
+    if self.numel() // size > SPLIT_REDUCE_MAX_OUTPUT: return None
     chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
     if chunks is None: return None
     keep = [i for i in range(self.ndim) if i not in axes]
@@ -1647,8 +1647,8 @@ class Tensor(metaclass=_TensorMeta):
       panels = y.reshape(k, m // width, width).permute(1, 0, 2).contiguous()
       prods = x.reshape(x.shape[:-2] + (n, 1, k, 1)) * panels.reshape(1, m // width, k, width)
       out = prods.sum(-2, dtype=sum_dtype).reshape(x.shape[:-2] + (n, m))
-    elif isinstance(x.device, tuple) or dt in (dtypes.float16, dtypes.bfloat16) or not isinstance(k, int) or \
-        k >= SPLIT_REDUCE_MIN or any(isinstance(d, UOp) for d in x.shape + y.shape):
+    elif isinstance(x.device, tuple) or dt in (dtypes.float16, dtypes.bfloat16) or \
+        any(isinstance(d, UOp) for d in x.shape + y.shape) or k >= SPLIT_REDUCE_MIN:
       xe = x.reshape(x.shape[:-2] + (n, 1, k))
       ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
       out = (xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))).sum(-1, dtype=sum_dtype)
