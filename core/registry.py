@@ -15,7 +15,7 @@ import functools
 import importlib.metadata
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
 import pluggy
@@ -198,7 +198,7 @@ class Registry:
         except Exception as e:
           reason = f"availability probe raised {type(e).__name__}: {e}"
         if reason is not None and st.decl.install_hint: reason = f"{reason} ({st.decl.install_hint})"
-        st = DeviceStatus(st.name, st.plugin, decl=st.decl, reason=reason, others=st.others)
+        st = replace(st, reason=reason)
       self._status[name] = st
     return st
 
