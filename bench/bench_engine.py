@@ -25,18 +25,15 @@ except ImportError:
   torch = None
 
 
-def tiny_realize(device: str, repeat: int) -> float:
-  a, b = Tensor([1.0, 2.0, 3.0], device=device).realize(), Tensor([4.0, 5.0, 6.0], device=device).realize()
-  return median_time(lambda: ((a * b) + 1).realize(), repeat)
-
-
 _SCAN = np.ones(16 << 20, np.float32)  # 64 MiB, twice a 32 MiB last-level cache
 
 
-def tiny_realize_cold(device: str, repeat: int) -> float:
-  """`tiny_realize` right after a 64 MiB scan: what a realize's Python costs after a large kernel."""
+def tiny_realize(device: str, repeat: int, cold: bool = False) -> float:
+  """Seconds to realize a tiny graph; `cold`: each right after a 64 MiB scan (what a realize's Python costs after
+  a large kernel)."""
   a, b = Tensor([1.0, 2.0, 3.0], device=device).realize(), Tensor([4.0, 5.0, 6.0], device=device).realize()
-  return median_time_after(lambda: ((a * b) + 1).realize(), _SCAN.sum, repeat)
+  if cold: return median_time_after(lambda: ((a * b) + 1).realize(), _SCAN.sum, repeat)
+  return median_time(lambda: ((a * b) + 1).realize(), repeat)
 
 
 def replay_overhead(device: str, repeat: int, kernels: int = 32) -> tuple[float, int]:
@@ -109,7 +106,7 @@ def main() -> None:
   t_torch_tiny = torch_tiny(r * 10, tdev) if torch else None
   print(f"tiny graph (a*b+1, 3 elements) realize   {t_tiny * 1e6:8.1f} us"
         + (f"   torch eager (2 ops) {t_torch_tiny * 1e6:6.1f} us   ratio {t_tiny / t_torch_tiny:5.1f}x" if torch else ""))
-  t_cold = tiny_realize_cold(dev, r * 2)
+  t_cold = tiny_realize(dev, r * 2, cold=True)
   t_torch_cold = torch_tiny(r * 2, tdev, cold=True) if torch else None
   cold_torch = f"   torch eager (2 ops) {t_torch_cold * 1e6:6.1f} us   ratio {t_cold / t_torch_cold:5.1f}x" if torch else ""
   print(f"  the same after a 64 MiB scan (cold)    {t_cold * 1e6:8.1f} us" + cold_torch)
