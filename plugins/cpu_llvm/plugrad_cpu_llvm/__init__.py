@@ -19,7 +19,8 @@ NAME = "CPU"
 #: PLUGRAD_CPU_THREADS caps the threads one kernel launch uses (default: every core this process may use).
 THREADS = ConfigOption("PLUGRAD_CPU_THREADS", "", "most threads one CPU kernel launch uses (default: all usable cores)")
 #: PLUGRAD_CPU_DEVICES: how many CPU devices (CPU:0 .. CPU:N-1) the plugin declares. Each is its own runtime and
-#: allocator over the same cores, so sharding (Tensor.shard) and copies between devices are tested without GPUs.
+#: allocator over the same cores (and worker threads), so sharding (Tensor.shard) and copies between devices are
+#: tested without GPUs.
 DEVICES = ConfigOption("PLUGRAD_CPU_DEVICES", "2", "how many CPU devices (CPU:0 .. CPU:N-1) there are, for sharding")
 
 

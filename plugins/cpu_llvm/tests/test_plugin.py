@@ -76,7 +76,7 @@ def test_devices_option():
   with pytest.raises(ValueError, match="PLUGRAD_CPU_DEVICES"):
     plugin.plugrad_declare_devices(config=Config.from_env({"PLUGRAD_CPU_DEVICES": "0"}))
   one, two = (plugin.plugrad_runtime(device=d, config=Config.from_env({})) for d in ("CPU", "CPU:1"))
-  assert one is not two and one.pool is not two.pool  # each device has its own worker threads
+  assert one is not two and one.pool is two.pool  # the same cores: one set of worker threads (runtime._POOL)
 
 
 # ------------------------------------------------------------------ rendering
