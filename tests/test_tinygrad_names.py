@@ -36,9 +36,6 @@ unflatten unfold uniform unsqueeze uop uprod usum var var_mean view where zeros 
 
 # name -> why it is not there yet: the issue that brings it
 PENDING = {
-  # issue 16: the engine and JIT: tinygrad's captured-call API and schedules with symbolic variables
-  "as_param": "issue 16", "call": "issue 16", "callify": "issue 16", "custom_kernel": "issue 16",
-  "linear_with_vars": "issue 16", "schedule_linear": "issue 16", "is_param": "issue 16", "is_param_": "issue 16",
   # issue 15 leaves the image-dtype convolution to its own issue (not filed yet)
   "image_conv2d": "image dtype issue (deferred by issue 15)", "image_dot": "image dtype issue (deferred by issue 15)",
 }
@@ -51,6 +48,13 @@ NOT_OFFERED = {
   "keccak": "SHA-3 written in tensor ops, used by tinygrad's own tooling",
   "hash": "tinygrad's tensor hashing built on keccak",
   "invalids": "tinygrad's IR-level Invalid value, which plugrad's IR does not have",
+  # tinygrad's function-call IR: their arguments or results are tinygrad UOps (CALL, PARAM, LINEAR nodes, a kernel
+  # written as a Python function of tinygrad's UOp API), which plugrad's IR does not share. Issue 16 brought what
+  # they are for in plugrad's terms: TinyJit, the schedule cache, Variables, Tensor.schedule().
+  "call": "a CALL of a tinygrad function graph", "callify": "turns a graph into a tinygrad CALL",
+  "as_param": "a tinygrad PARAM placeholder of a function graph", "is_param": "asks for a tinygrad PARAM node",
+  "is_param_": "asks for a tinygrad PARAM node", "custom_kernel": "a kernel written in tinygrad's UOp API",
+  "linear_with_vars": "returns tinygrad's LINEAR schedule UOp", "schedule_linear": "returns tinygrad's LINEAR schedule UOp",
 }
 
 
