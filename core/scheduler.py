@@ -14,6 +14,8 @@ A node is realized (gets its own buffer) when it is
 - a reduction that reaches its kernel through an expand (fusing would recompute it per element);
 - a node holding a reduction that more than one kernel reads (it is computed once, not per reader);
 - a reduction another reduction reads through a pad that a reshape regroups (a windowed view's gradient);
+- an expression its kernel would evaluate at many more positions than it has (read through an expand or a wide
+  pad) where that costs more than reading it back (a GELU read by a matmul, the matmuls of a split's gradient);
 - a cut that keeps a kernel within the device's buffer limit.
 Everything else is fused into the kernel of the realized node that reads it.
 """
@@ -238,7 +240,8 @@ def _find_realizes(roots: list[UOp], nodes: tuple[UOp, ...], buffer_limit: Calla
       shared |= _group(nodes, realized)  # sharing below the freed nodes only grows: this adds, never undoes
     split = _split_for_limit(nodes, realized, buffer_limit) | _split_for_depth(nodes, realized) | \
       _split_for_views(nodes, realized) | _split_for_shared_reads(nodes, realized) | \
-      _split_for_recomputed_chains(nodes, realized) | _split_for_regrouped_pads(nodes, realized)
+      _split_for_recomputed_chains(nodes, realized) | _split_for_regrouped_pads(nodes, realized) | \
+      _split_for_costly_recomputes(nodes, realized)
     if not split: return realized
     realized |= split
 
@@ -478,10 +481,12 @@ def _split_for_recomputed_chains(nodes: tuple[UOp, ...], realized: set[UOp]) -> 
 
   An unrolled LSTM is the case: its cell state reads each step's gates, so fused into the next step's matmul it
   recomputes the recurrence so far for every output, and only the shared-reads cut (every seventh step) bounded
-  it. With this cut 16 steps of a 16-wide LSTM make 23 kernels, as in tinygrad 0.14, and a quarter less work
-  (the ONNX LSTM of bench_onnx: 1.35 -> 1.04 ms). What stays fused: a softmax read by a matmul (three results:
-  the logits, their max and their sum), a layernorm (two), and anything over buffers realized before
-  (`(a*b + c*d) @ w`), as tinygrad fuses them too."""
+  it. With this cut 16 steps of a 16-wide LSTM made 23 kernels, as in tinygrad 0.14, and a quarter less work (the
+  ONNX LSTM of bench_onnx: 1.35 -> 1.04 ms); since its gates' transcendentals give every step's state a buffer
+  (`_split_for_costly_recomputes`), this cut bounds recurrences of cheap operations. What this cut leaves fused: a
+  softmax read by a matmul (three results: the logits, their max and their sum; `_split_for_costly_recomputes`
+  decides on its exp), a layernorm (two), and anything over buffers realized before (`(a*b + c*d) @ w`), as
+  tinygrad fuses them too."""
   expanded: set[UOp] = set()
   for n in reversed(nodes):  # consumers first: what is read through an expand, directly or through elementwise ops
     if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
@@ -489,6 +494,51 @@ def _split_for_recomputed_chains(nodes: tuple[UOp, ...], realized: set[UOp]) -> 
   # what counts: the results of this schedule's kernels (realized nodes, not buffers realized before)
   return _cut_wide_reads(nodes, realized, lambda n: frozenset({n}) if n in realized and not is_buffer_node(n) else frozenset(),
                          lambda n: EXPANDED_RESULTS, expanded.__contains__)
+
+
+#: the costly element operations, in cheap ones (an add, a compare, a select): a vector exp2 or log2 is a polynomial
+#: of about ten instructions, sin a longer one, a division or square root has the throughput of several multiplies.
+#: Cheap operations count nothing: a matmul evaluates what it reads once per tile of outputs, where they vanish
+_OP_COST = {Ops.EXP2: 10, Ops.LOG2: 10, Ops.SIN: 20, Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 4, Ops.IDIV: 8, Ops.MOD: 8}
+RECOMPUTE_READ_COST = 8  # a value read back from a buffer, in cheap operations (a load and its share of the write)
+RECOMPUTE_MIN_SAVED = 1 << 17  # operations a cut must save to pay for the launch it adds
+_COST_CAP = 1 << 20  # a fused expression's cost is counted up to this (shared subexpressions count once per use)
+
+
+def _split_for_costly_recomputes(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """Expressions their kernel evaluates at more positions than they have (through an expand, or a pad: the
+  lowering gates a padded value, it still computes it) where that costs more than reading them back from a buffer.
+  A GELU read by the next layer's matmul evaluates its exp2 and division once per output column, attention's softmax
+  weights once per column of the values; the gradient of a split (q, k, v of one projection) pads each part's
+  matmul to the whole width and adds them, running every matmul over all three thirds.
+
+  A node's cost per element is what its fused expression's costly operations cost (`_OP_COST`; a reduction: its
+  count times one more than its source's), its recompute factor the product of the expand and pad ratios between it
+  and its kernel's root (the most over its readers). The topmost node whose recomputation costs more than
+  RECOMPUTE_READ_COST per read and saves RECOMPUTE_MIN_SAVED in all gets a buffer; what is below it is then
+  computed once, in its kernel. Cheap expressions stay fused (a layernorm, or a bias and ReLU, read by a matmul),
+  as do small pads (a convolution's border) and full reductions (`_cheap_to_recompute` decides those)."""
+  cost: dict[UOp, float] = {}
+  for n in nodes:
+    if _is_leaf(n, realized) or n.op is Ops.KERNEL: cost[n] = 0
+    elif n.op is Ops.REDUCE_AXIS:
+      count = smax(prod(n.src[0].shape)) // max(1, smax(prod(n.shape)))
+      cost[n] = min(_COST_CAP, count * (1 + cost[n.src[0]]))
+    elif n.op in GroupOp.Movement: cost[n] = cost[n.src[0]]
+    else: cost[n] = min(_COST_CAP, _OP_COST.get(n.op, 0) + sum(cost[s] for s in n.src))
+  factor: dict[UOp, float] = {}
+  cuts: set[UOp] = set()
+  for n in reversed(nodes):  # consumers first
+    if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
+    f = 1.0 if n in realized else factor.get(n, 1.0)
+    size = smax(prod(n.shape))
+    if f > 1 and (n.op in GroupOp.ALU or (n.op is Ops.REDUCE_AXIS and size > 1)) and \
+        (f - 1) * cost[n] > f * RECOMPUTE_READ_COST and size * (f - 1) * cost[n] >= RECOMPUTE_MIN_SAVED:
+      cuts.add(n)
+      f = 1.0
+    if n.op in (Ops.EXPAND, Ops.PAD): f *= max(1.0, size / max(1, smax(prod(n.src[0].shape))))
+    for s in n.src: factor[s] = max(factor.get(s, 1.0), f)
+  return cuts
 
 
 def _assign_hazard(assign: UOp) -> bool:

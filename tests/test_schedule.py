@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from plugrad import Context, Tensor
+from plugrad.engine import lower_for
+from plugrad.registry import get_registry
 from plugrad.scheduler import count_kernels
 from plugrad.testing import assert_close, available_devices
 from plugrad.uops import Ops
@@ -482,6 +484,47 @@ def test_pad_of_a_reduction_stays_fused():
   a = realized(8, 8)
   assert kernels(a.sum(1).pad(((2, 2),)) + 1) == 1
   assert kernels(a.sum(1).pad(((0, 8),)).reshape(4, 4)) == 1  # regrouped, but read by no reduction
+
+
+def test_a_costly_expression_read_by_a_matmul_gets_a_buffer():
+  # fused into the next matmul, GELU's exp2 and division would run once per output column (64 here): it gets a
+  # buffer (3 kernels). A bias and ReLU cost no more than reading them back and stay fused (2 kernels), and so does
+  # a GELU too small for the work saved to pay for a launch
+  x, w1, w2 = realized(64, 32, seed=1), realized(32, 128, seed=2), realized(128, 64, seed=3)
+  h = x @ w1
+  assert kernels(h.gelu() @ w2) == 3
+  assert kernels((h + 1).relu() @ w2) == 2
+  a, b, c = realized(4, 4, seed=1), realized(4, 4, seed=2), realized(4, 4, seed=3)
+  assert kernels((a @ b).gelu() @ c) == 2
+  hn = x.numpy() @ w1.numpy()
+  gelu = 0.5 * hn * (1 + np.tanh(np.sqrt(2 / np.pi) * (hn + 0.044715 * hn ** 3)))
+  assert_close(h.gelu() @ w2, gelu @ w2.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_attention_weights_wide_enough_get_a_buffer():
+  # the softmax's exp is evaluated once per column of the values when fused into the last matmul: at 64x16 the
+  # weights get a buffer (one kernel more than the 4x4 case of KERNEL_COUNTS)
+  q, k, v = realized(64, 16, seed=4), realized(64, 16, seed=5), realized(64, 16, seed=6)
+  out = (q @ k.T / 4).softmax(-1) @ v
+  assert kernels(out) == 5
+  assert_close(out, np_softmax(q.numpy() @ k.numpy().T / 4) @ v.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _split_gradient_work(split: bool) -> int:
+  """The operations of the gradient of three matmuls over the thirds of one tensor (`split`) or over three."""
+  rng = np.random.default_rng(7)
+  x = realized(64, 96, seed=7).requires_grad_(True)
+  parts = x.split(32, dim=-1) if split else [realized(64, 32, seed=8 + i).requires_grad_(True) for i in range(3)]
+  w = [Tensor(rng.standard_normal((32, 64)).astype(np.float32), device="PYTHON").realize() for _ in range(3)]
+  ((parts[0] @ w[0]).sum() + (parts[1] @ w[1]).square().sum() + (parts[2] @ w[2]).relu().sum()).backward()
+  items = Tensor.schedule(*([x.grad] if split else [p.grad for p in parts]))
+  return sum(lower_for(get_registry().device("PYTHON"), it.ast).flops for it in items if it.ast is not None)
+
+
+def test_the_gradient_of_a_split_costs_what_three_tensors_cost():
+  # q, k, v = x.split(...): each part's gradient is padded to x's width and the three are added; fused into one
+  # kernel, every matmul would run over all three thirds (6.0M operations here against 1.7M)
+  assert _split_gradient_work(True) < 1.05 * _split_gradient_work(False)
 
 
 def test_softmax_gradient_skips_the_max_but_stays_exact():
