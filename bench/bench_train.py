@@ -1,9 +1,10 @@
-"""One training step (forward, backward, optimizer update) of an MLP, of a small CNN and of tinygrad's
-`beautiful_mnist` CNN (under TinyJit, as that example runs it): plugrad on the default device against torch eager
-on the CPU, measured in the same run.
+"""One training step (forward, backward, optimizer update) of an MLP, of a small CNN, of tinygrad's
+`beautiful_mnist` CNN (under TinyJit, as that example runs it) and of a 2-layer GPT-style language model (eager and
+under TinyJit): plugrad on the default device against torch eager on the CPU, measured in the same run.
 
 Both start from the same weights and data, and the first step's losses are checked to agree before
-anything is timed. Prints the median step time of each and the ratio (>1: plugrad is faster).
+anything is timed. Prints the median step time of each (timed in blocks of steps, as a training loop runs them)
+and the ratio (>1: plugrad is faster).
 Run: `python bench/bench_train.py` (options: --repeat N, --batch N). Needs torch (the test extra).
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from plugrad import Tensor, TinyJit, nn
 from plugrad.nn.state import get_parameters, get_state_dict
 
-from _timing import median_times  # bench/ is the script's folder, so on sys.path
+from _timing import median_time  # bench/ is the script's folder, so on sys.path
 
 
 class MLP:
@@ -51,6 +52,68 @@ class BeautifulMNIST:
     return self.fc(x.flatten(1))
 
 
+class Block:
+  """A pre-norm transformer block: causal self-attention from one qkv projection, then a GELU MLP."""
+
+  def __init__(self, d: int, heads: int):
+    self.heads = heads
+    self.ln1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+    self.ln2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    b, t, d = x.shape
+    q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, dim=-1))
+    x = x + self.proj(q.scaled_dot_product_attention(k, v, is_causal=True).transpose(1, 2).reshape(b, t, d))
+    return x + self.fc2(self.fc1(self.ln2(x)).gelu())
+
+
+class TinyLM:
+  """A 2-layer GPT-style language model (width 64, 4 heads, context 32, 64 tokens)."""
+  vocab, width, heads, layers, context = 64, 64, 4, 2, 32
+
+  def __init__(self):
+    self.tok, self.pos = nn.Embedding(self.vocab, self.width), nn.Embedding(self.context, self.width)
+    self.blocks = [Block(self.width, self.heads) for _ in range(self.layers)]
+    self.ln, self.head = nn.LayerNorm(self.width), nn.Linear(self.width, self.vocab, bias=False)
+
+  def __call__(self, idx: Tensor) -> Tensor:
+    x = self.tok(idx) + self.pos(Tensor.arange(idx.shape[1]))
+    for blk in self.blocks: x = blk(x)
+    return self.head(self.ln(x))
+
+
+def torch_lm() -> torch.nn.Module:
+  """TinyLM in torch, with the same state dict names (GELU in its tanh form, as tinygrad's and plugrad's)."""
+  F = torch.nn.functional
+
+  class TBlock(torch.nn.Module):
+    def __init__(self, d: int, heads: int):
+      super().__init__()
+      self.heads = heads
+      self.ln1, self.qkv, self.proj = torch.nn.LayerNorm(d), torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+      self.ln2, self.fc1, self.fc2 = torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+      b, t, d = x.shape
+      q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, -1))
+      x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d))
+      return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+  class TLM(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      c = TinyLM
+      self.tok, self.pos = torch.nn.Embedding(c.vocab, c.width), torch.nn.Embedding(c.context, c.width)
+      self.blocks = torch.nn.ModuleList([TBlock(c.width, c.heads) for _ in range(c.layers)])
+      self.ln, self.head = torch.nn.LayerNorm(c.width), torch.nn.Linear(c.width, c.vocab, bias=False)
+
+    def forward(self, idx):
+      x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+      for blk in self.blocks: x = blk(x)
+      return self.head(self.ln(x))
+  return TLM()
+
+
 def torch_twin(name: str) -> torch.nn.Module:
   """The same architecture in torch, with attribute names that match the plugrad model's state dict."""
   if name == "beautiful_mnist":
@@ -75,16 +138,23 @@ def torch_twin(name: str) -> torch.nn.Module:
 
 def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = False) -> None:
   rng = np.random.default_rng(0)
-  x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
-  y = rng.integers(0, 10, batch).astype(np.int32)
-  tmodel = torch_twin(name)
+  if name == "tiny_lm":  # token windows: each position predicts the next token
+    tokens = rng.integers(0, TinyLM.vocab, (batch, TinyLM.context + 1)).astype(np.int32)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    tmodel = torch_lm()
+  else:
+    x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    tmodel = torch_twin(name)
   tmodel.load_state_dict({k: torch.tensor(v.numpy()) for k, v in get_state_dict(model).items()})
   make = {"sgd": (lambda p: nn.optim.SGD(p, lr=0.01, momentum=0.9),
                   lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)),
-          "adam": (lambda p: nn.optim.Adam(p, lr=1e-3), lambda p: torch.optim.Adam(p, lr=1e-3))}[opt_name]
+          "adam": (lambda p: nn.optim.Adam(p, lr=1e-3), lambda p: torch.optim.Adam(p, lr=1e-3)),
+          "adamw": (lambda p: nn.optim.AdamW(p, lr=1e-3), lambda p: torch.optim.AdamW(p, lr=1e-3))}[opt_name]
   opt, topt = make[0](get_parameters(model)), make[1](tmodel.parameters())
   xt, yt = Tensor(x), Tensor(y)
-  xtt, ytt = torch.tensor(x), torch.tensor(y).long()
+  xtt, ytt = torch.tensor(x).long(), torch.tensor(y).long()
+  if name != "tiny_lm": xtt = torch.tensor(x)
 
   def train_step() -> Tensor:
     with Tensor.train():
@@ -100,14 +170,18 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = 
 
   def tstep() -> float:
     topt.zero_grad()
-    loss = torch.nn.functional.cross_entropy(tmodel(xtt), ytt)
+    out = tmodel(xtt)
+    loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), ytt.reshape(-1))
     loss.backward()
     topt.step()
     return loss.item()
 
   ours, theirs = step(), tstep()
   if abs(ours - theirs) > 1e-4 * max(1.0, abs(theirs)): raise AssertionError(f"{name}: loss {ours} != torch's {theirs}")
-  tp, tt = median_times([step, tstep], repeat)
+  # each in a block of its own, after a pause: in alternation each library's worker threads, still spinning after its
+  # step, took a core from the other's (torch's TinyLM step: 4.6 ms alone, 6.6 ms alternated; plugrad's under
+  # TinyJit 2.4 and 3.9 ms)
+  tp, tt = median_time(step, repeat, warmup=3), median_time(tstep, repeat, warmup=3)
   label = f"{name} {opt_name} batch {batch}{' TinyJit' if jit else ''}"
   print(f"{label:<24}  plugrad {tp * 1e3:8.2f} ms/step  torch {tt * 1e3:8.2f} ms/step  ratio {tt / tp:5.2f}x",
         flush=True)
@@ -125,6 +199,9 @@ def main() -> None:
     bench("mlp", MLP(), opt_name, args.batch, args.repeat)
     bench("cnn", CNN(), opt_name, args.batch, args.repeat)
   bench("beautiful_mnist", BeautifulMNIST(), "adam", 128, max(3, args.repeat // 4), jit=True)
+  lm = TinyLM()  # one model for both: the eager run's steps are the TinyJit run's warm-up
+  bench("tiny_lm", lm, "adamw", 16, args.repeat)
+  bench("tiny_lm", lm, "adamw", 16, args.repeat, jit=True)
 
 
 if __name__ == "__main__":
