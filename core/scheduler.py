@@ -503,42 +503,64 @@ _OP_COST = {Ops.EXP2: 10, Ops.LOG2: 10, Ops.SIN: 20, Ops.SQRT: 4, Ops.RECIP: 4, 
 RECOMPUTE_READ_COST = 8  # a value read back from a buffer, in cheap operations (a load and its share of the write)
 RECOMPUTE_MIN_SAVED = 1 << 17  # operations a cut must save to pay for the launch it adds
 _COST_CAP = 1 << 20  # a fused expression's cost is counted up to this (shared subexpressions count once per use)
+_RESIZING = frozenset({Ops.EXPAND, Ops.PAD, Ops.SHRINK})  # the views with more or fewer elements than their source
 
 
 def _split_for_costly_recomputes(nodes: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
   """Expressions their kernel evaluates at more positions than they have (through an expand, or a pad: the
   lowering gates a padded value, it still computes it) where that costs more than reading them back from a buffer.
-  A GELU read by the next layer's matmul evaluates its exp2 and division once per output column, attention's softmax
-  weights once per column of the values; the gradient of a split (q, k, v of one projection) pads each part's
-  matmul to the whole width and adds them, running every matmul over all three thirds.
+  A GELU read by the next layer's matmul evaluates its exp2 and division once per output column, attention's
+  softmax weights once per column of the values; the gradient of a split (q, k, v of one projection) pads each
+  part's matmul to the whole width and adds them, running every matmul over all three thirds.
 
   A node's cost per element is what its fused expression's costly operations cost (`_OP_COST`; a reduction: its
-  count times one more than its source's), its recompute factor the product of the expand and pad ratios between it
-  and its kernel's root (the most over its readers). The topmost node whose recomputation costs more than
-  RECOMPUTE_READ_COST per read and saves RECOMPUTE_MIN_SAVED in all gets a buffer; what is below it is then
-  computed once, in its kernel. Cheap expressions stay fused (a layernorm, or a bias and ReLU, read by a matmul),
-  as do small pads (a convolution's border) and full reductions (`_cheap_to_recompute` decides those)."""
-  cost: dict[UOp, float] = {}
-  for n in nodes:
-    if _is_leaf(n, realized) or n.op is Ops.KERNEL: cost[n] = 0
-    elif n.op is Ops.REDUCE_AXIS:
+  count times one more than its source's), its evaluations per element `_evaluations`. The topmost node whose
+  recomputation costs more than RECOMPUTE_READ_COST per read and saves RECOMPUTE_MIN_SAVED in all gets a buffer;
+  what is below it is then computed once, in its kernel. Cheap expressions stay fused (a layernorm, or a bias and
+  ReLU, read by a matmul), as do small pads (a convolution's border) and full reductions (`_cheap_to_recompute`
+  decides those)."""
+  factor = _evaluations(nodes, realized)
+  under = [n for n in nodes if factor.get(n, 1.0) > 1 and not _is_leaf(n, realized) and n.op is not Ops.KERNEL]
+  if not any(n.op in GroupOp.ALU or n.op is Ops.REDUCE_AXIS for n in under): return set()
+  cost: dict[UOp, float] = {}  # sources first; a source of a node in `under` is in it too, or a leaf
+  for n in under:
+    if n.op is Ops.REDUCE_AXIS:
       count = smax(prod(n.src[0].shape)) // max(1, smax(prod(n.shape)))
-      cost[n] = min(_COST_CAP, count * (1 + cost[n.src[0]]))
-    elif n.op in GroupOp.Movement: cost[n] = cost[n.src[0]]
-    else: cost[n] = min(_COST_CAP, _OP_COST.get(n.op, 0) + sum(cost[s] for s in n.src))
-  factor: dict[UOp, float] = {}
+      cost[n] = min(_COST_CAP, count * (1 + cost.get(n.src[0], 0)))
+    elif n.op in GroupOp.Movement: cost[n] = cost.get(n.src[0], 0)
+    else: cost[n] = min(_COST_CAP, _OP_COST.get(n.op, 0) + sum(cost.get(s, 0) for s in n.src))
   cuts: set[UOp] = set()
+
+  def costly(n: UOp, f: float) -> bool:
+    c, size = cost.get(n, 0), smax(prod(n.shape))
+    if not c or not (n.op in GroupOp.ALU or (n.op is Ops.REDUCE_AXIS and size > 1)): return False
+    if (f - 1) * c <= f * RECOMPUTE_READ_COST or size * (f - 1) * c < RECOMPUTE_MIN_SAVED: return False
+    cuts.add(n)
+    return True
+  _evaluations(nodes, realized, costly)
+  return cuts
+
+
+def _resize(n: UOp) -> float:
+  """How many elements a resizing view (expand, pad, shrink) has for each of its source's."""
+  return smax(prod(n.shape)) / max(1, smax(prod(n.src[0].shape)))
+
+
+def _evaluations(nodes: tuple[UOp, ...], realized: set[UOp],
+                 cut: Callable[[UOp, float], bool] | None = None) -> dict[UOp, float]:
+  """How often its kernel evaluates each element of each fused node: the product of the size ratios of the views
+  between it and the kernel's root (expands and pads grow it, shrinks take it back; a reduction evaluates its
+  source once per element), the most over its readers. `cut(n, f)`, asked consumers first of each node evaluated
+  more than once: whether it gets a buffer instead (then it is evaluated once, and what is below it as often as
+  its own kernel says)."""
+  factor: dict[UOp, float] = {}
   for n in reversed(nodes):  # consumers first
     if n.op is Ops.KERNEL or (_is_leaf(n, realized) and n not in realized): continue
     f = 1.0 if n in realized else factor.get(n, 1.0)
-    size = smax(prod(n.shape))
-    if f > 1 and (n.op in GroupOp.ALU or (n.op is Ops.REDUCE_AXIS and size > 1)) and \
-        (f - 1) * cost[n] > f * RECOMPUTE_READ_COST and size * (f - 1) * cost[n] >= RECOMPUTE_MIN_SAVED:
-      cuts.add(n)
-      f = 1.0
-    if n.op in (Ops.EXPAND, Ops.PAD): f *= max(1.0, size / max(1, smax(prod(n.src[0].shape))))
-    for s in n.src: factor[s] = max(factor.get(s, 1.0), f)
-  return cuts
+    if cut is not None and f > 1 and cut(n, f): f = 1.0
+    if n.op in _RESIZING: f *= _resize(n)
+    for s in n.src: factor[s] = max(factor.get(s, 0.0), f)
+  return factor
 
 
 def _assign_hazard(assign: UOp) -> bool:
