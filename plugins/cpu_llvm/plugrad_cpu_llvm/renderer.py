@@ -46,6 +46,9 @@ _FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
 # 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
 _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
+# log2(m) = 2 atanh(t) / ln 2 with t = (m - 1) / (m + 1), m in [sqrt(1/2), sqrt(2)): the odd series' coefficients
+# 2 / (k ln 2) for t, t**3, .., t**9 (|t| <= 0.172: the next term is under 1e-9 of the result), rounded to float32
+_LOG2_POLY = [float(struct.unpack("f", struct.pack("f", 2 / (k * math.log(2))))[0]) for k in (1, 3, 5, 7, 9)]
 
 
 def reg_type(dt: DType) -> str:
@@ -552,7 +555,7 @@ class _Kernel:
     """Whether a vector op is one LLVM vector instruction with the scalar op's exact semantics."""
     if op is Ops.WHERE: return dt.scalar() not in (dtypes.bool, dtypes.bfloat16)
     if sdt.scalar() in (dtypes.bool, dtypes.bfloat16): return False
-    if op is Ops.EXP2: return sdt.scalar() == dtypes.float32  # exp2_f32 is written for vectors too
+    if op in (Ops.EXP2, Ops.LOG2): return sdt.scalar() == dtypes.float32  # exp2_f32, log2_f32: vectors too
     if sdt.is_float: return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MIN, Ops.SQRT,
                                    Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
     return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
@@ -574,6 +577,7 @@ class _Kernel:
     binary = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv"}
     if op in binary: return self.op(f"{binary[op]} {flags}{ty} {v[0]}, {v[1]}")
     if op is Ops.EXP2 and (ty == "float" or ty.endswith(" x float>")): return self.exp2_f32(v[0], ty, sfx)
+    if op is Ops.LOG2 and (ty == "float" or ty.endswith(" x float>")): return self.log2_f32(v[0], ty)
     unary = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
     if op in unary: return self.intrinsic(f"llvm.{unary[op]}.{sfx}", ty, [(ty, v[0])])
     if op is Ops.NEG: return self.op(f"fneg {ty} {v[0]}")
@@ -614,6 +618,39 @@ class _Kernel:
       p = self.op(f"fmul {ty} {p}, {scale}")
     nan = self.op(f"fcmp uno {ty} {x}, {'0.0' if lanes == 1 else 'zeroinitializer'}")
     return self.op(f"select {bty} {nan}, {ty} {x}, {ty} {p}")
+
+  def log2_f32(self, x: str, ty: str = "float") -> str:
+    """log2 of a float, inline (LLVM's is a call into libm per element, which the loop vectoriser cannot
+    vectorise: Box-Muller's randn spent a third of its time there). x = 2**e * m with m in [sqrt(1/2), sqrt(2))
+    from the bits (a subnormal x scaled by 2**23 first), then e + `_LOG2_POLY` in t = (m - 1) / (m + 1), whose
+    m - 1 is exact: a few units in the last place, relative, near x = 1 too. 0 gives -inf, a negative x or NaN
+    NaN, inf inf. `ty` is float or a vector of floats."""
+    lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
+    fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
+    ity, bty = reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>"
+
+    def f(v: float) -> str: return render_const(struct.unpack("f", struct.pack("f", v))[0], fdt)  # as a float32
+
+    def i(v: int) -> str: return render_const(v, idt)
+    sub = self.op(f"fcmp olt {ty} {x}, {f(2.0 ** -126)}")
+    xs = self.op(f"select {bty} {sub}, {ty} {self.op(f'fmul {ty} {x}, {f(2.0 ** 23)}')}, {ty} {x}")
+    bits = self.op(f"bitcast {ty} {xs} to {ity}")
+    biased = self.op(f"and {ity} {self.op(f'lshr {ity} {bits}, {i(23)}')}, {i(255)}")
+    e = self.op(f"sub {ity} {biased}, {self.op(f'select {bty} {sub}, {ity} {i(150)}, {ity} {i(127)}')}")
+    mantissa = self.op(f"and {ity} {bits}, {i(0x7FFFFF)}")
+    m = self.op(f"bitcast {ity} {self.op(f'or {ity} {mantissa}, {i(0x3F800000)}')} to {ty}")
+    big = self.op(f"fcmp ogt {ty} {m}, {f(1.4142135)}")
+    m = self.op(f"select {bty} {big}, {ty} {self.op(f'fmul {ty} {m}, {f(0.5)}')}, {ty} {m}")
+    e = self.op(f"add {ity} {e}, {self.op(f'zext {bty} {big} to {ity}')}")
+    t = self.op(f"fdiv {ty} {self.op(f'fsub {ty} {m}, {f(1.0)}')}, {self.op(f'fadd {ty} {m}, {f(1.0)}')}")
+    t2 = self.op(f"fmul {ty} {t}, {t}")
+    p = f(_LOG2_POLY[-1])
+    for coef in reversed(_LOG2_POLY[:-1]): p = self.op(f"fadd contract {ty} {self.op(f'fmul contract {ty} {p}, {t2}')}, {f(coef)}")
+    r = self.op(f"fadd {ty} {self.op(f'sitofp {ity} {e} to {ty}')}, {self.op(f'fmul {ty} {t}, {p}')}")
+    # the special values, in the order that makes each win: inf (its m is 1), then 0, then negatives and NaN
+    r = self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(math.inf)}')}, {ty} {f(math.inf)}, {ty} {r}")
+    r = self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(0.0)}')}, {ty} {f(-math.inf)}, {ty} {r}")
+    return self.op(f"select {bty} {self.op(f'fcmp ult {ty} {x}, {f(0.0)}')}, {ty} {f(math.nan)}, {ty} {r}")
 
   def int_alu(self, op: Ops, dt: DType, v: list[str], nsw: bool, src_dtypes: list[DType]) -> str:
     ty, signed, bits = reg_type(dt), dt.kind == "i", dt.itemsize * 8
