@@ -30,6 +30,7 @@ with the scalar code, so each op keeps exactly the scalar semantics.
 """
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -49,6 +50,26 @@ _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.
 # log2(m) = 2 atanh(t) / ln 2 with t = (m - 1) / (m + 1), m in [sqrt(1/2), sqrt(2)): the odd series' coefficients
 # 2 / (k ln 2) for t, t**3, .., t**9 (|t| <= 0.172: the next term is under 1e-9 of the result), rounded to float32
 _LOG2_POLY = [float(struct.unpack("f", struct.pack("f", 2 / (k * math.log(2))))[0]) for k in (1, 3, 5, 7, 9)]
+
+
+def _f32(v: Any) -> float:
+  """`v` rounded to the nearest float32."""
+  return float(struct.unpack("f", struct.pack("f", float(v)))[0])
+
+
+# sin of an argument known to lie within +-SIN_FAST_LIMIT (its bounds, from the expression: Box-Muller's angle) is
+# inline: x = q pi/2 + r with |r| <= pi/4, pi/2 in three float32 parts (each product with q exact under an FMA up to
+# this limit), then sin r or cos r by q. The polynomials' coefficients are a least-squares fit of (sin r - r) / r**3
+# and (cos r - 1 + r**2 / 2) / r**4 in r**2 on [0, pi/4], weighted for relative error: within 0.8 and 1.3 units in
+# the last place of float32 there. Any other argument takes LLVM's sin (libm, accurate for every float)
+SIN_FAST_LIMIT = 8192.0
+_PI_2 = decimal.Decimal("1.57079632679489661923132169163975144209858469968755291")
+_PI_2_PARTS = [_f32(_PI_2)]
+for _ in range(2): _PI_2_PARTS.append(_f32(_PI_2 - sum(map(decimal.Decimal, _PI_2_PARTS))))
+# the ops `interval` bounds from their sources' bounds
+_INTERVAL_OPS = frozenset({Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.VECTORIZE})
+_SIN_POLY = [-0.16666656732559204, 0.008332310244441032, -0.00019535435421857983]
+_COS_POLY = [0.04166664928197861, -0.0013887508539482951, 2.4454982849420048e-05]
 
 
 def reg_type(dt: DType) -> str:
@@ -167,6 +188,7 @@ class _Kernel:
       for s in u.src: self.uses[s].append(u)
     self.addr_only = self._address_only()
     self.fma_muls, self.reduce_adds = self._reduction_terms(prog)
+    self.intervals: dict[UOp, tuple[float, float]] = {}  # `interval`'s answers
     specials = sorted((u for u in prog.uops if u.op is Ops.SPECIAL), key=lambda u: -u.arg[1])
     self.tiled_loops = self._tiled_loops()
     self.upcast_copies = self._upcast_copies()
@@ -525,8 +547,64 @@ class _Kernel:
   # ---------------------------------------------------------------- arithmetic
 
   def alu(self, op: Ops, dt: DType, srcs: list[UOp], node: UOp | None = None, reduce: bool = False) -> str:
+    if op is Ops.SIN and dt.scalar() == dtypes.float32 and max(map(abs, self.interval(srcs[0]))) <= SIN_FAST_LIMIT:
+      return self.sin_f32(self.val(srcs[0]), reg_type(dt))
     return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node,
                          reduce or node in self.reduce_adds)
+
+  def interval(self, u: UOp) -> tuple[float, float]:
+    """Bounds of a float node's value, from constants, integer casts and arithmetic on them (infinite: unknown)."""
+    if (b := self.intervals.get(u)) is not None: return b
+    unknown = (-math.inf, math.inf)
+    src = [self.interval(x) for x in u.src] if u.op in _INTERVAL_OPS else []
+    if u.op is Ops.CONST: b = (float(u.arg), float(u.arg)) if not math.isnan(float(u.arg)) else unknown
+    elif u.op is Ops.CAST and u.src[0].dtype is not None and not u.src[0].dtype.is_float and u.src[0].dtype != dtypes.bool:
+      b = (float(u.src[0].vmin), float(u.src[0].vmax))
+    elif u.op is Ops.CAST and u.src[0].dtype is not None and u.src[0].dtype.is_float: b = self.interval(u.src[0])
+    elif u.op is Ops.NEG: b = (-src[0][1], -src[0][0])
+    elif u.op is Ops.ADD: b = (src[0][0] + src[1][0], src[0][1] + src[1][1])
+    elif u.op is Ops.SUB: b = (src[0][0] - src[1][1], src[0][1] - src[1][0])
+    elif u.op is Ops.MUL:
+      ends = [x * y for x in src[0] for y in src[1]]
+      b = (min(ends), max(ends))
+    elif u.op is Ops.MAX: b = (max(src[0][0], src[1][0]), max(src[0][1], src[1][1]))
+    elif u.op is Ops.MIN: b = (min(src[0][0], src[1][0]), min(src[0][1], src[1][1]))
+    elif u.op is Ops.WHERE: b = (min(src[1][0], src[2][0]), max(src[1][1], src[2][1]))
+    elif u.op is Ops.VECTORIZE: b = (min(x[0] for x in src), max(x[1] for x in src))
+    elif u.op is Ops.GEP: b = self.interval(u.src[0])
+    else: b = unknown
+    if any(math.isnan(v) for v in b): b = unknown  # inf - inf, 0 * inf
+    self.intervals[u] = b
+    return b
+
+  def sin_f32(self, x: str, ty: str) -> str:
+    """sin of a float (or vector of floats) known to lie within +-SIN_FAST_LIMIT, inline (see _SIN_POLY)."""
+    lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
+    fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
+    ity, bty, sfx = reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>", "f32" if lanes == 1 else f"v{lanes}f32"
+
+    def f(v: float) -> str: return render_const(_f32(v), fdt)
+
+    def fma(a: str, b: str, c: str) -> str: return self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, a), (ty, b), (ty, c)])
+    q = self.intrinsic(f"llvm.rint.{sfx}", ty, [(ty, self.op(f"fmul {ty} {x}, {f(2 / math.pi)}"))])
+    nq = self.op(f"fneg {ty} {q}")
+    r = x
+    for part in _PI_2_PARTS: r = fma(nq, f(part), r)
+    r2 = self.op(f"fmul {ty} {r}, {r}")
+
+    def poly(coefs: list[float]) -> str:
+      p = f(coefs[-1])
+      for c in reversed(coefs[:-1]): p = fma(p, r2, f(c))
+      return p
+    sin_r = fma(self.op(f"fmul {ty} {r}, {r2}"), poly(_SIN_POLY), r)
+    cos_r = fma(self.op(f"fmul {ty} {r2}, {r2}"), poly(_COS_POLY), fma(r2, f(-0.5), f(1.0)))
+    qi = self.op(f"fptosi {ty} {q} to {ity}")
+    odd = self.op(f"icmp ne {ity} {self.op(f'and {ity} {qi}, {render_const(1, idt)}')}, {render_const(0, idt)}")
+    neg = self.op(f"icmp ne {ity} {self.op(f'and {ity} {qi}, {render_const(2, idt)}')}, {render_const(0, idt)}")
+    v = self.op(f"select {bty} {odd}, {ty} {cos_r}, {ty} {sin_r}")
+    v = self.op(f"select {bty} {neg}, {ty} {self.op(f'fneg {ty} {v}')}, {ty} {v}")
+    # sin(-0.0) is -0.0: the polynomial's sum would give +0.0
+    return self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(0.0)}')}, {ty} {x}, {ty} {v}")
 
   def alu_vals(self, op: Ops, dt: DType, vals: list[str], src_dtypes: list[DType], node: UOp | None = None,
                reduce: bool = False) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import plugrad
-from plugrad import Tensor
+from plugrad import Tensor, dtypes
 from plugrad.config import Config
 from plugrad.engine import compile_for, render_for
 from plugrad.registry import Registry, get_registry, set_registry
@@ -406,3 +406,27 @@ def test_float_log2_is_inline_and_within_three_ulp():
   special = np.array([0.0, -0.0, -1.0, -np.inf, np.inf, np.nan, -1e-45], np.float32)
   np.testing.assert_array_equal(Tensor(special, device="CPU").log2().numpy(), [-np.inf, -np.inf, np.nan, np.nan, np.inf,
                                                                               np.nan, np.nan])
+
+
+def _rendered(t: Tensor) -> str:
+  item = [it for it in t.schedule() if not it.is_copy][-1]
+  return render_for(get_registry().device("CPU"), item.ast)[1]
+
+
+def test_sin_of_a_bounded_argument_is_inline_and_within_two_ulp():
+  # an angle computed from indices or random bits (Box-Muller's) lies within +-SIN_FAST_LIMIT: its sin is a
+  # polynomial after a three-part reduction by pi/2 (randn of 1M: 13.7 -> 1.5 ms); a loaded value may be anything
+  # (1e30), so its sin stays LLVM's, which is accurate for every float
+  n = 1 << 16
+  def angles(): return Tensor.arange(1, 2600, device="CPU").cast(dtypes.float32) * float(np.float32(np.pi))  # noqa: E306
+  for x in (Tensor.arange(n, device="CPU").cast(dtypes.float32) * (16384.0 / n) - 8192.0, angles(), angles() * 0.5):
+    assert "llvm.sin" not in _rendered(x.sin())  # before x.numpy(), which makes x a buffer
+    got, want = x.sin().numpy(), np.sin(x.numpy().astype(np.float64))
+    ulp = np.abs(got - want) / np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert ulp.max() <= 2, ulp.max()
+  zeros = (Tensor.arange(4, device="CPU").cast(dtypes.float32) - 3.0) * -0.0  # +0, +0, +0, -0: sin keeps the sign
+  np.testing.assert_array_equal(np.signbit(zeros.sin().numpy()), [False, False, False, True])
+  loaded = Tensor(np.array([1e30, -4000.3, np.inf, np.nan], np.float32), device="CPU").realize()
+  assert "llvm.sin" in _rendered(loaded.sin())
+  np.testing.assert_allclose(loaded.sin().numpy()[:2], np.sin(np.array([1e30, -4000.3], np.float32).astype(np.float64)),
+                             rtol=1e-6)
