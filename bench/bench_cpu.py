@@ -102,6 +102,22 @@ def bench_softmax(n: int, repeat: int) -> None:
   report(f"a.softmax(axis=1) {n}x{n}", tp, tn, tt, 2 * n * n * 4, "GB/s")
 
 
+def bench_transcendentals(n: int, repeat: int) -> None:
+  """Elementwise exp2-, log2- and sin-based kernels: randn (Box-Muller: a log and a cos per value) and a log of
+  realized values, against numpy's and torch's."""
+  an = np.random.default_rng(4).uniform(0.1, 10.0, (n, n)).astype(np.float32)
+  a = realized(an)
+  np.testing.assert_allclose(a.log().numpy(), np.log(an), rtol=1e-6)
+  at = torch.from_numpy(an) if torch is not None else None
+  rng = np.random.default_rng(5)
+  for name, fp, fn, ft in [(f"Tensor.randn({n}, {n})", lambda: Tensor.randn(n, n).realize(),
+                            lambda: rng.standard_normal((n, n), dtype=np.float32), lambda: torch.randn(n, n)),
+                           (f"a.log() {n}x{n}", lambda: a.log().realize(), lambda: np.log(an), lambda: at.log())]:
+    tp, tn = median_time(fp, repeat), median_time(fn, repeat)
+    tt = median_time(ft, repeat) if torch is not None else None
+    report(name, tp, tn, tt, n * n * 4, "GB/s")
+
+
 def bench_conv(repeat: int) -> None:
   """The issue's 3x3 convolution, and padded 5x5 and 7x7 ones (whose kernel taps the heuristic writes out)."""
   for xs, ws, pad in [((16, 32, 56, 56), (64, 32, 3, 3), 1), ((128, 32, 20, 20), (32, 32, 5, 5), 2),
@@ -272,6 +288,7 @@ def main() -> None:
   bench_reduce(n, max(args.repeat, 25))  # a 1 ms call: more samples for a steadier median
   bench_sibling_reductions(n, args.repeat)
   bench_softmax(n, args.repeat)
+  bench_transcendentals(1024, args.repeat)
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
   bench_linear(64, 784, 256, args.repeat)
