@@ -62,7 +62,8 @@ class Block:
 
   def __call__(self, x: Tensor) -> Tensor:
     b, t, d = x.shape
-    q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, dim=-1))
+    qkv = self.qkv(self.ln1(x)).split(d, dim=-1)
+    q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in qkv)
     x = x + self.proj(q.scaled_dot_product_attention(k, v, is_causal=True).transpose(1, 2).reshape(b, t, d))
     return x + self.fc2(self.fc1(self.ln2(x)).gelu())
 
@@ -95,7 +96,8 @@ def torch_lm() -> torch.nn.Module:
 
     def forward(self, x):
       b, t, d = x.shape
-      q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, -1))
+      qkv = self.qkv(self.ln1(x)).split(d, -1)
+      q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in qkv)
       x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d))
       return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
 

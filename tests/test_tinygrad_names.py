@@ -54,7 +54,8 @@ NOT_OFFERED = {
   "call": "a CALL of a tinygrad function graph", "callify": "turns a graph into a tinygrad CALL",
   "as_param": "a tinygrad PARAM placeholder of a function graph", "is_param": "asks for a tinygrad PARAM node",
   "is_param_": "asks for a tinygrad PARAM node", "custom_kernel": "a kernel written in tinygrad's UOp API",
-  "linear_with_vars": "returns tinygrad's LINEAR schedule UOp", "schedule_linear": "returns tinygrad's LINEAR schedule UOp",
+  "linear_with_vars": "returns tinygrad's LINEAR schedule UOp",
+  "schedule_linear": "returns tinygrad's LINEAR schedule UOp",
 }
 
 

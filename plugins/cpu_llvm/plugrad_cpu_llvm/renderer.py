@@ -57,6 +57,14 @@ def _f32(v: Any) -> float:
   return float(struct.unpack("f", struct.pack("f", float(v)))[0])
 
 
+def _f32_types(ty: str) -> tuple[int, DType, DType, str, str]:
+  """For inline float32 math on `ty` (float or a vector of floats): its lanes, the float and int32 dtypes of that
+  width, and the LLVM types of its int32 and i1 values."""
+  lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
+  fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
+  return lanes, fdt, idt, reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>"
+
+
 # sin of an argument known to lie within +-SIN_FAST_LIMIT (its bounds, from the expression: Box-Muller's angle) is
 # inline: x = q pi/2 + r with |r| <= pi/4, pi/2 in three float32 parts (each product with q exact under an FMA up to
 # this limit), then sin r or cos r by q. The polynomials' coefficients are a least-squares fit of (sin r - r) / r**3
@@ -558,9 +566,8 @@ class _Kernel:
     unknown = (-math.inf, math.inf)
     src = [self.interval(x) for x in u.src] if u.op in _INTERVAL_OPS else []
     if u.op is Ops.CONST: b = (float(u.arg), float(u.arg)) if not math.isnan(float(u.arg)) else unknown
-    elif u.op is Ops.CAST and u.src[0].dtype is not None and not u.src[0].dtype.is_float and u.src[0].dtype != dtypes.bool:
-      b = (float(u.src[0].vmin), float(u.src[0].vmax))
-    elif u.op is Ops.CAST and u.src[0].dtype is not None and u.src[0].dtype.is_float: b = self.interval(u.src[0])
+    elif u.op is Ops.CAST and (sdt := u.src[0].dtype) is not None and sdt.is_float: b = self.interval(u.src[0])
+    elif u.op is Ops.CAST and sdt is not None and sdt != dtypes.bool: b = (float(u.src[0].vmin), float(u.src[0].vmax))
     elif u.op is Ops.NEG: b = (-src[0][1], -src[0][0])
     elif u.op is Ops.ADD: b = (src[0][0] + src[1][0], src[0][1] + src[1][1])
     elif u.op is Ops.SUB: b = (src[0][0] - src[1][1], src[0][1] - src[1][0])
@@ -579,9 +586,8 @@ class _Kernel:
 
   def sin_f32(self, x: str, ty: str) -> str:
     """sin of a float (or vector of floats) known to lie within +-SIN_FAST_LIMIT, inline (see _SIN_POLY)."""
-    lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
-    fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
-    ity, bty, sfx = reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>", "f32" if lanes == 1 else f"v{lanes}f32"
+    lanes, fdt, idt, ity, bty = _f32_types(ty)
+    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
 
     def f(v: float) -> str: return render_const(_f32(v), fdt)
 
@@ -677,9 +683,7 @@ class _Kernel:
     2**n is applied as two exponent-field scalings 2**(n//2) * 2**(n - n//2) so that results in the
     subnormal range round once; x is clamped to [-160, 160] first (beyond it the result is 0 or inf
     anyway) and NaN gives NaN. `ty` is float or a vector of floats (`sfx` its intrinsic suffix)."""
-    lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
-    fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
-    ity, bty = reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>"
+    lanes, fdt, idt, ity, bty = _f32_types(ty)
     c = self.intrinsic(f"llvm.maxnum.{sfx}", ty, [(ty, x), (ty, render_const(-160.0, fdt))])
     c = self.intrinsic(f"llvm.minnum.{sfx}", ty, [(ty, c), (ty, render_const(160.0, fdt))])
     n = self.intrinsic(f"llvm.rint.{sfx}", ty, [(ty, c)])
@@ -703,11 +707,9 @@ class _Kernel:
     from the bits (a subnormal x scaled by 2**23 first), then e + `_LOG2_POLY` in t = (m - 1) / (m + 1), whose
     m - 1 is exact: a few units in the last place, relative, near x = 1 too. 0 gives -inf, a negative x or NaN
     NaN, inf inf. `ty` is float or a vector of floats."""
-    lanes = int(ty[1:].split(" x ")[0]) if ty.startswith("<") else 1
-    fdt, idt = (dtypes.float32.vec(lanes), dtypes.int32.vec(lanes)) if lanes > 1 else (dtypes.float32, dtypes.int32)
-    ity, bty = reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>"
+    _, fdt, idt, ity, bty = _f32_types(ty)
 
-    def f(v: float) -> str: return render_const(struct.unpack("f", struct.pack("f", v))[0], fdt)  # as a float32
+    def f(v: float) -> str: return render_const(_f32(v), fdt)
 
     def i(v: int) -> str: return render_const(v, idt)
     sub = self.op(f"fcmp olt {ty} {x}, {f(2.0 ** -126)}")
@@ -723,7 +725,8 @@ class _Kernel:
     t = self.op(f"fdiv {ty} {self.op(f'fsub {ty} {m}, {f(1.0)}')}, {self.op(f'fadd {ty} {m}, {f(1.0)}')}")
     t2 = self.op(f"fmul {ty} {t}, {t}")
     p = f(_LOG2_POLY[-1])
-    for coef in reversed(_LOG2_POLY[:-1]): p = self.op(f"fadd contract {ty} {self.op(f'fmul contract {ty} {p}, {t2}')}, {f(coef)}")
+    for coef in reversed(_LOG2_POLY[:-1]):
+      p = self.op(f"fadd contract {ty} {self.op(f'fmul contract {ty} {p}, {t2}')}, {f(coef)}")
     r = self.op(f"fadd {ty} {self.op(f'sitofp {ity} {e} to {ty}')}, {self.op(f'fmul {ty} {t}, {p}')}")
     # the special values, in the order that makes each win: inf (its m is 1), then 0, then negatives and NaN
     r = self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(math.inf)}')}, {ty} {f(math.inf)}, {ty} {r}")
