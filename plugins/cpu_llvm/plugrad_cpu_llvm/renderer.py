@@ -74,10 +74,10 @@ SIN_FAST_LIMIT = 8192.0
 _PI_2 = decimal.Decimal("1.57079632679489661923132169163975144209858469968755291")
 _PI_2_PARTS = [_f32(_PI_2)]
 for _ in range(2): _PI_2_PARTS.append(_f32(_PI_2 - sum(map(decimal.Decimal, _PI_2_PARTS))))
-# the ops `interval` bounds from their sources' bounds
-_INTERVAL_OPS = frozenset({Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.VECTORIZE})
 _SIN_POLY = [-0.16666656732559204, 0.008332310244441032, -0.00019535435421857983]
 _COS_POLY = [0.04166664928197861, -0.0013887508539482951, 2.4454982849420048e-05]
+# the ops `interval` bounds from their sources' bounds
+_INTERVAL_OPS = frozenset({Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.VECTORIZE})
 
 
 def reg_type(dt: DType) -> str:
