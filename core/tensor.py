@@ -42,6 +42,10 @@ SPLIT_REDUCE_MAX_OUTPUT = 64
 #: rows, copies it into panels one vector wide first on a device that loops over its outputs with vector ops (see
 #: `Tensor._panel_width`).
 PANEL_MIN_ELEMENTS, PANEL_MIN_ROWS = 1 << 20, 128
+#: A matmul reading its right operand as the transpose of a row-major buffer (a linear layer's x @ W.T) with a sum of
+#: at most TRANSPOSED_MAX_K terms and at least TRANSPOSED_MIN_OUTPUTS outputs copies it row-major first on such a
+#: device (see `Tensor._copies_transposed`).
+TRANSPOSED_MAX_K, TRANSPOSED_MIN_OUTPUTS = 128, 1 << 17
 #: conv2d's weight gradient sums channels-last where both channel counts per group are at least this
 #: (see `_channels_last_weight_gradient`)
 CHANNELS_LAST_MIN = 8
@@ -1644,6 +1648,7 @@ class Tensor(metaclass=_TensorMeta):
     n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
     # a matmul keeps its dtype (torch): integers accumulate in their own width, halves in float32
     sum_dtype = dt if dtype is not None or dt not in (dtypes.float16, dtypes.bfloat16) else None
+    if x._copies_transposed(y): y = y.contiguous()
     if (width := x._panel_width(y)) is not None:
       # (k, m) -> (m/width, k, width): each output vector's loads of y walk one panel contiguously
       panels = y.reshape(k, m // width, width).permute(1, 0, 2).contiguous()
@@ -1667,6 +1672,21 @@ class Tensor(metaclass=_TensorMeta):
     if x1: out = out.squeeze(-2)
     if y1: out = out.squeeze(-1)
     return out
+
+  def _copies_transposed(self, y: Tensor) -> bool:
+    """Whether `self @ y` copies y row-major first, y being the transpose of a row-major buffer (a linear layer's
+    weight, W.T). Read as it is, each output sums k products along y's rows in vector lanes and then adds the lanes
+    together, which a short sum does not pay for; row-major, the outputs themselves are the lanes, as in any matmul.
+    Worth it on a device that loops over its outputs with vector ops, for a short sum and many outputs (float32 on
+    AVX-512, copy included: 2048 rows by 64 -> 1024 2.0 -> 0.75 ms, 512 by 64 -> 256 189 -> 133 us; with a sum of
+    512 or 1024 terms, or 64 rows by 784 -> 256, the copy costs more than it saves)."""
+    if isinstance(self.device, tuple) or y.ndim != 2 or y.uop.op is not Ops.PERMUTE: return False
+    if contiguous_base(y.uop.src[0]) is None or not y.dtype.is_float: return False
+    rows, (k, m) = prod(self.shape[:-1]), y.shape
+    if not all(isinstance(d, int) for d in (rows, k, m)) or k > TRANSPOSED_MAX_K or rows * m < TRANSPOSED_MIN_OUTPUTS:
+      return False
+    caps = get_registry().device(self.device).caps
+    return caps.launch_dims == 0 and caps.vector_ops
 
   def _panel_width(self, y: Tensor) -> int | None:
     """The panel width for `self @ y` (see dot), or None to read y as it is. A row-major y is read a row per step
