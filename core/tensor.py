@@ -1685,8 +1685,7 @@ class Tensor(metaclass=_TensorMeta):
     rows, (k, m) = prod(self.shape[:-1]), y.shape
     if not all(isinstance(d, int) for d in (rows, k, m)) or k > TRANSPOSED_MAX_K or rows * m < TRANSPOSED_MIN_OUTPUTS:
       return False
-    caps = get_registry().device(self.device).caps
-    return caps.launch_dims == 0 and caps.vector_ops
+    return _loops_with_vector_ops(self.device)
 
   def _panel_width(self, y: Tensor) -> int | None:
     """The panel width for `self @ y` (see dot), or None to read y as it is. A row-major y is read a row per step
@@ -1697,9 +1696,8 @@ class Tensor(metaclass=_TensorMeta):
     if isinstance(self.device, tuple) or y.ndim != 2 or contiguous_base(y.uop) is None: return None
     n, (k, m) = self.shape[-2], y.shape
     if not all(isinstance(d, int) for d in (n, k, m)) or n < PANEL_MIN_ROWS or k * m < PANEL_MIN_ELEMENTS: return None
-    caps = get_registry().device(self.device).caps
-    if caps.launch_dims != 0 or not caps.vector_ops or not y.dtype.is_float: return None
-    width = caps.max_vector_bytes // y.dtype.itemsize
+    if not y.dtype.is_float or not _loops_with_vector_ops(self.device): return None
+    width = get_registry().device(self.device).caps.max_vector_bytes // y.dtype.itemsize
     return width if width > 1 and m % width == 0 else None
 
   def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
@@ -3508,6 +3506,13 @@ def _conv_gradient(ctx: UOp, node: UOp) -> tuple[UOp, UOp]:
   return dx.uop, dw.reshape(w.shape).uop
 
 
+def _loops_with_vector_ops(device: str) -> bool:
+  """Whether `device` loops over a kernel's outputs with vector ops (a CPU), where the layout choices of the matmul
+  (`Tensor._panel_width`, `Tensor._copies_transposed`) and of conv2d's weight gradient pay."""
+  caps = get_registry().device(device).caps
+  return caps.launch_dims == 0 and caps.vector_ops
+
+
 def _channels_last_weight_gradient(device: DeviceArg, rc: int, cin_g: int, dtype: DType) -> bool:
   """Whether conv2d's weight gradient sums with the output channels innermost (see _conv_gradient). On a device that
   loops over its outputs with vector ops, the weight's own layout leaves the lanes along the kernel's columns (3-7
@@ -3517,8 +3522,7 @@ def _channels_last_weight_gradient(device: DeviceArg, rc: int, cin_g: int, dtype
   no second axis to reuse each load along (1 -> 32 channels, 5x5: 1.2 -> 3.3 ms; 3 -> 64, 7x7: 11.6 -> 15.4 ms).
   tinygrad's beautiful_mnist step (TinyJit, batch 128): 83 -> 58 ms."""
   if isinstance(device, tuple) or rc < CHANNELS_LAST_MIN or cin_g < CHANNELS_LAST_MIN or not dtype.is_float: return False
-  caps = get_registry().device(device).caps
-  return caps.launch_dims == 0 and caps.vector_ops
+  return _loops_with_vector_ops(device)
 
 
 custom_gradients["conv"] = _conv_gradient
