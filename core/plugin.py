@@ -13,7 +13,8 @@ against them.
   `Graph` and `GraphLaunch` (optional native replay of a TinyJit capture), `Runtime`, `Program`, `Buffer`,
   `ImageSpec`;
 - what a renderer reads: `LoopProgram`, `Param` (a loop program and its buffer parameters), `UOp`, `Ops`,
-  `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`;
+  `GroupOp`, `PatternMatcher`, `UPat` (the IR), `DType`, `dtypes`, `interval_alu` and `INTERVAL_OPS` (the bounds of
+  an arithmetic op's value from its sources', as the IR's own integer bounds take them);
 - errors: `CompileError`, `DeviceError`, `UnsupportedError`.
 
 The launch ABI: a `Program` is called as `prog(*bufs, global_size=..., local_size=..., wait=...)`, and a kernel
@@ -35,7 +36,7 @@ from plugrad.device import (REDUCE_OPS, Allocator, Buffer, Capabilities, Collect
                             UnsupportedError, default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
-from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, UPat
+from plugrad.uops import INTERVAL_OPS, GroupOp, Ops, PatternMatcher, UOp, UPat, interval_alu
 
 
 class DevicePlugin:
@@ -118,4 +119,4 @@ __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabi
            "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective",
            "REDUCE_OPS", "Graph", "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp",
            "Ops", "GroupOp", "PatternMatcher", "UPat", "DType", "dtypes", "CompileError", "DeviceError",
-           "UnsupportedError", "var_name"]
+           "UnsupportedError", "var_name", "interval_alu", "INTERVAL_OPS"]

@@ -315,6 +315,25 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
 
 # ---------------------------------------------------------------- value bounds
 
+#: the ops `interval_alu` bounds
+INTERVAL_OPS = frozenset({Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.WHERE})
+
+
+def interval_alu(op: Ops, s: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+  """[min, max] of an INTERVAL_OPS op's value from its sources' [min, max], in exact arithmetic: the caller decides
+  what an overflow (integers) or a NaN from inf - inf or 0 * inf (floats) means."""
+  if op is Ops.NEG: return -s[0][1], -s[0][0]
+  if op is Ops.ADD: return s[0][0] + s[1][0], s[0][1] + s[1][1]
+  if op is Ops.SUB: return s[0][0] - s[1][1], s[0][1] - s[1][0]
+  if op is Ops.MUL:
+    prods = [a * b for a in s[0] for b in s[1]]
+    return min(prods), max(prods)
+  if op is Ops.MAX: return max(s[0][0], s[1][0]), max(s[0][1], s[1][1])
+  if op is Ops.MIN: return min(s[0][0], s[1][0]), min(s[0][1], s[1][1])
+  assert op is Ops.WHERE, op
+  return min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
+
+
 def _bounds(u: UOp) -> tuple[Any, Any]:
   """Inclusive [min, max] of an integer or bool node's value; the dtype's range when unknown."""
   dt = u.dtype
@@ -331,16 +350,9 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
     return lo, hi
   if len(u.src) == 0: return lo, hi
   s = [(x.vmin, x.vmax) for x in u.src]
-  if u.op is Ops.WHERE: return min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
+  if u.op is Ops.WHERE: return interval_alu(u.op, s)
   if any(isinstance(v, float) for b in s for v in b): return lo, hi
-  if u.op is Ops.NEG: c = (-s[0][1], -s[0][0])
-  elif u.op is Ops.ADD: c = (s[0][0] + s[1][0], s[0][1] + s[1][1])
-  elif u.op is Ops.SUB: c = (s[0][0] - s[1][1], s[0][1] - s[1][0])
-  elif u.op is Ops.MUL:
-    prods = [a * b for a in s[0] for b in s[1]]
-    c = (min(prods), max(prods))
-  elif u.op is Ops.MAX: c = (max(s[0][0], s[1][0]), max(s[0][1], s[1][1]))
-  elif u.op is Ops.MIN: c = (min(s[0][0], s[1][0]), min(s[0][1], s[1][1]))
+  if u.op in INTERVAL_OPS: c = interval_alu(u.op, s)
   elif u.op is Ops.IDIV and s[1][0] == s[1][1] and s[1][0] > 0 and s[0][0] >= 0:
     c = (s[0][0] // s[1][0], s[0][1] // s[1][0])
   elif u.op is Ops.MOD and s[1][0] == s[1][1] and s[1][0] > 0 and s[0][0] >= 0:

@@ -37,7 +37,7 @@ import re
 import struct
 from typing import Any
 
-from plugrad.plugin import DType, GroupOp, LoopProgram, Ops, Renderer, UOp, dtypes
+from plugrad.plugin import INTERVAL_OPS, DType, GroupOp, LoopProgram, Ops, Renderer, UOp, dtypes, interval_alu
 
 from plugrad_cpu_llvm.compiler import META_MARKER
 
@@ -76,8 +76,6 @@ _PI_2_PARTS = [_f32(_PI_2)]
 for _ in range(2): _PI_2_PARTS.append(_f32(_PI_2 - sum(map(decimal.Decimal, _PI_2_PARTS))))
 _SIN_POLY = [-0.16666656732559204, 0.008332310244441032, -0.00019535435421857983]
 _COS_POLY = [0.04166664928197861, -0.0013887508539482951, 2.4454982849420048e-05]
-# the ops `interval` bounds from their sources' bounds
-_INTERVAL_OPS = frozenset({Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.WHERE, Ops.VECTORIZE})
 
 
 def reg_type(dt: DType) -> str:
@@ -564,20 +562,11 @@ class _Kernel:
     """Bounds of a float node's value, from constants, integer casts and arithmetic on them (infinite: unknown)."""
     if (b := self.intervals.get(u)) is not None: return b
     unknown = (-math.inf, math.inf)
-    src = [self.interval(x) for x in u.src] if u.op in _INTERVAL_OPS else []
     if u.op is Ops.CONST: b = (float(u.arg), float(u.arg)) if not math.isnan(float(u.arg)) else unknown
     elif u.op is Ops.CAST and (sdt := u.src[0].dtype) is not None and sdt.is_float: b = self.interval(u.src[0])
     elif u.op is Ops.CAST and sdt is not None and sdt != dtypes.bool: b = (float(u.src[0].vmin), float(u.src[0].vmax))
-    elif u.op is Ops.NEG: b = (-src[0][1], -src[0][0])
-    elif u.op is Ops.ADD: b = (src[0][0] + src[1][0], src[0][1] + src[1][1])
-    elif u.op is Ops.SUB: b = (src[0][0] - src[1][1], src[0][1] - src[1][0])
-    elif u.op is Ops.MUL:
-      ends = [x * y for x in src[0] for y in src[1]]
-      b = (min(ends), max(ends))
-    elif u.op is Ops.MAX: b = (max(src[0][0], src[1][0]), max(src[0][1], src[1][1]))
-    elif u.op is Ops.MIN: b = (min(src[0][0], src[1][0]), min(src[0][1], src[1][1]))
-    elif u.op is Ops.WHERE: b = (min(src[1][0], src[2][0]), max(src[1][1], src[2][1]))
-    elif u.op is Ops.VECTORIZE: b = (min(x[0] for x in src), max(x[1] for x in src))
+    elif u.op in INTERVAL_OPS: b = interval_alu(u.op, [self.interval(x) for x in u.src])
+    elif u.op is Ops.VECTORIZE: b = (min(self.interval(x)[0] for x in u.src), max(self.interval(x)[1] for x in u.src))
     elif u.op is Ops.GEP: b = self.interval(u.src[0])
     else: b = unknown
     if any(math.isnan(v) for v in b): b = unknown  # inf - inf, 0 * inf
