@@ -14,32 +14,21 @@ SETTLE_SECONDS = 0.2
 
 
 def median_time(fn: Callable[[], object], repeat: int, warmup: int = 2,
-                sync: Callable[[], None] | None = None) -> float:
+                sync: Callable[[], None] | None = None, before: Callable[[], object] | None = None) -> float:
   """The median seconds of `repeat` calls of `fn` after `warmup` untimed ones; `sync` (if given) waits
-  for the device after each call, so asynchronous launches are timed to their end."""
+  for the device after each call, so asynchronous launches are timed to their end; `before` (if given) runs untimed
+  right before each timed call (say, a scan of more memory than the caches hold, to time `fn` with its code and data
+  evicted, as after a large kernel)."""
   time.sleep(SETTLE_SECONDS)
   for _ in range(warmup):
     fn()
     if sync: sync()
   times = []
   for _ in range(repeat):
+    if before: before()
     st = time.perf_counter()
     fn()
     if sync: sync()
-    times.append(time.perf_counter() - st)
-  return statistics.median(times)
-
-
-def median_time_after(fn: Callable[[], object], before: Callable[[], object], repeat: int, warmup: int = 2) -> float:
-  """The median seconds of `repeat` calls of `fn`, each right after an untimed call of `before` (say, a scan of
-  more memory than the caches hold, to time `fn` with its code and data evicted, as after a large kernel)."""
-  time.sleep(SETTLE_SECONDS)
-  for _ in range(warmup): fn()
-  times = []
-  for _ in range(repeat):
-    before()
-    st = time.perf_counter()
-    fn()
     times.append(time.perf_counter() - st)
   return statistics.median(times)
 

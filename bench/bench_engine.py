@@ -17,7 +17,7 @@ from plugrad.config import Context
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
 
-from _timing import median_time, median_time_after  # bench/ is the script's folder, so on sys.path
+from _timing import median_time  # bench/ is the script's folder, so on sys.path
 
 try:
   import torch
@@ -32,8 +32,7 @@ def tiny_realize(device: str, repeat: int, cold: bool = False) -> float:
   """Seconds to realize a tiny graph; `cold`: each right after a 64 MiB scan (what a realize's Python costs after
   a large kernel)."""
   a, b = Tensor([1.0, 2.0, 3.0], device=device).realize(), Tensor([4.0, 5.0, 6.0], device=device).realize()
-  if cold: return median_time_after(lambda: ((a * b) + 1).realize(), _SCAN.sum, repeat)
-  return median_time(lambda: ((a * b) + 1).realize(), repeat)
+  return median_time(lambda: ((a * b) + 1).realize(), repeat, before=_SCAN.sum if cold else None)
 
 
 def replay_overhead(device: str, repeat: int, kernels: int = 32) -> tuple[float, int]:
@@ -91,8 +90,7 @@ def torch_train_step(repeat: int, dev: str) -> float:
 
 def torch_tiny(repeat: int, dev: str, cold: bool = False) -> float:
   a, b = torch.tensor([1.0, 2.0, 3.0], device=dev), torch.tensor([4.0, 5.0, 6.0], device=dev)
-  if cold: return median_time_after(lambda: (a * b) + 1, _SCAN.sum, repeat)
-  return median_time(lambda: (a * b) + 1, repeat)
+  return median_time(lambda: (a * b) + 1, repeat, before=_SCAN.sum if cold else None)
 
 
 def main() -> None:
