@@ -155,8 +155,8 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = 
           "adamw": (lambda p: nn.optim.AdamW(p, lr=1e-3), lambda p: torch.optim.AdamW(p, lr=1e-3))}[opt_name]
   opt, topt = make[0](get_parameters(model)), make[1](tmodel.parameters())
   xt, yt = Tensor(x), Tensor(y)
-  xtt, ytt = torch.tensor(x).long(), torch.tensor(y).long()
-  if name != "tiny_lm": xtt = torch.tensor(x)
+  # torch takes token indices (and class labels) as int64
+  xtt, ytt = torch.tensor(x).long() if x.dtype == np.int32 else torch.tensor(x), torch.tensor(y).long()
 
   def train_step() -> Tensor:
     with Tensor.train():
