@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,24 @@ class ContextVar:
   Config holds what the environment fixed for the session; a ContextVar holds what the program
   changes while it runs (training mode), so it is the one place that fact lives."""
   _by_key: dict[str, ContextVar] = {}
+  value: int | None
 
-  def __init__(self, key: str, default: int):
+  def __init__(self, key: str, default: int | None):
     if key in ContextVar._by_key: raise ValueError(f"a ContextVar named {key} already exists")
+    self._watchers: list[weakref.WeakMethod] = []
     self.key, self.value = key, default
     ContextVar._by_key[key] = self
+
+  def __setattr__(self, name: str, value: object) -> None:
+    # `value` stays a plain attribute (hot paths read it on every realize); only a change pays for the watchers
+    object.__setattr__(self, name, value)
+    if name == "value":
+      for ref in self._watchers:
+        if (method := ref()) is not None: method()
+
+  def watch(self, method: Callable[[], None]) -> None:
+    """Call the bound `method` after every change of the value; it is held weakly (its object may go away)."""
+    self._watchers = [r for r in self._watchers if r() is not None] + [weakref.WeakMethod(method)]  # type: ignore[arg-type]
 
   def __bool__(self) -> bool: return bool(self.value)
   def __repr__(self) -> str: return f"ContextVar({self.key}={self.value!r})"
@@ -137,11 +151,11 @@ class Context(contextlib.ContextDecorator):
   """Set ContextVars for the length of a `with` block (or a decorated function), as tinygrad's
   `Context`: `with Context(TRAINING=1): ...`. The previous values come back on exit."""
 
-  def __init__(self, **kwargs: int):
+  def __init__(self, **kwargs: int | None):
     unknown = sorted(set(kwargs) - set(ContextVar._by_key))
     if unknown: raise KeyError(f"unknown context variable(s) {unknown}; known: {sorted(ContextVar._by_key)}")
     self.kwargs = kwargs
-    self._saved: list[dict[str, int]] = []  # a stack, so one Context object may be entered again while active
+    self._saved: list[dict[str, int | None]] = []  # a stack, so one Context object may be entered again while active
 
   def __enter__(self) -> Context:
     self._saved.append({k: ContextVar._by_key[k].value for k in self.kwargs})
@@ -160,3 +174,6 @@ HFUSE = ContextVar("HFUSE", 1)
 # 0 inside `with Context(GRAPH=0):`: TinyJit replays its captures from Python even where the device's graph role
 # could run them natively (for comparing, as bench_engine does)
 GRAPH = ContextVar("GRAPH", 1)
+# inside `with Context(DEBUG=2):` the DEBUG level for the block, as the DEBUG environment variable sets it for the
+# process (None: no block sets it, the environment's level holds)
+DEBUG = ContextVar("DEBUG", None)

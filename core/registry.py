@@ -22,7 +22,7 @@ import pluggy
 
 from plugrad import hookspecs
 from plugrad.codegen.renderer import Renderer
-from plugrad.config import Config
+from plugrad.config import DEBUG, Config
 from plugrad.device import (Allocator, Capabilities, Collective, Compiler, DeviceDecl, DeviceError, Graph,
                             HostTransfer, Runtime, Transfer)
 from plugrad.builtins.debug import DebugPlugin
@@ -103,13 +103,27 @@ class Registry:
     self._ep_cache: dict[str, list[importlib.metadata.EntryPoint]] = {}
     self._default: str | None = None
     self._disabled_observers: set[tuple[int, str]] = set()  # (id of plugin object, hook name)
-    if builtins is None:  # DEBUG output observes every launch: registered only when it prints something
-      builtins = [PythonDevicePlugin()] + ([DebugPlugin(self.config)] if self.config.debug > 0 else [])
+    self._debug: DebugPlugin | None = None
+    if builtins is None:
+      builtins = [PythonDevicePlugin()]
+      # DEBUG output observes every launch (which keeps schedules off the devices' graph roles): registered only
+      # while its level, the environment's or a Context block's, prints something
+      self._debug = DebugPlugin(self.config)
+      DEBUG.watch(self._debug_level_changed)
+      self._debug_level_changed()
     self._builtin_names: set[str] = set()
     for plugin in builtins:
       info = PluginInfo(name=f"builtin:{type(plugin).__name__}", version=_plugrad_version(), obj=plugin)
       self._register(plugin, info)
       for decl in _call_declare(plugin, self.config): self._builtin_names.add(decl.name)
+
+  def _debug_level_changed(self) -> None:
+    debug = self._debug
+    if debug is None: return
+    with self._lock:
+      if (debug.level > 0) != self.pm.is_registered(debug):
+        if debug.level > 0: self.pm.register(debug, name="builtin:DebugPlugin")
+        else: self.pm.unregister(debug)
 
   # ---------------------------------------------------------------- discovery
 

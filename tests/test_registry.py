@@ -291,3 +291,23 @@ def test_a_device_index_that_does_not_exist_fails_at_the_first_tensor():
   res = subprocess.run([sys.executable, "-c", "from plugrad import Tensor; Tensor.ones(3)"], capture_output=True, text=True,
                        env={**os.environ, "DEVICE": "PYTHON:8"}, timeout=60)
   assert res.returncode != 0 and "device PYTHON:8 does not exist: this machine has 8 PYTHON devices" in res.stderr
+
+
+def test_context_debug_sets_the_level_for_its_block(capsys):
+  from plugrad import Context
+  from plugrad.registry import get_registry
+  registry, a = get_registry(), Tensor([1.0, 2.0], device="PYTHON")
+  (a + 1).realize()
+  assert "realized" not in capsys.readouterr().err
+  with Context(DEBUG=2):  # tinygrad's form: DEBUG for a block, without the environment variable
+    assert registry.observes_launches()
+    (a * 3).realize()
+  err = capsys.readouterr().err
+  assert "realized: 1 kernels" in err and "*** PYTHON" in err
+  assert not registry.observes_launches()  # after the block native runs come back
+  (a - 1).realize()
+  assert "realized" not in capsys.readouterr().err
+  chatty = Registry(Config(debug=1))  # DEBUG=1 in the environment: a block with DEBUG=0 silences it
+  assert chatty.observes_launches()
+  with Context(DEBUG=0): assert not chatty.observes_launches()
+  assert chatty.observes_launches()

@@ -4,24 +4,29 @@ DEBUG=1: kernels and copies per realize (or TinyJit replay), its time, the bytes
 and the memory planner's peak. DEBUG=2: also one line per
 kernel with its device, time, GFLOP/s and GB/s, and the realize's time split into kernels and the
 overhead around them (scheduling, Python, launches). DEBUG=4: also the rendered source of every kernel.
+`with Context(DEBUG=n):` sets the level for a block (0 silences it).
 """
 from __future__ import annotations
 
 import sys
 from typing import TextIO
 
-from plugrad.config import Config
+from plugrad.config import DEBUG, Config
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 
 
 class DebugPlugin:
-  """Prints what happens to `stream` (stderr), according to `config.debug`."""
+  """Prints what happens to `stream` (stderr), according to the level a `Context(DEBUG=n)` block sets, else
+  `config.debug`."""
   PLUGRAD_CONTRACT = CONTRACT_VERSION
 
   def __init__(self, config: Config, stream: TextIO | None = None):
-    self.level = config.debug
+    self.config_level = config.debug
     self.stream = stream
     self._kernel_seconds = 0.0  # measured kernel time since the last realize ended
+
+  @property
+  def level(self) -> int: return self.config_level if DEBUG.value is None else DEBUG.value
 
   def _print(self, line: str) -> None: print(line, file=self.stream or sys.stderr, flush=True)
 
