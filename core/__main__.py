@@ -7,7 +7,9 @@ import sys
 from typing import Sequence
 
 from plugrad.device import DeviceError
+from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.registry import get_registry
+from plugrad.uops import UOp
 
 
 class CLIError(Exception):
@@ -47,6 +49,18 @@ def cmd_devices(args: argparse.Namespace) -> int:
   return 0
 
 
+class _CompiledKernels:
+  """An observer keeping the AST of every kernel compiled while it is registered, each once, in order."""
+  PLUGRAD_CONTRACT = CONTRACT_VERSION
+
+  def __init__(self) -> None: self.asts: dict[UOp, None] = {}
+
+  @hookimpl
+  def plugrad_kernel_compiled(self, device: str, name: str, source: str, seconds: float, cached: bool,
+                              ast: UOp) -> None:
+    self.asts.setdefault(ast)
+
+
 def cmd_kernels(args: argparse.Namespace) -> int:
   from plugrad import Tensor, dtypes
   from plugrad.engine import lower_for, schedule
@@ -57,8 +71,14 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   target = args.device or reg.default_device()
   device = reg.render_device(target)
   scope: dict = {"Tensor": Tensor, "dtypes": dtypes, "np": np}
-  # the graph is built on the reference device: rendering for `target` needs no hardware
-  with reg.default_device_as("PYTHON"): exec(compile(args.code, "<kernels -c>", "exec"), scope)
+  # the graph is built on the reference device: rendering for `target` needs no hardware. What the code realizes
+  # while it runs (Tensor.randn does at once) is kernels of `out` too: they are listed first, as the run compiled them
+  ran = _CompiledKernels()
+  reg.pm.register(ran, name="plugrad-kernels-cli")
+  try:
+    with reg.default_device_as("PYTHON"): exec(compile(args.code, "<kernels -c>", "exec"), scope)
+  finally:
+    reg.pm.unregister(ran)
   if "out" not in scope: raise CLIError("the code must bind a Tensor (or a list of Tensors) to the name `out`")
   out = scope["out"]
   tensors = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -67,13 +87,14 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   # nothing runs, so no handle needs rebinding and no buffer outlives the listing
   roots, devices, _ = graph_roots(tensors)  # a sharded tensor: one graph per device
   items = schedule(roots, devices, live=lambda: (), rebind=lambda becomes: None, registry=reg, limit_device=device.name)
-  for item in items:
-    if item.is_copy: continue
+  asts = [(ast, " (ran while the code ran)") for ast in ran.asts] + \
+    [(item.ast, "") for item in items if not item.is_copy and item.ast is not None]
+  for ast, when in asts:
     # under PLUGRAD_BEAM, the plan a search found for this kernel and device, as a realize would use it
-    searched = cached_plan(device, item.ast) if reg.config.beam else None
-    prog = lower_for(device, item.ast, searched)
+    searched = cached_plan(device, ast) if reg.config.beam else None
+    prog = lower_for(device, ast, searched)
     src = device.renderer.render(prog)
-    print(f"// kernel {prog.name}")
+    print(f"// kernel {prog.name}{when}")
     if args.opts: print(f"// opts {list(prog.opts)}{' (searched: PLUGRAD_BEAM)' if searched is not None else ''}")
     print(src)
     if args.compile:

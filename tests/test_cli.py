@@ -24,8 +24,15 @@ def test_devices_lists_python_with_its_plugin_and_limits():
 def test_kernels_prints_each_kernel_with_a_header():
   res = run("kernels", "--device", "PYTHON", "-c", "a = Tensor.rand(8, 8); out = [(a @ a).relu(), a.sum(0)]")
   assert res.returncode == 0, res.stderr
-  assert res.stdout.count("// kernel ") == 2
-  assert "// kernel r_8_8" in res.stdout and "ACCUMULATE" in res.stdout
+  # Tensor.rand realizes at once: its two kernels (the counter's step, the bits) come first, marked as run
+  assert res.stdout.count("// kernel ") == 4 and res.stdout.count(" (ran while the code ran)") == 2
+  assert "// kernel r_8_8\n" in res.stdout and "ACCUMULATE" in res.stdout
+
+
+def test_kernels_lists_what_the_code_realized_at_once():
+  res = run("kernels", "--device", "PYTHON", "-c", "out = Tensor.randn(64, 64)")  # out is a buffer when the code ends
+  assert res.returncode == 0, res.stderr
+  assert res.stdout.count("// kernel ") == 2 and res.stdout.count(" (ran while the code ran)") == 2
 
 
 def test_kernels_in_process_leaves_the_default_device_as_it_was():
@@ -113,5 +120,5 @@ def test_a_closed_pipe_is_quiet():
 
 def test_compile_confirms_each_kernel():
   res = run("kernels", "--device", "PYTHON", "--compile", "-c", "a = Tensor.rand(4); out = [a + 1, a.sum()]")
-  assert res.returncode == 0, res.stderr
-  assert res.stdout.count("// compiled for PYTHON: ") == 2 and "2 of 2 kernels compiled for PYTHON" in res.stderr
+  assert res.returncode == 0, res.stderr  # Tensor.rand's two kernels and out's two
+  assert res.stdout.count("// compiled for PYTHON: ") == 4 and "4 of 4 kernels compiled for PYTHON" in res.stderr
