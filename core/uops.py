@@ -56,15 +56,19 @@ class KeyRef(weakref.ref):
   __slots__ = ("key",)
 
 
-def _forget(ref: KeyRef) -> None:
-  # a dead node's entry, unless a new node of the same key has taken its place already
-  if _UOpMeta._cache.get(ref.key) is ref: del _UOpMeta._cache[ref.key]
+#: key -> weak reference to the live node: a plain dict of KeyRef (what WeakValueDictionary keeps inside, without its
+#: Python-level __setitem__ and get on the path of every node made)
+_NODES: dict[tuple, KeyRef] = {}
+
+
+def _forget(ref: KeyRef, nodes: dict[tuple, KeyRef] = _NODES) -> None:
+  # a dead node's entry, unless a new node of the same key has taken its place already. The dict is bound here: a
+  # node that dies while the interpreter exits, after this module's globals were cleared, still finds it
+  if nodes.get(ref.key) is ref: del nodes[ref.key]
 
 
 class _UOpMeta(type):
-  # key -> weak reference to the live node: a plain dict of KeyRef (what WeakValueDictionary keeps inside,
-  # without its Python-level __setitem__ and get on the path of every node made)
-  _cache: dict[tuple, KeyRef] = {}
+  _cache = _NODES
 
   binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
 
