@@ -23,18 +23,19 @@ from plugrad_cuda.renderer import CUDARenderer
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("PLUGRAD_UPDATE_GOLDEN", "") not in ("", "0")
 
-#: name -> code binding `out`, rendered through `python -m plugrad kernels --device CUDA`
+#: name -> code binding `out`, rendered through `python -m plugrad kernels --device CUDA` (inputs from Tensor.empty:
+#: Tensor.rand would list its own kernels first)
 CASES = {
-  "elementwise": "a, b, c = Tensor.rand(64, 64), Tensor.rand(64, 64), Tensor.rand(64, 64); out = ((a*b+c).relu()*2)",
-  "reduce_shared": "out = Tensor.rand(4096).sum()",
-  "reduce_rows": "out = Tensor.rand(64, 1024).max(1)",
-  "matmul": "out = Tensor.rand(64, 32) @ Tensor.rand(32, 48)",
-  "half": "a = Tensor.rand(32, 32).cast(dtypes.half); out = ((a*a+1).sqrt() / a).exp().maximum(a)",
-  "bfloat16": "a = Tensor.rand(32, 32).cast(dtypes.bfloat16); out = (a*a+1).sum(1)",
-  "casts": "a = Tensor.rand(256) * 300 - 150; out = [a.cast(dtypes.uint8), a.bitcast(dtypes.int32) >> 3, "
+  "elementwise": "a, b, c = Tensor.empty(64, 64), Tensor.empty(64, 64), Tensor.empty(64, 64); out = ((a*b+c).relu()*2)",
+  "reduce_shared": "out = Tensor.empty(4096).sum()",
+  "reduce_rows": "out = Tensor.empty(64, 1024).max(1)",
+  "matmul": "out = Tensor.empty(64, 32) @ Tensor.empty(32, 48)",
+  "half": "a = Tensor.empty(32, 32).cast(dtypes.half); out = ((a*a+1).sqrt() / a).exp().maximum(a)",
+  "bfloat16": "a = Tensor.empty(32, 32).cast(dtypes.bfloat16); out = (a*a+1).sum(1)",
+  "casts": "a = Tensor.empty(256) * 300 - 150; out = [a.cast(dtypes.uint8), a.bitcast(dtypes.int32) >> 3, "
            "a.cast(dtypes.half).bitcast(dtypes.int16), (a.cast(dtypes.int64) // 7).cast(dtypes.float64)]",
   # one kernel, three outputs: each row is read once, its three reductions split across a block (shared memory each)
-  "siblings": "x = Tensor.rand(64, 1024).realize(); out = [x.sum(1), x.max(1), (x*x).sum(1)]",
+  "siblings": "x = Tensor.empty(64, 1024).realize(); out = [x.sum(1), x.max(1), (x*x).sum(1)]",
 }
 
 
