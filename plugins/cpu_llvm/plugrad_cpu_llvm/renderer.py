@@ -7,7 +7,8 @@ is the fastest-varying one, so the innermost loop walks memory contiguously); th
 runs only start..end-1, which is how the runtime splits a launch across cores. RANGE/ENDRANGE
 become counted loops, DEFINE_ACC a stack slot that LLVM promotes to a register (SSA phi), a gated
 LOAD a branch around the load (the loop vectoriser turns it into a masked load), a gated STORE a
-branch around the store.
+branch around the store. Where gates compare the outermost loop's index with constants (a cat along that axis),
+that loop runs in pieces, one function each, in which those gates are constants (`launch_pieces`).
 
 Every op computes what `plugrad.alu` defines: integer division and modulo never trap (x/0 is 0,
 x%0 is x, INT_MIN/-1 wraps), shifts use the low bits of the amount, MAX/MIN propagate NaN
@@ -132,8 +133,14 @@ class LLVMRenderer(Renderer):
   def render(self, prog: LoopProgram) -> str:
     fn = "k_" + re.sub(r"\W", "_", prog.name)
     main = _Kernel(prog, fn, "full")
-    funcs = [main.render()]
-    decls = set(main.decls)
+    if (pieces := launch_pieces(prog, main.specials)) is not None:
+      # the outer launch loop in pieces, each its own function with the gates on its index constants
+      kernels = [_Kernel(prog, f"{fn}_p{j}", "full", known=gates) for j, (_, _, gates) in enumerate(pieces)]
+      funcs = [k.render(linkage="internal ") for k in kernels] + [_dispatch(prog, fn, main.specials[0], pieces)]
+      decls = set().union(*(k.decls for k in kernels))
+    else:
+      funcs = [main.render()]
+      decls = set(main.decls)
     # a symbolic outer launch size ("outer_dim" names its dimension) comes from the launch's global size
     meta: dict[str, Any] = {"fn": fn, "nparams": len(prog.params), "outer": main.specials[0].arg[2] if main.specials else 1,
                             "nvars": len(prog.vars), "outer_dim": main.specials[0].arg[1] if main.specials else None,
@@ -150,6 +157,51 @@ class LLVMRenderer(Renderer):
     tail = sorted(decls) + ["", 'attributes #0 = { nounwind "frame-pointer"="none" }', "",
                             '!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}', ""]
     return "\n".join(head + [_PRELUDE] + funcs + tail)
+
+
+#: A launch loop whose gates compare its index with constants (the inputs of a cat, a pad at its ends) is cut at
+#: those constants into pieces, each a loop over a function in which every such gate is a constant: no branch per
+#: element, and a body the loop vectoriser takes (an update m = 0.9 m + 0.1 cat(32 parts) of 100k float32 under
+#: TinyJit: 196 -> 15 us, against 10 us for the same update without a cat). Only a loop of at most MAX_LAUNCH_PIECES
+#: pieces (each is code to compile) in a kernel of at least MIN_PIECES_WORK elements (below, the gates cost less than
+#: compiling the copies).
+MAX_LAUNCH_PIECES = 64
+MIN_PIECES_WORK = 1 << 12
+
+
+def launch_pieces(prog: LoopProgram, specials: list[UOp]) -> list[tuple[int, int, dict[UOp, bool]]] | None:
+  """The pieces [lo, hi) of the outer launch loop and each one's values of the comparisons between that loop's index
+  and a constant; None where no comparison cuts it, or the cut does not pay."""
+  if not specials or specials[0].src or math.prod(prog.global_size) < MIN_PIECES_WORK: return None
+  g, size = specials[0], specials[0].arg[2]
+  cmps: dict[UOp, int] = {}  # comparison -> the first index from which it is true (x < c: false from c)
+  for u in prog.uops:
+    if u.op is not Ops.CMPLT or u.src[0].op is u.src[1].op: continue
+    if u.src[0] is g and u.src[1].op is Ops.CONST: cmps[u] = u.src[1].arg  # g < c: true below c
+    elif u.src[1] is g and u.src[0].op is Ops.CONST: cmps[u] = u.src[0].arg + 1  # c < g: true from c + 1
+  cuts = sorted({c for c in cmps.values() if 0 < c < size})
+  if not cuts or len(cuts) >= MAX_LAUNCH_PIECES: return None
+  bounds = [0, *cuts, size]
+  return [(lo, hi, {u: (hi <= c) if u.src[0] is g else (lo >= c) for u, c in cmps.items()})
+          for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _dispatch(prog: LoopProgram, fn: str, outer: UOp, pieces: list[tuple[int, int, dict[UOp, bool]]]) -> str:
+  """The kernel's function when its outer launch loop is in pieces: each piece's function over the part of start..end
+  that falls in it."""
+  args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params] + \
+    [f"i32 %var_{v.arg[0]}" for v in prog.vars]
+  names = [a.split()[-1] for a in args]
+  lines = [f"define void @{fn}({', '.join(args + ['i64 %start', 'i64 %end'])}) #0 {{", "entry:", "  br label %p0"]
+  for j, (lo, hi, _) in enumerate(pieces):
+    lines += [f"p{j}:", f"  %lo{j} = call i64 @llvm.smax.i64(i64 %start, i64 {lo})",
+              f"  %hi{j} = call i64 @llvm.smin.i64(i64 %end, i64 {hi})", f"  %ok{j} = icmp slt i64 %lo{j}, %hi{j}",
+              f"  br i1 %ok{j}, label %run{j}, label %p{j + 1}", f"run{j}:",
+              f"  call void @{fn}_p{j}({', '.join(f'{a.split()[0]} {n}' for a, n in zip(args, names))}, i64 %lo{j}, "
+              f"i64 %hi{j})", f"  br label %p{j + 1}"]
+  lines += [f"p{len(pieces)}:", "  ret void", "}", "declare i64 @llvm.smax.i64(i64, i64)",
+            "declare i64 @llvm.smin.i64(i64, i64)", ""]
+  return "\n".join(lines)
 
 
 def reduce_split_plan(prog: LoopProgram) -> tuple[UOp, UOp, UOp] | None:
@@ -180,8 +232,10 @@ def reduce_split_plan(prog: LoopProgram) -> tuple[UOp, UOp, UOp] | None:
 class _Kernel:
   """The state of rendering one kernel: emitted lines, value names, open blocks."""
 
-  def __init__(self, prog: LoopProgram, fn: str, mode: str = "full", plan: tuple[UOp, UOp, UOp] | None = None):
+  def __init__(self, prog: LoopProgram, fn: str, mode: str = "full", plan: tuple[UOp, UOp, UOp] | None = None,
+               known: dict[UOp, bool] | None = None):
     self.prog, self.fn, self.mode, self.plan = prog, fn, mode, plan
+    self.known = known or {}  # comparisons whose value is known in this function (a piece of the launch loop)
     self.lines: list[str] = []
     self.allocas: list[str] = []
     self.decls: set[str] = set()
@@ -345,7 +399,7 @@ class _Kernel:
 
   # ---------------------------------------------------------------- the kernel
 
-  def render(self) -> str:
+  def render(self, linkage: str = "") -> str:
     """The function's definition (its declarations are collected in `decls`)."""
     prog = self.prog
     skipping = False
@@ -367,7 +421,7 @@ class _Kernel:
     args += [f"i32 %var_{v.arg[0]}" for v in prog.vars]  # the Variables' values, after the buffers
     args += {"full": ["i64 %start", "i64 %end"], "part": ["i64 %start", "i64 %end", "ptr noalias %partial"],
              "fin": ["ptr noalias %partials", "i64 %nparts"]}[self.mode]
-    body = [f"define void @{self.fn}({', '.join(args)}) #0 {{", "entry:"]
+    body = [f"define {linkage}void @{self.fn}({', '.join(args)}) #0 {{", "entry:"]
     return "\n".join(body + ["  " + a for a in self.allocas] + self.lines + ["}", ""])
 
   def combine_partials(self, acc: UOp) -> None:
@@ -382,7 +436,10 @@ class _Kernel:
 
   def render_uop(self, u: UOp) -> None:
     op = u.op
-    if op is Ops.PARAM: self.vals[u] = f"%d{u.arg[0]}"
+    if u in self.known: self.vals[u] = "true" if self.known[u] else "false"
+    elif op in (Ops.AND, Ops.OR) and u.dtype == dtypes.bool and (folded := self.fold_gate(u)) is not None:
+      self.vals[u] = folded
+    elif op is Ops.PARAM: self.vals[u] = f"%d{u.arg[0]}"
     elif op is Ops.DEFINE_VAR: self.vals[u] = f"%var_{u.arg[0]}"
     elif op is Ops.CONST: self.vals[u] = render_const(u.arg, u.dtype)
     elif op is Ops.SPECIAL:
@@ -491,11 +548,21 @@ class _Kernel:
     return self.intrinsic(name, ty, [("ptr", ptr), ("i32", str(align)), (reg_type(u.src[2].dtype), self.val(u.src[2])),
                                      (ty, "zeroinitializer")])
 
+  def fold_gate(self, u: UOp) -> str | None:
+    """An AND or OR of bools one of which is a known constant: its value without an instruction (None: not known)."""
+    a, b = self.val(u.src[0]), self.val(u.src[1])
+    absorbing, neutral = ("false", "true") if u.op is Ops.AND else ("true", "false")
+    if absorbing in (a, b): return absorbing
+    if a == neutral: return b
+    return a if b == neutral else None
+
   def load(self, u: UOp) -> str:
     param, idx = u.src[0], u.src[1]
     if len(u.src) == 2: return self._load_value(param, idx, u.dtype)
     if u.src[2].dtype.count > 1: return self.masked_load(u)
     gate = self.val(u.src[2])
+    if gate == "true": return self._load_value(param, idx, u.dtype)
+    if gate == "false": return render_const(0, u.dtype) if u.dtype.count == 1 else "zeroinitializer"
     n = self.new_label()
     pre = self.block
     self.emit(f"br i1 {gate}, label %ld{n}.yes, label %ld{n}.done")
@@ -533,6 +600,9 @@ class _Kernel:
     vdt, sdt = value.dtype, param.dtype
     mt, align = mem_type(sdt), max(1, sdt.itemsize)
     if len(u.src) > 3 and u.src[3].dtype.count > 1: return self.masked_store(u)
+    if len(u.src) > 3 and (gate := self.val(u.src[3])) in ("true", "false"):
+      if gate == "false": return None
+      u = u.replace(src=u.src[:3])
     n = self.new_label()
     if len(u.src) > 3:
       self.emit(f"br i1 {self.val(u.src[3])}, label %st{n}.yes, label %st{n}.done")

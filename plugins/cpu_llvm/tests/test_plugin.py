@@ -269,6 +269,23 @@ def test_split_launches_are_correct():
   np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-4, atol=1e-3)
 
 
+def test_a_cat_runs_its_launch_loop_in_pieces_without_gates():
+  rng = np.random.default_rng(1)
+  # odd sizes, large enough to split across threads: chunks end inside pieces and pieces inside vectors
+  parts = [rng.standard_normal(n, dtype=np.float32) for n in (70001, 37, 130003, 1)]
+  out = Tensor.cat(*[Tensor(p, device="CPU") for p in parts]) * 2 + 1
+  src = kernel_source(out)
+  assert all(f"@k_E_200042_p{j}(" in src for j in range(4)) and "@k_E_200042_p4(" not in src
+  assert "%ld" not in src  # each piece loads its part unconditionally: no branch per element
+  np.testing.assert_allclose(out.numpy(), np.concatenate(parts) * 2 + 1, rtol=1e-6)
+  # rows: pieces of the outer loop; columns: the inner loop keeps its gates (and the same answer)
+  an, bn = rng.standard_normal((300, 70), dtype=np.float32), rng.standard_normal((211, 70), dtype=np.float32)
+  a, b = Tensor(an, device="CPU"), Tensor(bn, device="CPU")
+  np.testing.assert_allclose(a.cat(b).exp2().numpy(), np.exp2(np.concatenate([an, bn])), rtol=1e-6)
+  np.testing.assert_allclose(a.T.cat(b.T, dim=1).numpy(), np.concatenate([an.T, bn.T], axis=1))
+  np.testing.assert_allclose(a.pad(((5, 7), (0, 0)), value=-1.0).numpy(), np.pad(an, ((5, 7), (0, 0)), constant_values=-1.0))
+
+
 @pytest.mark.parametrize("red", ["sum", "max", "min", "prod", "mean"])
 @pytest.mark.parametrize("shape", [(653 * 659,), (653, 659)], ids=["1d", "2d"])
 def test_split_reduction_to_one_element(red, shape):
