@@ -1,6 +1,7 @@
 """One training step (forward, backward, optimizer update) of an MLP, of a small CNN, of tinygrad's
-`beautiful_mnist` CNN (under TinyJit, as that example runs it) and of a 2-layer GPT-style language model (eager and
-under TinyJit): plugrad on the default device against torch eager on the CPU, measured in the same run.
+`beautiful_mnist` CNN (under TinyJit, as that example runs it) and of a 2-layer GPT-style language model (eager, eager
+with each library's fused AdamW, and under TinyJit): plugrad on the default device against torch eager on the CPU,
+measured in the same run.
 
 Both start from the same weights and data, and the first step's losses are checked to agree before
 anything is timed. Prints the median step time of each (timed in blocks of steps, as a training loop runs them)
@@ -152,7 +153,10 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = 
   make = {"sgd": (lambda p: nn.optim.SGD(p, lr=0.01, momentum=0.9),
                   lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)),
           "adam": (lambda p: nn.optim.Adam(p, lr=1e-3), lambda p: torch.optim.Adam(p, lr=1e-3)),
-          "adamw": (lambda p: nn.optim.AdamW(p, lr=1e-3), lambda p: torch.optim.AdamW(p, lr=1e-3))}[opt_name]
+          "adamw": (lambda p: nn.optim.AdamW(p, lr=1e-3), lambda p: torch.optim.AdamW(p, lr=1e-3)),
+          # every parameter in one update: tinygrad's fused=True, torch's fused kernel
+          "adamw_fused": (lambda p: nn.optim.AdamW(p, lr=1e-3, fused=True),
+                          lambda p: torch.optim.AdamW(p, lr=1e-3, fused=True))}[opt_name]
   opt, topt = make[0](get_parameters(model)), make[1](tmodel.parameters())
   xt, yt = Tensor(x), Tensor(y)
   # torch takes token indices (and class labels) as int64
@@ -201,8 +205,9 @@ def main() -> None:
     bench("mlp", MLP(), opt_name, args.batch, args.repeat)
     bench("cnn", CNN(), opt_name, args.batch, args.repeat)
   bench("beautiful_mnist", BeautifulMNIST(), "adam", 128, max(3, args.repeat // 4), jit=True)
-  lm = TinyLM()  # one model for both: the eager run's steps are the TinyJit run's warm-up
+  lm = TinyLM()  # one model for all: the eager runs' steps are the TinyJit run's warm-up
   bench("tiny_lm", lm, "adamw", 16, args.repeat)
+  bench("tiny_lm", lm, "adamw_fused", 16, args.repeat)
   bench("tiny_lm", lm, "adamw", 16, args.repeat, jit=True)
 
 

@@ -68,6 +68,8 @@ class Config:
     device: a share of the device's memory ("2%", the default, or "0.02") or bytes ("512M", "0": none).
   :param beam: PLUGRAD_BEAM=N: lower each kernel with the fastest plan a beam search of width N finds
     on the device (plugrad.codegen.opt.search), cached on disk; 0 (the default): the heuristic's plan.
+  :param fuse_optim: FUSE_OPTIM=1: optimizers step all their parameters as one flat vector unless told
+    otherwise (their `fused` argument; tinygrad's variable).
   :param env: the raw environment snapshot, for options plugins declare; read with `option()`.
   """
   device: str | None = None
@@ -78,6 +80,7 @@ class Config:
   check_spec: bool = False
   alloc_cache: MemoryBound = DEFAULT_ALLOC_CACHE
   beam: int = 0
+  fuse_optim: bool = False
   env: Mapping[str, str] = field(default_factory=dict)
 
   @staticmethod
@@ -93,6 +96,7 @@ class Config:
       check_spec=env.get("PLUGRAD_CHECK_SPEC", "") not in ("", "0"),
       alloc_cache=MemoryBound.parse("PLUGRAD_ALLOC_CACHE", env.get("PLUGRAD_ALLOC_CACHE", ""), DEFAULT_ALLOC_CACHE),
       beam=_int(env, "PLUGRAD_BEAM", 0),
+      fuse_optim=env.get("FUSE_OPTIM", "") not in ("", "0"),
       env=env,
     )
 

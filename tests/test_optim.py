@@ -137,6 +137,40 @@ def test_muon_with_adamw_matches_torch(monkeypatch):
   _close(ours, train_torch(Both), atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "sgd_nesterov_wd", "adam", "adamw"])
+def test_fused_steps_match_torch(name, monkeypatch):
+  # FUSE_OPTIM=1 (tinygrad's variable) makes fused the default: every parameter in one flat vector, one state each
+  from plugrad.registry import get_registry
+  registry = get_registry()
+  monkeypatch.setattr(registry, "config", registry.config.replace(fuse_optim=True))
+  ours, ref = CASES[name]
+  _close(train_plugrad(ours), train_torch(ref))
+
+
+def test_fused_lamb_takes_the_whole_models_trust_ratio():
+  ours = train_plugrad(lambda p: optim.LAMB(list(p.values()), lr=0.01, weight_decay=0.01, fused=True))
+  keys, x = list(INIT), torch.tensor(X)
+  flat = torch.tensor(np.concatenate([INIT[k].ravel() for k in keys]), requires_grad=True)  # torch: one parameter
+  ends = np.cumsum([INIT[k].size for k in keys])
+  def params(): return {k: flat[e - INIT[k].size:e].reshape(INIT[k].shape) for k, e in zip(keys, ends)}
+  opt = TorchLAMB([flat], lr=0.01, weight_decay=0.01)
+  for _ in range(STEPS):
+    opt.zero_grad()
+    loss_of(params(), x).backward()
+    opt.step()
+  _close(ours, {k: v.detach().numpy() for k, v in params().items()})
+
+
+def test_fused_state_is_one_flat_tensor_and_every_parameter_needs_a_gradient():
+  w, b, unused = Tensor.ones(3, 4, requires_grad=True), Tensor.ones(4, requires_grad=True), Tensor.ones(2, requires_grad=True)
+  opt = optim.Adam([w, b, unused], fused=True)
+  assert opt.fused and [m.shape for m in opt.m] == [(18,)] and [v.shape for v in opt.v] == [(18,)]
+  with Tensor.train():
+    ((Tensor.ones(2, 3) @ w + b) ** 2).sum().backward()
+    with pytest.raises(RuntimeError, match=r"shape \(2,\) has no gradient.*fused=False"): opt.step()
+  with pytest.raises(ValueError, match="Muon orthogonalises"): optim.Muon([w], fused=True)
+
+
 def test_step_is_one_realize(monkeypatch):
   params = {k: Tensor(v.copy(), requires_grad=True) for k, v in INIT.items()}
   opt = optim.Adam(list(params.values()), lr=0.01)

@@ -8,13 +8,20 @@ steps (`opt.lr.assign(...)`) without building different kernels.
 
 Sorted by increasing complexity: SGD is LARS without the trust ratio; Adam and AdamW are LAMB
 without it; Muon is SGD with Nesterov momentum whose update is orthogonalised.
+
+`fused=True` (tinygrad's argument; FUSE_OPTIM=1 makes it the default) steps all parameters as one flat vector: their
+concatenation and their gradients' go through the update once, and each parameter takes back its slice. The update is
+then built from a few dozen tensor operations instead of a dozen per parameter (an eager step spends its time building
+them); the state is one flat tensor per kind, and LARS's and LAMB's trust ratio is the whole model's.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence
 
 from plugrad.dtype import dtypes
+from plugrad.registry import get_registry
 from plugrad.tensor import Tensor, _backward_outputs
 
 
@@ -25,8 +32,9 @@ class Optimizer:
     one with False is not updated but is realized with each step (e.g. BatchNorm running statistics).
   :param lr: the learning rate, kept as a float32 tensor `self.lr` of shape (1,).
   :param device: where the learning rate and the optimizer state live (the first parameter's device).
+  :param fused: step all parameters as one flat vector (see the module's docstring); None: FUSE_OPTIM's choice.
   """
-  def __init__(self, params: Sequence[Tensor], lr: float, device: str | None = None):
+  def __init__(self, params: Sequence[Tensor], lr: float, device: str | None = None, fused: bool | None = None):
     if isinstance(params, Tensor): raise TypeError("params must be a list of tensors, not a single Tensor")
     params = list(params)
     if not all(isinstance(p, Tensor) for p in params):
@@ -45,10 +53,14 @@ class Optimizer:
     self.buffers: list[Tensor] = _dedup([p for p in params if not p.requires_grad])
     self.device = device or self.params[0].device
     self.lr = Tensor([lr], device=self.device, dtype=dtypes.float32, requires_grad=False)
+    self.fused = get_registry().config.fuse_optim if fused is None else bool(fused)
+    # where each parameter's elements start in the flat vector of a fused step
+    self._offsets = list(itertools.accumulate((p.numel() for p in self.params), initial=0)) if self.fused else []
 
   def _zeros_like_params(self) -> list[Tensor]:
-    """One float32 state tensor per parameter, zero at the start."""
-    return [Tensor.zeros(*p.shape, dtype=dtypes.float32, device=self.device).requires_grad_(False) for p in self.params]
+    """One float32 state tensor per parameter (fused: one for all, flat), zero at the start."""
+    shapes = [(self._offsets[-1],)] if self.fused else [p.shape for p in self.params]
+    return [Tensor.zeros(*shape, dtype=dtypes.float32, device=self.device).requires_grad_(False) for shape in shapes]
 
   def _realize_state(self, *state: Tensor) -> None:
     """Put the parameters, buffers and state in buffers before the first step, so every update is
@@ -78,7 +90,16 @@ class Optimizer:
     for _, p in live:
       if p.grad.shape != p.shape:
         raise ValueError(f"a parameter of shape {p.shape} has a gradient of shape {p.grad.shape}")
-    new_params, state = self._step([i for i, _ in live], [p.detach() for _, p in live], [p.grad for _, p in live])
+    if self.fused:
+      if len(live) != len(self.params):
+        shape = next(p.shape for p in self.params if p.grad is None)
+        raise RuntimeError(f"a fused optimizer steps every parameter at once, and the one of shape {shape} has no "
+                           f"gradient (the loss does not depend on it); use fused=False to step only those that have one")
+      (flat,), state = self._step([0], [Tensor.cat(*[p.detach().flatten() for p in self.params])],
+                                  [Tensor.cat(*[p.grad.flatten() for p in self.params])])
+      new_params = [flat[a:b].reshape(p.shape) for p, a, b in zip(self.params, self._offsets, self._offsets[1:])]
+    else:
+      new_params, state = self._step([i for i, _ in live], [p.detach() for _, p in live], [p.grad for _, p in live])
     for (_, p), new in zip(live, new_params): p.assign(new.cast(p.dtype))
     return state + [p for _, p in live] + self.buffers + seen
 
@@ -123,13 +144,16 @@ class LARS(Optimizer):
   """
   def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                ns_steps: int = 0, ns_coefficients: tuple[float, float, float] | None = None, nesterov: bool = False,
-               classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001, device: str | None = None):
+               classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001, device: str | None = None,
+               fused: bool | None = None):
     if momentum < 0: raise ValueError(f"momentum must be >= 0, got {momentum}")
     if weight_decay < 0: raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
     if nesterov and momentum == 0: raise ValueError("nesterov needs a momentum above 0")
     if ns_coefficients is not None and (len(ns_coefficients) != 3 or ns_steps < 1):
       raise ValueError(f"Newton-Schulz needs 3 coefficients and ns_steps >= 1, got {ns_coefficients} and {ns_steps}")
-    super().__init__(params, lr, device)
+    super().__init__(params, lr, device, fused)
+    if ns_coefficients is not None and self.fused:
+      raise ValueError("Muon orthogonalises each parameter's matrix: it cannot step them fused into one vector")
     self.momentum, self.wd, self.ns_steps, self.ns_coefficients = momentum, weight_decay, ns_steps, ns_coefficients
     self.nesterov, self.classic, self.pre_wd, self.tcoef = nesterov, classic, pre_wd, tcoef
     if ns_coefficients is not None:
@@ -177,16 +201,16 @@ def newton_schulz(g: Tensor, steps: int, coefficients: tuple[float, float, float
 
 
 def SGD(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
-        nesterov: bool = False, classic: bool = False, device: str | None = None) -> LARS:
+        nesterov: bool = False, classic: bool = False, device: str | None = None, fused: bool | None = None) -> LARS:
   """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay
   (PyTorch's SGD with dampening 0; `classic` puts the learning rate inside the momentum buffer)."""
   return LARS(params, lr, momentum, weight_decay, 0, None, nesterov, classic=classic, pre_wd=True, tcoef=0.0,
-              device=device)
+              device=device, fused=fused)
 
 
 def Muon(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
          ns_steps: int = 5, ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315),
-         nesterov: bool = True, device: str | None = None) -> LARS:
+         nesterov: bool = True, device: str | None = None, fused: bool | None = None) -> LARS:
   """Muon (Jordan et al. 2024): momentum SGD whose update is orthogonalised by Newton-Schulz steps,
   with decoupled weight decay and the step scaled by sqrt(max(1, rows/cols)) as PyTorch's Muon.
   Parameters of more than 2 dimensions are treated as (shape[0], rest) matrices.
@@ -195,7 +219,7 @@ def Muon(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, we
   by the norm, so the sum used here (b = m*b + g, as tinygrad) gives the same steps.
   """
   return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False,
-              tcoef=0.0, device=device)
+              tcoef=0.0, device=device, fused=fused)
 
 
 class LAMB(Optimizer):
@@ -206,11 +230,11 @@ class LAMB(Optimizer):
   :param eps: added to the square root of the second moment.
   """
   def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
-               weight_decay: float = 0.0, adam: bool = False, device: str | None = None):
+               weight_decay: float = 0.0, adam: bool = False, device: str | None = None, fused: bool | None = None):
     if not (0 <= b1 < 1 and 0 <= b2 < 1): raise ValueError(f"b1 and b2 must be in [0, 1), got {b1} and {b2}")
     if eps < 0: raise ValueError(f"eps must be >= 0, got {eps}")
     if weight_decay < 0: raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-    super().__init__(params, lr, device)
+    super().__init__(params, lr, device, fused)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     # b1**t and b2**t for the bias correction, kept as tensors so every step runs the same kernels
     self.b1_t = Tensor.ones(1, dtype=dtypes.float32, device=self.device).requires_grad_(False)
@@ -240,15 +264,15 @@ class LAMB(Optimizer):
 
 
 def AdamW(params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-          weight_decay: float = 0.01, device: str | None = None) -> LAMB:
+          weight_decay: float = 0.01, device: str | None = None, fused: bool | None = None) -> LAMB:
   """Adam with decoupled weight decay (Loshchilov & Hutter 2019): w -= lr * (adam_step + weight_decay * w)."""
-  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True, device=device)
+  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True, device=device, fused=fused)
 
 
 def Adam(params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-         device: str | None = None) -> LAMB:
+         device: str | None = None, fused: bool | None = None) -> LAMB:
   """Adam (Kingma & Ba 2015) with bias-corrected moment estimates."""
-  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True, device=device)
+  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True, device=device, fused=fused)
 
 
 __all__ = ["Optimizer", "OptimizerGroup", "LARS", "SGD", "Muon", "LAMB", "AdamW", "Adam", "newton_schulz"]
