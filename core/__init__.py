@@ -7,10 +7,13 @@ from plugrad.config import Context, ContextVar
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.device import (Allocator, Buffer, Capabilities, CompileError, Compiler, DeviceDecl, DeviceError,
                             LRUAllocator, Program, Runtime)
-from plugrad.registry import get_registry
+from plugrad.registry import DEVICES as Device, get_registry
+from plugrad.engine.counters import GlobalCounters
+from plugrad.helpers import fetch, getenv
 from plugrad import nn  # after Tensor, which the layers build on
 
 __version__ = "0.1.0"
-__all__ = ["Tensor", "Variable", "TinyJit", "nn", "Context", "ContextVar", "DType", "dtypes", "CONTRACT_VERSION", "hookimpl",
+__all__ = ["Tensor", "Variable", "TinyJit", "nn", "Context", "ContextVar", "DType", "dtypes", "Device", "GlobalCounters",
+           "getenv", "fetch", "CONTRACT_VERSION", "hookimpl",
            "Allocator", "Buffer", "Capabilities", "CompileError", "Compiler", "DeviceDecl", "DeviceError", "LRUAllocator",
            "Program", "Runtime", "get_registry"]

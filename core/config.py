@@ -8,7 +8,7 @@ import os
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ class Config:
   """Settings for one plugrad session.
 
   :param device: the device asked for with DEVICE (None: pick the best available).
-  :param debug: DEBUG level (1: kernels per realize, 2: a line per kernel, 4: kernel source).
+  :param debug: the DEBUG environment variable's level (1: kernels per realize, 2: a line per kernel, 4: kernel
+    source): the start value of `DEBUG`, the ContextVar the built-in DEBUG output follows.
   :param cache_dir: where compiled kernels are cached (PLUGRAD_CACHE_DIR, else the user's cache).
   :param disable_autoload: PLUGRAD_DISABLE_PLUGIN_AUTOLOAD=1: load only plugins named in `plugins`.
   :param plugins: PLUGRAD_PLUGINS, comma-separated entry-point names to load when autoload is off.
@@ -107,6 +108,22 @@ class Config:
   def replace(self, **kwargs) -> Config: return replace(self, **kwargs)
 
 
+T = TypeVar("T")
+
+
+def getenv(key: str, default: T = 0) -> T:  # type: ignore[assignment]
+  """A program's own setting from the environment (`BS=128 python train.py`, tinygrad's helper): the variable
+  `key` converted to the type of `default` (a bool from an integer: "0" is False), or `default` when it is unset
+  or empty."""
+  raw = os.environ.get(key, "")
+  if raw == "": return default
+  try:
+    if isinstance(default, bool): return int(raw) != 0  # type: ignore[return-value]
+    return type(default)(raw)  # type: ignore[call-arg]
+  except ValueError:
+    raise ValueError(f"environment variable {key}={raw!r} must be a {type(default).__name__}") from None
+
+
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
   raw = env.get(name, "")
   if raw == "": return default
@@ -128,9 +145,9 @@ class ContextVar:
   Config holds what the environment fixed for the session; a ContextVar holds what the program
   changes while it runs (training mode), so it is the one place that fact lives."""
   _by_key: dict[str, ContextVar] = {}
-  value: int | None
+  value: int
 
-  def __init__(self, key: str, default: int | None):
+  def __init__(self, key: str, default: int):
     if key in ContextVar._by_key: raise ValueError(f"a ContextVar named {key} already exists")
     self._watchers: list[weakref.WeakMethod] = []
     self.key, self.value = key, default
@@ -148,6 +165,13 @@ class ContextVar:
     self._watchers = [r for r in self._watchers if r() is not None] + [weakref.WeakMethod(method)]  # type: ignore[arg-type]
 
   def __bool__(self) -> bool: return bool(self.value)
+  # compared as its value, as tinygrad's (`if DEBUG >= 2:`)
+  def __eq__(self, other: object) -> bool: return self.value == other
+  def __ge__(self, other: int) -> bool: return self.value >= other
+  def __gt__(self, other: int) -> bool: return self.value > other
+  def __le__(self, other: int) -> bool: return self.value <= other
+  def __lt__(self, other: int) -> bool: return self.value < other
+  __hash__ = object.__hash__  # one object per name: hashed as itself, though compared as its value
   def __repr__(self) -> str: return f"ContextVar({self.key}={self.value!r})"
 
 
@@ -155,11 +179,11 @@ class Context(contextlib.ContextDecorator):
   """Set ContextVars for the length of a `with` block (or a decorated function), as tinygrad's
   `Context`: `with Context(TRAINING=1): ...`. The previous values come back on exit."""
 
-  def __init__(self, **kwargs: int | None):
+  def __init__(self, **kwargs: int):
     unknown = sorted(set(kwargs) - set(ContextVar._by_key))
     if unknown: raise KeyError(f"unknown context variable(s) {unknown}; known: {sorted(ContextVar._by_key)}")
     self.kwargs = kwargs
-    self._saved: list[dict[str, int | None]] = []  # a stack, so one Context object may be entered again while active
+    self._saved: list[dict[str, int]] = []  # a stack, so one Context object may be entered again while active
 
   def __enter__(self) -> Context:
     self._saved.append({k: ContextVar._by_key[k].value for k in self.kwargs})
@@ -178,6 +202,6 @@ HFUSE = ContextVar("HFUSE", 1)
 # 0 inside `with Context(GRAPH=0):`: TinyJit replays its captures from Python even where the device's graph role
 # could run them natively (for comparing, as bench_engine does)
 GRAPH = ContextVar("GRAPH", 1)
-# inside `with Context(DEBUG=2):` the DEBUG level for the block, as the DEBUG environment variable sets it for the
-# process (None: no block sets it, the environment's level holds)
-DEBUG = ContextVar("DEBUG", None)
+# the DEBUG level the built-in DEBUG output follows: the environment's to start with, changed for a block with
+# `with Context(DEBUG=2):` (or for good with `DEBUG.value = 2`), as in tinygrad
+DEBUG = ContextVar("DEBUG", Config.from_env().debug)

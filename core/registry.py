@@ -108,7 +108,7 @@ class Registry:
       builtins = [PythonDevicePlugin()]
       # DEBUG output observes every launch (which keeps schedules off the devices' graph roles): registered only
       # while its level, the environment's or a Context block's, prints something
-      self._debug = DebugPlugin(self.config)
+      self._debug = DebugPlugin(self.config, follow=True)
       DEBUG.watch(self._debug_level_changed)
       self._debug_level_changed()
     self._builtin_names: set[str] = set()
@@ -319,6 +319,11 @@ class Registry:
         self._default = top.name
       return self._default
 
+  def set_default_device(self, device: str) -> None:
+    """Make `device` the default for what is created from now on (raising DeviceError when it cannot run here)."""
+    self.device(device)
+    self._default = canonical_device(device)
+
   def _warn_reference_device(self, name: str, statuses: list[DeviceStatus]) -> None:
     unavailable = [f"{s.name}: {s.reason}" for s in statuses if not s.available and s.name not in self._builtin_names]
     fix = f"devices installed but unavailable: {'; '.join(unavailable)}" if unavailable else INSTALL_A_DEVICE
@@ -397,6 +402,11 @@ class Registry:
     return result
 
   def wants_timing(self) -> bool: return any(self.notify("plugrad_wants_timing"))
+
+  def memory_in_use(self) -> int:
+    """Bytes that live buffers hold, over every device whose allocator has been used (cached free blocks excluded)."""
+    allocators = {id(a): a for d in list(self._devices.values()) if (a := d._roles.get("plugrad_allocator")) is not None}
+    return sum(a.stats.in_use for a in allocators.values())
 
   def observes_launches(self) -> bool:
     """Whether an observer wants each kernel launch or schedule run told (or timed): then a schedule runs from
@@ -500,7 +510,31 @@ class Device:
     if "rules" not in self._roles: self._roles["rules"] = self.registry.rewrite_rules(self.name)
     return self._roles["rules"]
 
+  def synchronize(self) -> None:
+    """Wait until every launch on the device has finished (tinygrad's `Device[name].synchronize()`)."""
+    self.runtime.synchronize()
+
   def __repr__(self) -> str: return f"<Device {self.name}>"
+
+
+class DeviceTable:
+  """The user API's `Device`, as tinygrad's: `Device.DEFAULT` is the default device's name (assigning it changes
+  the device of what is created afterwards), `Device["CPU"]` a device's roles (`.allocator`, `.runtime`,
+  `.synchronize()`), `Device.canonicalize("cpu:1")` a name as plugrad writes it ("CPU:1")."""
+
+  @property
+  def DEFAULT(self) -> str: return get_registry().default_device()  # noqa: N802 (tinygrad's name)
+  @DEFAULT.setter
+  def DEFAULT(self, device: str) -> None: get_registry().set_default_device(device)  # noqa: N802
+
+  def __getitem__(self, device: str) -> Device: return get_registry().device(device)
+  @staticmethod
+  def canonicalize(device: str) -> str: return canonical_device(device)
+  def __repr__(self) -> str: return f"<Device table: DEFAULT={self.DEFAULT}>"
+
+
+#: tinygrad's `Device` (plugrad.Device)
+DEVICES = DeviceTable()
 
 
 def _call_declare(plugin: Any, config: Config) -> list[DeviceDecl]:

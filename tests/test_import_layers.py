@@ -15,7 +15,7 @@ LAYERS = [
   ["codegen", "spec"],
   ["plugin", "builtins", "multi"],
   ["scheduler", "registry"],
-  ["engine"],
+  ["engine", "helpers"],
   ["gradient", "tensor"],
   ["nn", "testing", "skeleton", "__main__", ""],  # "": the package itself (`import plugrad`)
 ]

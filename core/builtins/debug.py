@@ -16,17 +16,17 @@ from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 
 
 class DebugPlugin:
-  """Prints what happens to `stream` (stderr), according to the level a `Context(DEBUG=n)` block sets, else
-  `config.debug`."""
+  """Prints what happens to `stream` (stderr) at the level `config.debug`, or (`follow`: the registry's own) at
+  the level of the ContextVar `DEBUG`, which a `Context(DEBUG=n)` block changes."""
   PLUGRAD_CONTRACT = CONTRACT_VERSION
 
-  def __init__(self, config: Config, stream: TextIO | None = None):
-    self.config_level = config.debug
+  def __init__(self, config: Config, stream: TextIO | None = None, follow: bool = False):
+    self.config_level, self.follow = config.debug, follow
     self.stream = stream
     self._kernel_seconds = 0.0  # measured kernel time since the last realize ended
 
   @property
-  def level(self) -> int: return self.config_level if DEBUG.value is None else DEBUG.value
+  def level(self) -> int: return DEBUG.value if self.follow else self.config_level
 
   def _print(self, line: str) -> None: print(line, file=self.stream or sys.stderr, flush=True)
 

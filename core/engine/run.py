@@ -9,6 +9,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from plugrad.config import GRAPH
 from plugrad.device import Buffer, DeviceError, GraphLaunch
 from plugrad.engine.compile import CompiledKernel, compile_for
+from plugrad.engine.counters import GlobalCounters
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
 from plugrad.uops import UOp
@@ -74,17 +75,22 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
 
 @dataclass(frozen=True)
 class Traffic:
-  """What a list of launches moves, for the observers of each replay (the same every time it runs)."""
+  """What a list of launches moves, for the observers of each replay (the same every time it runs), and what its
+  kernels count in GlobalCounters (their estimated operations and bytes)."""
   kernels: int
   copies: int
   bytes_read: int
   bytes_written: int
+  ops: int = 0
+  mem: int = 0
 
 
 def traffic_of(launches: list[Launch]) -> Traffic:
   copies = sum(1 for ln in launches if ln.kernel is None)
+  progs = [ln.kernel.program for ln in launches if ln.kernel is not None]
   return Traffic(len(launches) - copies, copies, sum(b.nbytes for ln in launches for b in ln.bufs[ln.outs:]),
-                 sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]))
+                 sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]), sum(p.flops for p in progs),
+                 sum(p.bytes_moved for p in progs))
 
 
 class NativeReplay:
@@ -126,7 +132,10 @@ def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registr
   an observer wants each kernel timed (DEBUG=2)."""
   timing = registry.wants_timing()
   st = time.perf_counter()
-  if native is not None and not timing: native(subs)
+  t = traffic or traffic_of(launches)
+  if native is not None and not timing:
+    native(subs)
+    GlobalCounters.count(t.kernels, t.ops, t.mem)
   else:
     for ln in launches:
       bufs = tuple(subs.get(b, b) for b in ln.bufs) if subs else ln.bufs
@@ -135,7 +144,6 @@ def replay(launches: list[Launch], subs: dict[Buffer, Buffer], registry: Registr
                     ln.var_vals if var_vals is None else {**ln.var_vals, **var_vals})
   if timing:
     for name in {ln.device for ln in launches if ln.kernel is not None}: registry.device(name).runtime.synchronize()
-  t = traffic or traffic_of(launches)
   # a replay allocates nothing: every buffer it writes was kept from the capture
   registry.notify("plugrad_schedule_ran", kernels=t.kernels, copies=t.copies, seconds=time.perf_counter() - st,
                   bytes_read=t.bytes_read, bytes_written=t.bytes_written, peak_bytes=0)
@@ -162,5 +170,6 @@ def _launch(ck: CompiledKernel, device: str, bufs: tuple[Buffer, ...], registry:
     raise
   except Exception as e:
     raise DeviceError(f"kernel {prog.name} failed on {device}: {type(e).__name__}: {e}") from e
+  GlobalCounters.count(1, prog.flops, prog.bytes_moved, seconds)
   registry.notify("plugrad_kernel_ran", device=device, name=prog.name, seconds=seconds, flops=prog.flops,
                   bytes_moved=prog.bytes_moved, global_size=global_size, local_size=local_size)

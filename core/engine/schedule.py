@@ -8,7 +8,9 @@ from typing import Callable, Collection
 from plugrad.config import GRAPH, HFUSE
 from plugrad.device import Buffer
 from plugrad.dtype import DType
+from plugrad.codegen.program import LoopProgram
 from plugrad.engine.compile import compile_for
+from plugrad.engine.counters import GlobalCounters
 from plugrad.engine.run import Capture, prepare_graph
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.registry import Registry
@@ -140,10 +142,26 @@ def _native_run(cache: ScheduleCache, key: object, template: ScheduleTemplate, n
   if steps and all(st.ast is not None for st in steps) and len(devices := {st.device for st in steps}) == 1 \
       and intermediate_bytes <= NATIVE_MAX_BYTES:
     device = registry.device(devices.pop())
-    run = prepare_graph(registry, device.name, [(compile_for(device, st.ast), st.outs + st.ins) for st in steps],
-                        nleaves + len(template.outputs))
+    kernels = [compile_for(device, st.ast) for st in steps]
+    graph_run = prepare_graph(registry, device.name, [(ck, st.outs + st.ins) for ck, st in zip(kernels, steps)],
+                              nleaves + len(template.outputs))
+    if graph_run is not None: run = _CountedRun(graph_run, [ck.program for ck in kernels])
   cache.natives[key] = run
   return run
+
+
+class _CountedRun:
+  """A device graph role's run of a cached schedule that counts its kernels in GlobalCounters, as their launches from
+  Python would one by one."""
+  __slots__ = ("run", "kernels", "ops", "mem")
+
+  def __init__(self, run: Callable[[list], None], programs: list[LoopProgram]):
+    self.run, self.kernels = run, len(programs)
+    self.ops, self.mem = sum(p.flops for p in programs), sum(p.bytes_moved for p in programs)
+
+  def __call__(self, raws: list) -> None:
+    self.run(raws)
+    GlobalCounters.count(self.kernels, self.ops, self.mem)
 
 
 def _run_natively(template: ScheduleTemplate, run: Callable[[list], None], roots: list[UOp], leaves: list[UOp],
