@@ -4,7 +4,7 @@ A layer is a plain object: its tensors are attributes (`weight`, `bias`, `runnin
 `nn.state.get_state_dict(model)` gives the same keys as tinygrad and PyTorch for the same model,
 and calling the layer builds a lazy graph like any Tensor method. Training mode (`with
 Tensor.train():` or `with Context(TRAINING=1):`) switches BatchNorm to batch statistics.
-`nn.optim` holds the optimizers and `nn.state` the state dicts and weight files.
+`nn.optim` holds the optimizers, `nn.state` the state dicts and weight files, `nn.datasets` MNIST and CIFAR-10.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 from typing import Sequence
 
 from plugrad.dtype import dtypes
-from plugrad.nn import optim, state  # noqa: F401  (nn.optim and nn.state, as in tinygrad)
+from plugrad.nn import datasets, optim, state  # noqa: F401  (nn.datasets, nn.optim and nn.state, as in tinygrad)
 from plugrad.registry import get_registry
 from plugrad.shape import prod
 from plugrad.tensor import Tensor
@@ -297,4 +297,4 @@ class LSTMCell:
 
 __all__ = ["BatchNorm", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
            "Linear", "GroupNorm", "InstanceNorm", "LayerNorm", "LayerNorm2d", "RMSNorm", "Embedding", "LSTMCell",
-           "optim", "state"]
+           "datasets", "optim", "state"]

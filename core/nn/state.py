@@ -1,4 +1,4 @@
-"""Weights in and out: state dicts of models, safetensors files and PyTorch checkpoints.
+"""Weights in and out: state dicts of models, safetensors files, PyTorch checkpoints and tar archives.
 
 Names and behaviour follow tinygrad 0.14's `nn.state`. A state dict maps dotted attribute paths
 (`layers.0.weight`) to tensors, so it lines up with tinygrad's and PyTorch's for the same model.
@@ -7,10 +7,12 @@ each is copied once, into a buffer on the target device. Nothing here imports to
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
 import struct
+import tarfile
 import types
 import zipfile
 from collections import OrderedDict
@@ -336,5 +338,28 @@ def _torch_load_legacy(fn: PathLike, device: str | None) -> Any:
     return _TorchUnpickler(f, lambda pid: storages[str(pid[2])]).load()
 
 
+# ---------------------------------------------------------------- tar archives
+
+def tar_extract(t: Tensor) -> dict[str, Tensor]:
+  """The regular files of the (uncompressed) tar archive whose bytes `t` holds, by member name.
+
+  `t` is a 1-D uint8 tensor, as `Tensor.from_url(url)` (with `gunzip=True` for a .tar.gz) returns; each
+  file comes back as a 1-D uint8 tensor of its bytes on `t`'s device. Directories, links and other
+  special members are left out. Raises ValueError when `t` is not 1-D uint8 or its bytes are not a tar archive
+  (TypeError when it is not a Tensor).
+  """
+  if not isinstance(t, Tensor): raise TypeError(f"tar_extract takes a Tensor, got {type(t).__name__}")
+  if t.ndim != 1 or t.dtype != dtypes.uint8:
+    raise ValueError(f"tar_extract takes a 1-D uint8 tensor of an archive's bytes, got shape {t.shape} {t.dtype.name}")
+  try:
+    # "r:" reads plain tar only: a compressed archive fails with one clear reason instead of one per method tried
+    with tarfile.open(fileobj=io.BytesIO(t.numpy().tobytes()), mode="r:") as tar:
+      files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+  except tarfile.TarError as e:
+    raise ValueError(f"the {t.shape[0]} bytes given to tar_extract are not a tar archive: {e}") from e
+  return {name: Tensor(np.frombuffer(data, dtype=np.uint8).copy(), device=t.device, dtype=dtypes.uint8)
+          for name, data in files.items()}
+
+
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_load_metadata", "safe_load", "safe_save",
-           "torch_load"]
+           "torch_load", "tar_extract"]
