@@ -204,4 +204,4 @@ HFUSE = ContextVar("HFUSE", 1)
 GRAPH = ContextVar("GRAPH", 1)
 # the DEBUG level the built-in DEBUG output follows: the environment's to start with, changed for a block with
 # `with Context(DEBUG=2):` (or for good with `DEBUG.value = 2`), as in tinygrad
-DEBUG = ContextVar("DEBUG", Config.from_env().debug)
+DEBUG = ContextVar("DEBUG", _int(os.environ, "DEBUG", 0))  # read as Config.from_env reads it
