@@ -216,6 +216,18 @@ def _cache():
   return _caches[get_registry()]
 
 
+def test_a_structure_key_hashes_once_and_the_cache_hands_back_its_own():
+  from plugrad.engine.schedule_cache import ScheduleCache, structure_key
+  p, q = realized(6, seed=1), realized(6, seed=2)
+  k1, _ = structure_key([(p * q + 1).uop], "x")
+  k2, _ = structure_key([(q * p + 1).uop], "x")  # another graph of the same structure: an equal key, another object
+  assert k1 == k2 and hash(k1) == hash(k2) and k1 is not k2
+  cache = ScheduleCache()
+  cache.put(k1, "template")  # type: ignore[arg-type]
+  assert cache.get(k2) == (k1, "template") and cache.get(k2)[0] is k1  # later lookups find k1 by identity
+  assert cache.get(structure_key([(p + q).uop], "x")[0]) is None
+
+
 def test_same_structure_reuses_the_schedule():
   def step(seed):
     p, q = realized(6, seed=seed), realized(6, seed=seed + 10)

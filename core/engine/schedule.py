@@ -92,8 +92,9 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
   role (no Variables' values to pass): then no items, and the second value runs it and rebinds."""
   if (cache := _caches.get(registry)) is None: cache = _caches[registry] = ScheduleCache()
   found = structure_key(roots, (tuple(devices), limit_device, HFUSE.value))
-  if found is not None and (template := cache.get(found[0])) is not None:
-    if natively and (run := _native_run(cache, found[0], template, len(found[1]), registry)) is not None:
+  if found is not None and (hit := cache.get(found[0])) is not None:
+    key, template = hit
+    if natively and (run := _native_run(cache, key, template, len(found[1]), registry)) is not None:
       return [], _run_natively(template, run, roots, found[1], registry, rebind)
     items, new_roots = template.instantiate(found[1], new_buffer_on(registry), nodes=not runs_now)
 
