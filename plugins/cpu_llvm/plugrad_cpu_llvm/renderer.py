@@ -136,8 +136,8 @@ class LLVMRenderer(Renderer):
     if (pieces := launch_pieces(prog, main.specials)) is not None:
       # the outer launch loop in pieces, each its own function with the gates on its index constants
       kernels = [_Kernel(prog, f"{fn}_p{j}", "full", known=gates) for j, (_, _, gates) in enumerate(pieces)]
-      funcs = [k.render(linkage="internal ") for k in kernels] + [_dispatch(prog, fn, main.specials[0], pieces)]
-      decls = set().union(*(k.decls for k in kernels))
+      funcs = [k.render(linkage="internal ") for k in kernels] + [_dispatch(prog, fn, pieces)]
+      decls = set().union(*(k.decls for k in kernels), _DISPATCH_DECLS)
     else:
       funcs = [main.render()]
       decls = set(main.decls)
@@ -186,7 +186,10 @@ def launch_pieces(prog: LoopProgram, specials: list[UOp]) -> list[tuple[int, int
           for lo, hi in zip(bounds, bounds[1:])]
 
 
-def _dispatch(prog: LoopProgram, fn: str, outer: UOp, pieces: list[tuple[int, int, dict[UOp, bool]]]) -> str:
+_DISPATCH_DECLS = {"declare i64 @llvm.smax.i64(i64, i64)", "declare i64 @llvm.smin.i64(i64, i64)"}
+
+
+def _dispatch(prog: LoopProgram, fn: str, pieces: list[tuple[int, int, dict[UOp, bool]]]) -> str:
   """The kernel's function when its outer launch loop is in pieces: each piece's function over the part of start..end
   that falls in it."""
   args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params] + \
@@ -199,8 +202,7 @@ def _dispatch(prog: LoopProgram, fn: str, outer: UOp, pieces: list[tuple[int, in
               f"  br i1 %ok{j}, label %run{j}, label %p{j + 1}", f"run{j}:",
               f"  call void @{fn}_p{j}({', '.join(f'{a.split()[0]} {n}' for a, n in zip(args, names))}, i64 %lo{j}, "
               f"i64 %hi{j})", f"  br label %p{j + 1}"]
-  lines += [f"p{len(pieces)}:", "  ret void", "}", "declare i64 @llvm.smax.i64(i64, i64)",
-            "declare i64 @llvm.smin.i64(i64, i64)", ""]
+  lines += [f"p{len(pieces)}:", "  ret void", "}", ""]
   return "\n".join(lines)
 
 

@@ -278,6 +278,10 @@ def test_a_cat_runs_its_launch_loop_in_pieces_without_gates():
   assert all(f"@k_E_200042_p{j}(" in src for j in range(4)) and "@k_E_200042_p4(" not in src
   assert "%ld" not in src  # each piece loads its part unconditionally: no branch per element
   np.testing.assert_allclose(out.numpy(), np.concatenate(parts) * 2 + 1, rtol=1e-6)
+  # the pieces' dispatch and an int64 max both call llvm.smax.i64: declared once
+  ints = [np.arange(n, dtype=np.int64) - 9 for n in (5000, 3000)]
+  np.testing.assert_array_equal(Tensor.cat(*[Tensor(i, device="CPU") for i in ints]).maximum(7).numpy(),
+                                np.maximum(np.concatenate(ints), 7))
   # rows: pieces of the outer loop; columns: the inner loop keeps its gates (and the same answer)
   an, bn = rng.standard_normal((300, 70), dtype=np.float32), rng.standard_normal((211, 70), dtype=np.float32)
   a, b = Tensor(an, device="CPU"), Tensor(bn, device="CPU")
