@@ -1758,9 +1758,18 @@ class Tensor(metaclass=_TensorMeta):
     return self._pool(kernel, stride, dilation)
 
   @staticmethod
-  def _conv_pads(padding: int | Sequence[int], n: int, name: str) -> tuple[tuple[int, int], ...]:
-    """(before, after) per spatial axis from an int, one int per axis, or torch's flat order (last axis first)."""
+  def _conv_pads(padding: int | Sequence[int] | str, n: int, name: str, kernel: Sequence[int] = (),
+                 dilation: Sequence[int] = (), stride: Sequence[int] = ()) -> tuple[tuple[int, int], ...]:
+    """(before, after) per spatial axis from an int, one int per axis, torch's flat order (last axis first), or
+    (given the kernel, dilation and stride) torch's 'valid' (none) and 'same' (an output as large as the input,
+    stride 1 only; an odd total puts the extra one after)."""
     if isinstance(padding, (int, np.integer)): return ((int(padding), int(padding)),) * n
+    if isinstance(padding, str):
+      if not kernel or padding.lower() not in ("same", "valid"):
+        raise ValueError(f"{name} padding must be an int or ints{', or same or valid' if kernel else ''}, not {padding!r}")
+      if padding.lower() == "valid": return ((0, 0),) * n
+      if any(s != 1 for s in stride): raise ValueError(f"{name} padding='same' needs stride 1, got {tuple(stride)}")
+      return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation))
     padding = tuple(int(p) for p in padding)
     if len(padding) == n: return tuple((p, p) for p in padding)
     if len(padding) == 2 * n: return tuple((padding[2 * i], padding[2 * i + 1]) for i in reversed(range(n)))
@@ -1774,12 +1783,13 @@ class Tensor(metaclass=_TensorMeta):
     return out
 
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
-             dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+             dilation: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0,
              dtype: DType | str | None = None) -> Tensor:
     """Convolution (cross-correlation, as torch) over any number of spatial axes despite the name
     (tinygrad's): input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel); 1-D, 2-D and 3-D all work.
 
-    :param padding: an int, one int per spatial axis, or torch's flat (left, right, top, bottom, ...) order.
+    :param padding: an int, one int per spatial axis, torch's flat (left, right, top, bottom, ...) order, or torch's
+      "same" (stride 1) and "valid".
     :param dtype: the dtype the products are summed in (as `sum`'s).
     """
     n = weight.ndim - 2
@@ -1792,7 +1802,7 @@ class Tensor(metaclass=_TensorMeta):
     if groups < 1 or cin % groups or cout % groups or cin // groups != cin_g:
       raise ValueError(f"conv2d: input channels {cin} and weight {weight.shape} do not match groups={groups}")
     st, dl = self._tuple_arg(stride, n, "conv2d stride"), self._tuple_arg(dilation, n, "conv2d dilation")
-    pads = self._conv_pads(padding, n, "conv2d")
+    pads = self._conv_pads(padding, n, "conv2d", ks, dl, st)
     x = self._conv_windows(ks, groups, cout // groups, st, dl, pads)
     out = x.shape[3:3 + n]
     w = weight.reshape((1, groups, cout // groups) + (1,) * n + (cin_g,) + ks)

@@ -45,6 +45,8 @@ LAYERS = {
                   [(1, 2, 5, 6)]),
   "conv2d_same_dilated": (lambda: nn.Conv2d(2, 3, (3, 4), padding="same", dilation=(2, 1)),
                           lambda: torch.nn.Conv2d(2, 3, (3, 4), padding="same", dilation=(2, 1)), [(1, 2, 7, 8)]),
+  "conv2d_valid": (lambda: nn.Conv2d(2, 3, 3, stride=2, padding="valid"),
+                   lambda: torch.nn.Conv2d(2, 3, 3, stride=2, padding="valid"), [(1, 2, 7, 8)]),
   "conv1d": (lambda: nn.Conv1d(2, 4, 3, stride=2, padding=1), lambda: torch.nn.Conv1d(2, 4, 3, stride=2, padding=1),
              [(2, 2, 9)]),
   "conv_transpose2d": (lambda: nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1),
@@ -188,7 +190,9 @@ def test_bad_input_raises_at_the_call():
   with pytest.raises(ValueError, match=r"Linear\(5, 3\).*\(2, 4\)"): nn.Linear(5, 3)(Tensor(randn(2, 4)))
   with pytest.raises(ValueError, match="divisible by groups=2"): nn.Conv2d(3, 4, 3, groups=2)
   with pytest.raises(ValueError, match="stride 1"): nn.Conv2d(3, 4, 3, stride=2, padding="same")
-  with pytest.raises(ValueError, match="'valid'"): nn.Conv2d(3, 4, 3, padding="valid")
+  with pytest.raises(ValueError, match="same or valid, not 'full'"): nn.Conv2d(3, 4, 3, padding="full")
+  with pytest.raises(ValueError, match="stride 1"): Tensor(randn(1, 3, 5, 5)).conv2d(Tensor(randn(2, 3, 3, 3)), stride=2,
+                                                                                     padding="same")
   with pytest.raises(ValueError, match="divisible by num_groups"): nn.GroupNorm(4, 6)
   with pytest.raises(ValueError, match=r"\(N, 6, \.\.\.\)"): nn.GroupNorm(2, 6)(Tensor(randn(2, 4, 3)))
   with pytest.raises(ValueError, match=r"ending in \(4,\)"): nn.LayerNorm(4)(Tensor(randn(2, 5)))

@@ -100,7 +100,7 @@ class Conv2d:
   ±1/sqrt(in_channels * prod(kernel_size)), as in tinygrad.
 
   :param padding: an int, one int per spatial axis, PyTorch's flat (left, right, top, bottom, ...),
-    or "same" (output as large as the input; stride 1 only).
+    or "same" (output as large as the input; stride 1 only) and "valid" (none), as PyTorch.
   """
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...],
                stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] | str = 0,
@@ -109,13 +109,9 @@ class Conv2d:
       raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
                        f"groups={groups}")
     self.kernel_size = _tuple(kernel_size, 2)
-    if isinstance(padding, str):
-      if padding.lower() != "same": raise ValueError(f"padding must be an int, a tuple or 'same', not {padding!r}")
-      if any(s != 1 for s in _tuple(stride, len(self.kernel_size))):
-        raise ValueError("padding='same' needs stride 1")
-      # PyTorch's flat order starts from the last axis; an odd total puts the extra row after
-      total = [d * (k - 1) for d, k in zip(_tuple(dilation, len(self.kernel_size)), self.kernel_size)]
-      padding = tuple(p for t in reversed(total) for p in (t // 2, t - t // 2))
+    if isinstance(padding, str):  # refused here, as PyTorch does; Tensor.conv2d computes it
+      Tensor._conv_pads(padding, len(self.kernel_size), "Conv2d", self.kernel_size,
+                        _tuple(dilation, len(self.kernel_size)), _tuple(stride, len(self.kernel_size)))
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
     scale = 1 / math.sqrt(in_channels * prod(self.kernel_size))
     self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-scale, high=scale)
