@@ -1,4 +1,4 @@
-"""Weights in and out: state dicts of models, safetensors files, PyTorch checkpoints and tar archives.
+"""Weights in and out: state dicts of models, safetensors files, PyTorch checkpoints, GGUF files, tar and zip archives.
 
 Names and behaviour follow tinygrad 0.14's `nn.state`. A state dict maps dotted attribute paths
 (`layers.0.weight`) to tensors, so it lines up with tinygrad's and PyTorch's for the same model.
@@ -15,12 +15,14 @@ import struct
 import tarfile
 import types
 import zipfile
+import zlib
 from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
 
 from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
+from plugrad.helpers import prod
 from plugrad.tensor import Tensor
 
 PathLike = str | os.PathLike
@@ -361,5 +363,275 @@ def tar_extract(t: Tensor) -> dict[str, Tensor]:
           for name, data in files.items()}
 
 
+def zip_extract(t: Tensor) -> dict[str, Tensor]:
+  """The regular files of the zip archive whose bytes `t` holds, by member name.
+
+  `t` is a 1-D uint8 tensor (as `Tensor.from_url(url)` returns); each file comes back decompressed, as a 1-D
+  uint8 tensor of its bytes on `t`'s device. Directory entries are left out. Raises ValueError when `t` is not
+  1-D uint8, its bytes are not a zip archive or a member is corrupt or encrypted, NotImplementedError for a
+  compression method Python's zipfile cannot read, and TypeError when `t` is not a Tensor.
+  """
+  if not isinstance(t, Tensor): raise TypeError(f"zip_extract takes a Tensor, got {type(t).__name__}")
+  if t.ndim != 1 or t.dtype != dtypes.uint8:
+    raise ValueError(f"zip_extract takes a 1-D uint8 tensor of an archive's bytes, got shape {t.shape} {t.dtype.name}")
+  files: dict[str, bytes] = {}
+  try:
+    with zipfile.ZipFile(io.BytesIO(t.numpy().tobytes())) as zf:
+      for info in zf.infolist():
+        if info.is_dir(): continue
+        try:
+          files[info.filename] = zf.read(info)
+        except NotImplementedError as e:
+          raise NotImplementedError(f"zip_extract: member {info.filename!r}: {e}") from None
+        except RuntimeError as e:  # zipfile's error for an encrypted member (no password is taken here)
+          raise ValueError(f"zip_extract: member {info.filename!r} cannot be read: {e}") from None
+        except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+          raise ValueError(f"zip_extract: member {info.filename!r} is corrupt: {e}") from None
+  except zipfile.BadZipFile as e:
+    raise ValueError(f"the {t.shape[0]} bytes given to zip_extract are not a zip archive: {e}") from None
+  return {name: Tensor(np.frombuffer(data, dtype=np.uint8).copy(), device=t.device, dtype=dtypes.uint8)
+          for name, data in files.items()}
+
+
+# ---------------------------------------------------------------- GGUF files (llama.cpp's format)
+
+# every ggml type id (ggml.h, docs/gguf.md), so an error names what a file holds even where it is not read
+_GGML_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 4: "Q4_2", 5: "Q4_3", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
+               9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
+               17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS",
+               24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0",
+               35: "TQ2_0", 39: "MXFP4"}
+# the types read here: type id -> (elements per block, bytes per block)
+_GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2),
+                2: (32, 18), 3: (32, 20), 8: (32, 34), 12: (256, 144), 14: (256, 210), 39: (32, 17)}
+# plain (unquantized) types: what their elements are
+_GGML_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32,
+               27: dtypes.int64, 28: dtypes.float64, 30: dtypes.bfloat16}
+_UINTS = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+
+def _ggml_supported() -> str:
+  return ", ".join(f"{k} ({_GGML_NAMES[k]})" for k in sorted(_GGML_BLOCKS))
+
+
+def _ggml_block(ggml_type: int, where: str) -> tuple[int, int]:
+  """(elements, bytes) per block of a type read here; ValueError naming the type otherwise."""
+  if ggml_type not in _GGML_BLOCKS:
+    name = f" ({_GGML_NAMES[ggml_type]})" if ggml_type in _GGML_NAMES else ""
+    raise ValueError(f"{where}: ggml type {ggml_type}{name} is not supported; supported types are {_ggml_supported()}")
+  return _GGML_BLOCKS[ggml_type]
+
+
+def _le(b: Tensor, dt: DType) -> Tensor:
+  """The rows of `b` (uint8, shape (rows, dt.itemsize)) as little-endian `dt` values, shape (rows,).
+
+  Built from byte shifts rather than a bitcast of the whole tensor, so it is the same on a big-endian host
+  and needs no reinterpretation between item sizes."""
+  u = b[:, 0].cast(_UINTS[dt.itemsize])
+  for i in range(1, dt.itemsize): u = u.bitwise_or(b[:, i].cast(u.dtype).lshift(8 * i))
+  return u.bitcast(dt)
+
+
+def _f16(b: Tensor) -> Tensor:
+  """A (rows, 2) uint8 tensor of fp16 scales as a (rows, 1) float32 column."""
+  return _le(b, dtypes.float16).cast(dtypes.float32).unsqueeze(1)
+
+
+def _nibbles(qs: Tensor) -> Tensor:
+  """Bytes (rows, k) as 2k 4-bit values: the low nibbles first, then the high ones (ggml's order in a block)."""
+  return qs.bitwise_and(0xF).cat(qs.rshift(4), dim=1)
+
+
+def _dequantize(blocks: Tensor, ggml_type: int) -> Tensor:
+  """Blocks (one per row, uint8) of a quantized type as float32 values, one row of the block's elements each.
+
+  The arithmetic is ggml's reference dequantizer's (dequantize_row_*) in the same order, so the values
+  match llama.cpp's to float32 rounding."""
+  f32, nb = dtypes.float32, blocks.shape[0]
+  if ggml_type == 2:  # Q4_0: fp16 d, 16 bytes of 4-bit q; x = (q - 8) * d
+    return (_nibbles(blocks[:, 2:18]).cast(f32) - 8) * _f16(blocks[:, 0:2])
+  if ggml_type == 3:  # Q4_1: fp16 d, fp16 m, 16 bytes of 4-bit q; x = q * d + m
+    return _nibbles(blocks[:, 4:20]).cast(f32) * _f16(blocks[:, 0:2]) + _f16(blocks[:, 2:4])
+  if ggml_type == 8:  # Q8_0: fp16 d, 32 int8 q; x = q * d
+    return blocks[:, 2:34].bitcast(dtypes.int8).cast(f32) * _f16(blocks[:, 0:2])
+  if ggml_type == 12:  # Q4_K: fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks, 128 bytes of q
+    s = blocks[:, 4:16]
+    # sub-blocks 0-3 keep their 6 bits in bytes 0-7; 4-7 take 4 bits from bytes 8-11 and 2 from the top of 0-7
+    sc = s[:, 0:4].bitwise_and(63).cat(s[:, 8:12].bitwise_and(0xF).bitwise_or(s[:, 0:4].rshift(6).lshift(4)), dim=1)
+    mn = s[:, 4:8].bitwise_and(63).cat(s[:, 8:12].rshift(4).bitwise_or(s[:, 4:8].rshift(6).lshift(4)), dim=1)
+    qs = blocks[:, 16:144].reshape(nb, 4, 32)
+    # each 32 bytes hold two sub-blocks: the low nibbles, then the high ones
+    q = Tensor.stack(qs.bitwise_and(0xF), qs.rshift(4), dim=2).reshape(nb, 8, 32).cast(f32)
+    d, dmin = _f16(blocks[:, 0:2]).unsqueeze(2), _f16(blocks[:, 2:4]).unsqueeze(2)
+    return ((d * sc.cast(f32).unsqueeze(2)) * q - dmin * mn.cast(f32).unsqueeze(2)).reshape(nb, 256)
+  if ggml_type == 14:  # Q6_K: 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, fp16 d
+    # each half of 128 elements is four runs of 32: run r takes nibble r//2 of ql[32*(r%2) + l] and bits 2r, 2r+1
+    # of qh[l] (ql, qh: that half's 64 and 32 bytes)
+    ql = blocks[:, 0:128].reshape(nb, 2, 2, 32)
+    low = Tensor.stack(ql.bitwise_and(0xF), ql.rshift(4), dim=2).reshape(nb, 2, 4, 32)
+    qh = blocks[:, 128:192].reshape(nb, 2, 32)
+    high = Tensor.stack(*[qh.rshift(2 * r).bitwise_and(3) for r in range(4)], dim=2)
+    q = low.bitwise_or(high.lshift(4)).cast(f32).reshape(nb, 16, 16) - 32
+    sc = blocks[:, 192:208].bitcast(dtypes.int8).cast(f32).unsqueeze(2)  # one scale per 16 elements
+    return ((_f16(blocks[:, 208:210]).unsqueeze(2) * sc) * q).reshape(nb, 256)
+  if ggml_type == 39:  # MXFP4: E8M0 exponent byte, 16 bytes of 4-bit E2M1 codes
+    e = blocks[:, 0:1].cast(dtypes.uint32)
+    # ggml scales by half the E8M0 value, 2**(e - 128), built as float32 bits (e < 2 is a subnormal)
+    bits = (e >= 2).where(e.maximum(1).sub(1).lshift(23), (e == 0).where(0x00200000, 0x00400000).cast(dtypes.uint32))
+    code = _nibbles(blocks[:, 1:17])
+    m = code.bitwise_and(7)
+    # twice the E2M1 magnitude: 0, 1, 2, 3, then 4, 6, 8, 12 (2 or 3, shifted by 1 or 2)
+    mag = (m < 4).where(m, m.bitwise_and(1).add(2).lshift(m.rshift(1).maximum(1).sub(1))).cast(f32)
+    return code.rshift(3).cast(dtypes.bool).where(-mag, mag) * bits.bitcast(f32)
+  raise AssertionError(f"no dequantizer for ggml type {ggml_type}")  # _GGML_BLOCKS lists only the types above
+
+
+def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
+  """The `n` values stored in ggml type `ggml_type` at the start of the 1-D uint8 tensor `t`, as a 1-D tensor.
+
+  Plain types keep their type: F32 (id 0) float32, F16 (1) float16, BF16 (30) bfloat16, F64 (28) float64, I8 (24),
+  I16 (25), I32 (26), I64 (27) int8 to int64. Quantized types come back as float32: Q4_0 (2), Q4_1 (3), Q8_0 (8),
+  Q4_K (12), Q6_K (14), MXFP4 (39). The decoding is lazy tensor work on `t`'s device. Type ids are ggml's current
+  ones (docs/gguf.md): 16-18 are IQ2_XXS, IQ2_XS, IQ3_XXS, not the integer types an old ggml numbered so.
+  Raises ValueError for another type (naming it), an `n` that is not a whole number of blocks, or a `t` holding
+  fewer bytes than the values need.
+  """
+  if not isinstance(t, Tensor): raise TypeError(f"ggml_data_to_tensor takes a Tensor, got {type(t).__name__}")
+  if t.ndim != 1 or t.dtype != dtypes.uint8:
+    raise ValueError(f"ggml_data_to_tensor takes a 1-D uint8 tensor of bytes, got shape {t.shape} {t.dtype.name}")
+  per_block, block_bytes = _ggml_block(ggml_type, "ggml_data_to_tensor")
+  if not isinstance(n, int) or n < 0 or n % per_block:
+    raise ValueError(f"ggml_data_to_tensor: {n!r} values are not a whole number of {_GGML_NAMES[ggml_type]} blocks "
+                     f"of {per_block}")
+  nb = n // per_block
+  if nb * block_bytes > t.shape[0]:
+    raise ValueError(f"ggml_data_to_tensor: {n} {_GGML_NAMES[ggml_type]} values need {nb * block_bytes} bytes, "
+                     f"the tensor has {t.shape[0]}")
+  out_dtype = _GGML_PLAIN.get(ggml_type, dtypes.float32)
+  if n == 0: return Tensor.zeros(0, dtype=out_dtype, device=t.device)
+  blocks = t[:nb * block_bytes].reshape(nb, block_bytes)
+  if ggml_type in _GGML_PLAIN:
+    return blocks[:, 0].bitcast(out_dtype) if block_bytes == 1 else _le(blocks, out_dtype)
+  return _dequantize(blocks, ggml_type).reshape(n)
+
+
+# GGUF metadata value types (docs/gguf.md, gguf_metadata_value_type) with fixed sizes: their numpy types
+_GGUF_NUMERIC = {0: np.dtype("<u1"), 1: np.dtype("<i1"), 2: np.dtype("<u2"), 3: np.dtype("<i2"), 4: np.dtype("<u4"),
+                 5: np.dtype("<i4"), 6: np.dtype("<f4"), 7: np.dtype("<u1"), 10: np.dtype("<u8"), 11: np.dtype("<i8"),
+                 12: np.dtype("<f8")}
+_GGUF_STRING, _GGUF_ARRAY, _GGUF_BOOL = 8, 9, 7
+
+
+class _GGUFReader:
+  """Little-endian reads from the front of a GGUF file held in a uint8 tensor. Bytes are fetched to the host a
+  window at a time, so reading the header never copies the (far larger) tensor data off the device."""
+  _WINDOW = 1 << 20
+
+  def __init__(self, t: Tensor):
+    self.t, self.size, self.pos = t, t.shape[0], 0
+    self.buf, self.buf_at = b"", 0
+
+  def take(self, n: int, what: str) -> bytes:
+    if n > self.size - self.pos:
+      raise ValueError(f"gguf_load: the file is truncated: {what} at byte {self.pos} needs {n} bytes, "
+                       f"{self.size - self.pos} are left of {self.size}")
+    end = self.pos + n
+    if end > self.buf_at + len(self.buf):
+      hi = min(self.size, max(end, self.pos + self._WINDOW))
+      self.buf, self.buf_at = self.t[self.pos:hi].numpy().tobytes(), self.pos
+    out = self.buf[self.pos - self.buf_at:end - self.buf_at]
+    self.pos = end
+    return out
+
+  def numbers(self, typ: int, count: int, what: str) -> np.ndarray:
+    return np.frombuffer(self.take(count * _GGUF_NUMERIC[typ].itemsize, what), dtype=_GGUF_NUMERIC[typ], count=count)
+
+  def u32(self, what: str) -> int: return int(self.numbers(4, 1, what)[0])
+  def u64(self, what: str) -> int: return int(self.numbers(10, 1, what)[0])
+
+  def string(self, what: str) -> str:
+    raw = self.take(self.u64(f"the length of {what}"), what)
+    try:
+      return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise ValueError(f"gguf_load: {what} (ending at byte {self.pos}) is not UTF-8: {e}") from None
+
+  def value(self, typ: int, what: str) -> Any:
+    if typ in _GGUF_NUMERIC:
+      v = self.numbers(typ, 1, what)[0]
+      return bool(v) if typ == _GGUF_BOOL else v.item()
+    if typ == _GGUF_STRING: return self.string(what)
+    if typ == _GGUF_ARRAY:
+      elem, count = self.u32(f"the element type of {what}"), self.u64(f"the length of {what}")
+      if elem in _GGUF_NUMERIC:
+        vals = self.numbers(elem, count, what)
+        return (vals != 0).tolist() if elem == _GGUF_BOOL else vals.tolist()
+      if elem not in (_GGUF_STRING, _GGUF_ARRAY):
+        raise ValueError(f"gguf_load: {what} is an array of unknown value type {elem}")
+      # every string or array element takes at least 8 bytes: a corrupt length fails here, not after a long loop
+      if count * 8 > self.size - self.pos:
+        raise ValueError(f"gguf_load: the file is truncated: {what} has {count} elements, which need at least "
+                         f"{count * 8} bytes, {self.size - self.pos} are left")
+      return [self.value(elem, f"{what}[{i}]") for i in range(count)]
+    raise ValueError(f"gguf_load: {what} has unknown value type {typ}")
+
+
+def gguf_load(tensor: Tensor) -> tuple[dict, dict[str, Tensor]]:
+  """The metadata and the tensors of a GGUF file (llama.cpp's checkpoints) whose bytes `tensor` holds.
+
+  `tensor` is a 1-D uint8 tensor of the whole file, e.g. `Tensor(np.fromfile(fn, np.uint8))`. Returns
+  `(kv_data, state_dict)`: the metadata by key (numbers as Python ints and floats, strings, arrays as lists),
+  and each tensor by name with its shape (GGUF lists dimensions innermost first, so the shape is their
+  reverse), decoded by `ggml_data_to_tensor` lazily on `tensor`'s device. Versions 2 and 3 (little-endian)
+  are read. Raises ValueError naming the problem for a file that is not GGUF, another version, a truncated or
+  malformed header, a tensor whose data runs past the end, or a tensor type not supported (TypeError when
+  `tensor` is not a Tensor).
+  """
+  if not isinstance(tensor, Tensor): raise TypeError(f"gguf_load takes a Tensor, got {type(tensor).__name__}")
+  if tensor.ndim != 1 or tensor.dtype != dtypes.uint8:
+    raise ValueError(f"gguf_load takes a 1-D uint8 tensor of a file's bytes, got shape {tensor.shape} "
+                     f"{tensor.dtype.name}")
+  tensor.realize()  # the header is read in pieces and the tensors are views of it: compute a lazy file once
+  r = _GGUFReader(tensor)
+  magic = r.take(min(4, r.size), "the magic number")
+  if magic != b"GGUF": raise ValueError(f"gguf_load: not a GGUF file: it starts with {magic!r}, not b'GGUF'")
+  version = r.u32("the version")
+  if version not in (2, 3):
+    if int.from_bytes(version.to_bytes(4, "little"), "big") in (2, 3):
+      raise ValueError("gguf_load: big-endian GGUF files are not supported")
+    raise ValueError(f"gguf_load: GGUF version {version} is not supported (versions 2 and 3 are)")
+  n_tensors, n_kv = r.u64("the tensor count"), r.u64("the metadata count")
+  kv_data: dict[str, Any] = {}
+  for i in range(n_kv):
+    key = r.string(f"metadata key {i}")
+    if key in kv_data: raise ValueError(f"gguf_load: metadata key {key!r} appears twice")
+    kv_data[key] = r.value(r.u32(f"the value type of {key!r}"), f"metadata {key!r}")
+  infos: list[tuple[str, tuple[int, ...], int, int]] = []
+  for i in range(n_tensors):
+    name = r.string(f"the name of tensor {i}")
+    n_dims = r.u32(f"the dimension count of tensor {name!r}")
+    dims = tuple(int(d) for d in r.numbers(10, n_dims, f"the dimensions of tensor {name!r}"))
+    typ, off = r.u32(f"the type of tensor {name!r}"), r.u64(f"the data offset of tensor {name!r}")
+    infos.append((name, dims, typ, off))
+  alignment = kv_data.get("general.alignment", 32)
+  if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+    raise ValueError(f"gguf_load: general.alignment must be a positive integer, not {alignment!r}")
+  data_start = -(-r.pos // alignment) * alignment  # the tensor data starts at the first aligned byte after the infos
+  state_dict: dict[str, Tensor] = {}
+  for name, dims, typ, off in infos:
+    if name in state_dict: raise ValueError(f"gguf_load: tensor {name!r} appears twice")
+    per_block, block_bytes = _ggml_block(typ, f"gguf_load: tensor {name!r}")
+    n = prod(dims)
+    if n % per_block:
+      raise ValueError(f"gguf_load: tensor {name!r} of dimensions {list(dims)} is not a whole number of "
+                       f"{_GGML_NAMES[typ]} blocks of {per_block} values")
+    begin, end = data_start + off, data_start + off + n // per_block * block_bytes
+    if end > r.size:
+      raise ValueError(f"gguf_load: the file is truncated: tensor {name!r} ({_GGML_NAMES[typ]}, dimensions "
+                       f"{list(dims)}) needs bytes [{begin}, {end}), the file has {r.size}")
+    state_dict[name] = ggml_data_to_tensor(tensor[begin:end], n, typ).reshape(tuple(reversed(dims)))
+  return kv_data, state_dict
+
+
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_load_metadata", "safe_load", "safe_save",
-           "torch_load", "tar_extract"]
+           "torch_load", "tar_extract", "zip_extract", "ggml_data_to_tensor", "gguf_load"]
