@@ -195,3 +195,21 @@ def test_evict_forgets_one_entry(tmp_path):
   c.compile("b")
   c.evict("a")
   assert c.compile("a")[1] is False and c.compile("b")[1] is True
+
+
+def test_a_new_process_takes_lowered_programs_from_the_disk(tmp_path):
+  import subprocess
+  import sys
+  code = ("import numpy as np\nimport plugrad.engine.compile as C\nlowered = []\nreal = C.lower\n"
+          "C.lower = lambda *a, **k: lowered.append(1) or real(*a, **k)\nfrom plugrad import Tensor\n"
+          "x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))\n"
+          "values = ((x @ x.T).relu() + 1).sum(1).numpy().tolist()\nprint(len(lowered), values)")
+  def run(**env):
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PLUGRAD_CACHE_DIR": str(tmp_path), "PLUGRAD_CHECK_SPEC": "0", **env})
+    assert out.returncode == 0, out.stderr
+    count, values = out.stdout.split(" ", 1)
+    return int(count), values
+  first, values = run()
+  assert first > 0 and run() == (0, values)  # the second process lowers nothing: programs and sources from disk
+  assert any((tmp_path / "programs").rglob("*")) and run(PLUGRAD_CHECK_SPEC="1") == (first, values)  # checked: lowered
