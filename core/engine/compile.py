@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import pickle
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,7 @@ class ProgramCache:
 
   def __init__(self) -> None:
     self._caches: dict[Path, KernelCache] = {}
-    self._fingerprints: dict[int, str] = {}  # id(registry) -> code_fingerprint(registry)
+    self._fingerprints: weakref.WeakKeyDictionary[Registry, str] = weakref.WeakKeyDictionary()
 
   def _cache(self, device: Device) -> KernelCache | None:
     config = device.registry.config
@@ -107,7 +108,7 @@ class ProgramCache:
 
   def key(self, device: Device, ast: UOp, plan: tuple[Opt, ...] | None) -> str:
     registry = device.registry
-    if (fp := self._fingerprints.get(id(registry))) is None: fp = self._fingerprints[id(registry)] = code_fingerprint(registry)
+    if (fp := self._fingerprints.get(registry)) is None: fp = self._fingerprints[registry] = code_fingerprint(registry)
     caps = {f.name: sorted(map(str, v)) if isinstance(v := getattr(device.caps, f.name), frozenset) else v
             for f in dataclasses.fields(device.caps)}  # frozensets print in an order that changes between processes
     text = "\n".join([ast.pretty(), device.name, repr(caps), repr(plan), type(device.renderer).__qualname__, fp])
