@@ -496,6 +496,9 @@ class Compiler:
 
   :param cache_dir: the private directory for this compiler's binaries; None: no cache.
   """
+  #: Whether `compile` may run on a thread of its own while the engine lowers the next kernel (True only for a
+  #: compiler whose work releases the interpreter and is safe beside the plugin's other calls)
+  threadsafe: bool = False
 
   def __init__(self, cache_dir: Path | None = None) -> None:
     self.cache_dir = cache_dir

@@ -7,8 +7,10 @@ import importlib.util
 import pickle
 import time
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from plugrad.codegen.lowerer import kernel_features, lower, symbolic_ast
 from plugrad.codegen.opt import Opt
@@ -59,6 +61,9 @@ def render_for(device: Device, ast: UOp, opts: tuple[Opt, ...] | None = None) ->
 
 
 _compiled: dict[tuple[Device, UOp], CompiledKernel] = {}
+# kernels `prepare_kernels` lowered whose compile runs on the compile thread: (program, source, the compile's future)
+_pending: dict[tuple[Device, UOp], tuple[LoopProgram, str, Future]] = {}
+_compile_thread: ThreadPoolExecutor | None = None
 
 
 def compile_for(device: Device, ast: UOp) -> CompiledKernel:
@@ -67,13 +72,42 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
   and capabilities are fixed, so another registry's same-named device compiles its own."""
   key = (device, ast)
   if (ck := _compiled.get(key)) is not None: return ck
+  if (pending := _pending.pop(key, None)) is not None:
+    prog, src, future = pending
+    return _finish(device, ast, prog, src, future.result)
+  prog, src = _program(device, ast)
+  return _finish(device, ast, prog, src, lambda: _compile(device, prog, src))
+
+
+def prepare_kernels(kernels: list[tuple[Device, UOp]]) -> None:
+  """Start compiling the kernels not compiled yet, in the order given, where their device's compiler may run on a
+  thread of its own (`Compiler.threadsafe`): each is lowered and rendered here (Python, holding the interpreter)
+  while the one before it compiles (the compiler, not holding it), and `compile_for` then waits for it. A training
+  step's first run lowers and compiles a hundred kernels: 4.3 -> 3.7 s for beautiful_mnist's on the 2-core CPU (the
+  compile thread waits for the interpreter between its calls into LLVM, so the two overlap only in part)."""
+  global _compile_thread
+  todo = [(d, a) for d, a in dict.fromkeys(kernels) if (d, a) not in _compiled and (d, a) not in _pending
+          and d.compiler.threadsafe and not (d.registry.config.beam and not symbolic_ast(a))]
+  if len(todo) < 2: return  # nothing to overlap
+  if _compile_thread is None: _compile_thread = ThreadPoolExecutor(1, thread_name_prefix="plugrad-compile")
+  for device, ast in todo:
+    prog, src = _program(device, ast)  # a kernel that cannot be lowered raises here, before any launch
+    _pending[(device, ast)] = (prog, src, _compile_thread.submit(_compile, device, prog, src))
+
+
+def _program(device: Device, ast: UOp) -> tuple[LoopProgram, str]:
+  """The loop program and source of `ast` on `device`: from the program cache, else lowered and rendered."""
   # a kernel with Variables keeps its one plan: it cannot be timed for every value it serves
   beam = device.registry.config.beam and not symbolic_ast(ast)
   plan = searched_plan(device, ast) if beam else None
-  if (found := _programs.get(device, ast, plan)) is not None: prog, src = found
-  else:
-    prog, src = render_for(device, ast, plan)
-    _programs.put(device, ast, plan, prog, src)
+  if (found := _programs.get(device, ast, plan)) is not None: return found
+  prog, src = render_for(device, ast, plan)
+  _programs.put(device, ast, plan, prog, src)
+  return prog, src
+
+
+def _compile(device: Device, prog: LoopProgram, src: str) -> tuple[bytes, bool, float]:
+  """(binary, whether it came from the cache, seconds the compiler took)."""
   st = time.perf_counter()
   try:
     binary, cached = device.compiler.compile(src)
@@ -81,9 +115,16 @@ def compile_for(device: Device, ast: UOp) -> CompiledKernel:
     raise
   except Exception as e:
     raise CompileError(f"{device.name} failed to compile kernel {prog.name}: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
+  return binary, cached, time.perf_counter() - st
+
+
+def _finish(device: Device, ast: UOp, prog: LoopProgram, src: str,
+            compiled: Callable[[], tuple[bytes, bool, float]]) -> CompiledKernel:
+  """Tell the observers and load the kernel, once its compile is done (on this thread: observers and runtimes)."""
+  binary, cached, seconds = compiled()
   device.registry.notify("plugrad_kernel_compiled", device=device.name, name=prog.name, source=src,
-                         seconds=0.0 if cached else time.perf_counter() - st, cached=cached, ast=ast)
-  ck = _compiled[key] = CompiledKernel(prog, src, binary, _load(device, prog.name, src, binary, cached))
+                         seconds=0.0 if cached else seconds, cached=cached, ast=ast)
+  ck = _compiled[(device, ast)] = CompiledKernel(prog, src, binary, _load(device, prog.name, src, binary, cached))
   return ck
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from plugrad.config import GRAPH
 from plugrad.device import Buffer, DeviceError, GraphLaunch
-from plugrad.engine.compile import CompiledKernel, compile_for
+from plugrad.engine.compile import CompiledKernel, compile_for, prepare_kernels
 from plugrad.engine.counters import GlobalCounters
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
@@ -51,6 +51,8 @@ def run_schedule(items: list[ScheduleItem], registry: Registry, started: float |
   # for the observers only (none by default); before running, as it asks which buffers are allocated yet
   plan = plan_memory(items, frees=capture is None) if registry.observed("plugrad_schedule_ran") else None
   kernels = copies = 0
+  # lowering the next kernels while the first compile (only kernels not compiled yet: a first run)
+  prepare_kernels([(registry.device(it.device), it.ast) for it in items if not it.is_copy and it.ast is not None])
   for it in items:
     if it.is_copy:
       dest, src = it.bufs

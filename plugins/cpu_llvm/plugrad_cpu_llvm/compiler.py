@@ -179,6 +179,8 @@ class LLVMCompiler(Compiler):
   :param cache_dir: the cache directory (None: no disk cache).
   :param opt_level: LLVM speed level (0-3).
   """
+  # llvmlite's calls release the interpreter, and every use of LLVM here holds _llvm_lock
+  threadsafe = True
 
   def __init__(self, cache_dir: Path | None = None, opt_level: int = 3) -> None:
     super().__init__(cache_dir)

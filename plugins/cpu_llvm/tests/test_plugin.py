@@ -451,3 +451,35 @@ def test_sin_of_a_bounded_argument_is_inline_and_within_two_ulp():
   assert "llvm.sin" in _rendered(loaded.sin())
   np.testing.assert_allclose(loaded.sin().numpy()[:2], np.sin(np.array([1e30, -4000.3], np.float32).astype(np.float64)),
                              rtol=1e-6)
+
+
+def test_a_first_run_compiles_on_the_compile_thread_in_schedule_order(monkeypatch):
+  import threading
+  import plugrad.engine.compile as compile_mod
+  from plugrad.hookspecs import hookimpl as impl
+  threads: list[str] = []
+  real = compile_mod._compile
+  monkeypatch.setattr(compile_mod, "_compile", lambda *a: threads.append(threading.current_thread().name) or real(*a))
+  rng = np.random.default_rng(7)
+  an = rng.standard_normal((37, 23), dtype=np.float32)
+  a = Tensor(an, device="CPU")
+  # shapes no other test uses: every kernel of this schedule is new to the process
+  outs = [(a * 3.5).sum(0), (a.exp2() @ a.T).max(1), (a - 1.25).relu().cumsum(1)]
+
+  class Seen:
+    PLUGRAD_CONTRACT = plugrad.CONTRACT_VERSION
+    names: list[str] = []
+    @impl
+    def plugrad_kernel_compiled(self, device, name, source, seconds, cached, ast) -> None: self.names.append(name)
+  seen, reg = Seen(), get_registry()
+  items = [it.ast for it in Tensor.schedule(*outs) if not it.is_copy]
+  reg.pm.register(seen)
+  try:
+    Tensor.realize(*outs)
+  finally:
+    reg.pm.unregister(seen)
+  assert threads and all(t.startswith("plugrad-compile") for t in threads) and not compile_mod._pending
+  assert len(seen.names) == len(items) >= 3  # told once each, on this thread, as the launches come
+  np.testing.assert_allclose(outs[0].numpy(), (an * 3.5).sum(0), rtol=1e-5)
+  np.testing.assert_allclose(outs[1].numpy(), (np.exp2(an) @ an.T).max(1), rtol=1e-4)
+  np.testing.assert_allclose(outs[2].numpy(), np.maximum(an - 1.25, 0).cumsum(1), rtol=1e-5, atol=1e-5)
