@@ -169,6 +169,18 @@ def test_fused_state_is_one_flat_tensor_and_every_parameter_needs_a_gradient():
     ((Tensor.ones(2, 3) @ w + b) ** 2).sum().backward()
     with pytest.raises(RuntimeError, match=r"shape \(2,\) has no gradient.*fused=False"): opt.step()
   with pytest.raises(ValueError, match="Muon orthogonalises"): optim.Muon([w], fused=True)
+  with pytest.raises(ValueError, match="one vector on one device"):
+    optim.SGD([Tensor.ones(2, requires_grad=True, device="PYTHON"), Tensor.ones(2, requires_grad=True)], fused=True)
+
+
+def test_fuse_optim_leaves_muon_and_sharded_parameters_unfused(monkeypatch):
+  from plugrad.registry import get_registry
+  registry = get_registry()
+  monkeypatch.setattr(registry, "config", registry.config.replace(fuse_optim=True))
+  assert not optim.Muon([Tensor.ones(3, 4, requires_grad=True)]).fused
+  assert optim.AdamW([Tensor.ones(3, 4, requires_grad=True)]).fused
+  sharded = Tensor.ones(4, 2, requires_grad=True).shard(("CPU:0", "CPU:1"), axis=0).requires_grad_(True)
+  assert not optim.AdamW([sharded]).fused
 
 
 def test_step_is_one_realize(monkeypatch):

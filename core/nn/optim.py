@@ -53,7 +53,12 @@ class Optimizer:
     self.buffers: list[Tensor] = _dedup([p for p in params if not p.requires_grad])
     self.device = device or self.params[0].device
     self.lr = Tensor([lr], device=self.device, dtype=dtypes.float32, requires_grad=False)
-    self.fused = get_registry().config.fuse_optim if fused is None else bool(fused)
+    # one flat vector needs every parameter on one device, unsharded: FUSE_OPTIM leaves other optimizers unfused
+    one_device = len({p.device for p in self.params}) == 1 and not isinstance(self.params[0].device, tuple)
+    if fused and not one_device:
+      raise ValueError(f"fused=True steps the parameters as one vector on one device; these are on "
+                       f"{sorted({str(p.device) for p in self.params})}: use fused=False")
+    self.fused = (get_registry().config.fuse_optim and one_device) if fused is None else bool(fused)
     # where each parameter's elements start in the flat vector of a fused step
     self._offsets = list(itertools.accumulate((p.numel() for p in self.params), initial=0)) if self.fused else []
 
@@ -218,8 +223,9 @@ def Muon(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, we
   PyTorch's Muon keeps its momentum as an average (b = m*b + (1-m)*g); the orthogonalisation divides
   by the norm, so the sum used here (b = m*b + g, as tinygrad) gives the same steps.
   """
+  # each matrix is orthogonalised on its own: FUSE_OPTIM does not apply (fused=True is refused)
   return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False,
-              tcoef=0.0, device=device, fused=fused)
+              tcoef=0.0, device=device, fused=bool(fused))
 
 
 class LAMB(Optimizer):
