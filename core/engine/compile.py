@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import os
 import pickle
 import time
 import weakref
@@ -64,6 +65,16 @@ _compiled: dict[tuple[Device, UOp], CompiledKernel] = {}
 # kernels `prepare_kernels` lowered whose compile runs on the compile thread: (program, source, the compile's future)
 _pending: dict[tuple[Device, UOp], tuple[LoopProgram, str, Future]] = {}
 _compile_thread: ThreadPoolExecutor | None = None
+
+
+def _forget_compile_thread() -> None:
+  # a forked child has no compile thread (only the thread that forked survives): it starts its own when it needs one
+  global _compile_thread
+  _compile_thread = None
+  _pending.clear()
+
+
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_forget_compile_thread)
 
 
 def compile_for(device: Device, ast: UOp) -> CompiledKernel:

@@ -483,3 +483,21 @@ def test_a_first_run_compiles_on_the_compile_thread_in_schedule_order(monkeypatc
   np.testing.assert_allclose(outs[0].numpy(), (an * 3.5).sum(0), rtol=1e-5)
   np.testing.assert_allclose(outs[1].numpy(), (np.exp2(an) @ an.T).max(1), rtol=1e-4)
   np.testing.assert_allclose(outs[2].numpy(), np.maximum(an - 1.25, 0).cumsum(1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_a_forked_child_compiles_without_the_parents_compile_thread():
+  # the parent's compile thread does not survive a fork: a child that compiled through it would wait forever
+  code = textwrap.dedent("""
+    import os, numpy as np
+    from plugrad import Tensor
+    a = Tensor(np.ones((40, 30), np.float32))
+    ((a * 2).sum(0) + (a - 1).max(1).sum()).numpy()
+    pid = os.fork()
+    if pid == 0:
+      b = Tensor(np.ones((41, 29), np.float32))
+      os._exit(0 if ((b * 3).sum(0) + (b + 1).max(1).sum()).numpy()[0] == 205 else 1)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+  """)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
