@@ -139,6 +139,22 @@ def bench_cat(parts: int, total: int, repeat: int) -> None:
   report(f"m = 0.9m + 0.1cat({parts} parts) {len(mn)} TinyJit", tp, tn, tt, 3 * len(mn) * 4, "GB/s")
 
 
+def bench_cat_columns(rows: int, repeat: int) -> None:
+  """Features side by side: (cat((rows, 512), (rows, 509), dim=1) * 2) under TinyJit, a cat along the rows' own axis
+  (an inner launch loop), against numpy's and torch's."""
+  rng = np.random.default_rng(7)
+  an, bn = rng.standard_normal((rows, 512), dtype=np.float32), rng.standard_normal((rows, 509), dtype=np.float32)
+  a, b = realized(an), realized(bn)
+  step = TinyJit(lambda: (Tensor.cat(a, b, dim=1) * 2).realize())
+  np.testing.assert_allclose(step().numpy(), np.concatenate([an, bn], axis=1) * 2)
+  tp, tn = median_time(step, repeat * 5), median_time(lambda: np.concatenate([an, bn], axis=1) * 2, repeat * 5)
+  tt = None
+  if torch is not None:
+    at, bt = torch.from_numpy(an), torch.from_numpy(bn)
+    tt = median_time(lambda: torch.cat([at, bt], dim=1) * 2, repeat * 5)
+  report(f"cat((x, y), dim=1) * 2 {rows}x1021 TinyJit", tp, tn, tt, 2 * an.nbytes + 2 * bn.nbytes, "GB/s")
+
+
 def bench_conv(repeat: int) -> None:
   """The issue's 3x3 convolution, and padded 5x5 and 7x7 ones (whose kernel taps the heuristic writes out)."""
   for xs, ws, pad in [((16, 32, 56, 56), (64, 32, 3, 3), 1), ((128, 32, 20, 20), (32, 32, 5, 5), 2),
@@ -311,6 +327,7 @@ def main() -> None:
   bench_softmax(n, args.repeat)
   bench_transcendentals(1024, args.repeat)
   bench_cat(32, 100_000, args.repeat)
+  bench_cat_columns(n, args.repeat)
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
   bench_linear(64, 784, 256, args.repeat)

@@ -7,8 +7,8 @@ is the fastest-varying one, so the innermost loop walks memory contiguously); th
 runs only start..end-1, which is how the runtime splits a launch across cores. RANGE/ENDRANGE
 become counted loops, DEFINE_ACC a stack slot that LLVM promotes to a register (SSA phi), a gated
 LOAD a branch around the load (the loop vectoriser turns it into a masked load), a gated STORE a
-branch around the store. Where gates compare the outermost loop's index with constants (a cat along that axis),
-that loop runs in pieces, one function each, in which those gates are constants (`launch_pieces`).
+branch around the store. Where gates compare a launch loop's index with constants (a cat along that axis), that
+loop runs in pieces, one function each, in which those gates are constants (`launch_pieces`).
 
 Every op computes what `plugrad.alu` defines: integer division and modulo never trap (x/0 is 0,
 x%0 is x, INT_MIN/-1 wraps), shifts use the low bits of the amount, MAX/MIN propagate NaN
@@ -133,10 +133,13 @@ class LLVMRenderer(Renderer):
   def render(self, prog: LoopProgram) -> str:
     fn = "k_" + re.sub(r"\W", "_", prog.name)
     main = _Kernel(prog, fn, "full")
-    if (pieces := launch_pieces(prog, main.specials)) is not None:
-      # the outer launch loop in pieces, each its own function with the gates on its index constants
-      kernels = [_Kernel(prog, f"{fn}_p{j}", "full", known=gates) for j, (_, _, gates) in enumerate(pieces)]
-      funcs = [k.render(linkage="internal ") for k in kernels] + [_dispatch(prog, fn, pieces)]
+    if (cut := launch_pieces(prog, main.specials)) is not None:
+      # a launch loop in pieces, each its own function with the gates on its index constants
+      loop, pieces = cut
+      inner = loop is not main.specials[0]  # an inner loop's piece is its bounds; the outer one's, start..end clamped
+      kernels = [_Kernel(prog, f"{fn}_p{j}", "full", known=gates, bounds={loop: (lo, hi)} if inner else None)
+                 for j, (lo, hi, gates) in enumerate(pieces)]
+      funcs = [k.render(linkage="internal ") for k in kernels] + [_dispatch(prog, fn, pieces, clamp=not inner)]
       decls = set().union(*(k.decls for k in kernels), _DISPATCH_DECLS)
     else:
       funcs = [main.render()]
@@ -162,46 +165,69 @@ class LLVMRenderer(Renderer):
 #: A launch loop whose gates compare its index with constants (the inputs of a cat, a pad at its ends) is cut at
 #: those constants into pieces, each a loop over a function in which every such gate is a constant: no branch per
 #: element, and a body the loop vectoriser takes (an update m = 0.9 m + 0.1 cat(32 parts) of 100k float32 under
-#: TinyJit: 196 -> 15 us, against 10 us for the same update without a cat). Only a loop of at most MAX_LAUNCH_PIECES
-#: pieces (each is code to compile) in a kernel of at least MIN_PIECES_WORK elements (below, the gates cost less than
-#: compiling the copies).
+#: TinyJit: 196 -> 15 us, against 10 us for the same update without a cat; (4096, 512) and (4096, 509) side by side
+#: along the rows, then x2: 0.93 -> 0.48 ms). Only a loop of at most MAX_LAUNCH_PIECES pieces (each is code to compile)
+#: in a kernel of at least MIN_PIECES_WORK elements (below, the gates cost less than compiling the copies).
 MAX_LAUNCH_PIECES = 64
 MIN_PIECES_WORK = 1 << 12
+#: Where an inner loop is cut, the outer loop's iterations go through the pieces in blocks of about this many bytes
+#: of output (4-byte elements assumed), which stay in a core's first caches between one piece and the next
+INNER_PIECES_BLOCK_BYTES = 32 << 10
 
 
-def launch_pieces(prog: LoopProgram, specials: list[UOp]) -> list[tuple[int, int, dict[UOp, bool]]] | None:
-  """The pieces [lo, hi) of the outer launch loop and each one's values of the comparisons between that loop's index
-  and a constant; None where no comparison cuts it, or the cut does not pay."""
-  if not specials or specials[0].src or math.prod(prog.global_size) < MIN_PIECES_WORK: return None
-  g, size = specials[0], specials[0].arg[2]
-  cmps: dict[UOp, int] = {}  # comparison -> the first index from which it is true (x < c: false from c)
-  for u in prog.uops:
-    if u.op is not Ops.CMPLT or u.src[0].op is u.src[1].op: continue
-    if u.src[0] is g and u.src[1].op is Ops.CONST: cmps[u] = u.src[1].arg  # g < c: true below c
-    elif u.src[1] is g and u.src[0].op is Ops.CONST: cmps[u] = u.src[0].arg + 1  # c < g: true from c + 1
-  cuts = sorted({c for c in cmps.values() if 0 < c < size})
-  if not cuts or len(cuts) >= MAX_LAUNCH_PIECES: return None
-  bounds = [0, *cuts, size]
-  return [(lo, hi, {u: (hi <= c) if u.src[0] is g else (lo >= c) for u, c in cmps.items()})
-          for lo, hi in zip(bounds, bounds[1:])]
+def launch_pieces(prog: LoopProgram, specials: list[UOp]) -> tuple[UOp, list[tuple[int, int, dict[UOp, bool]]]] | None:
+  """A launch loop whose index is compared with constants (the outermost such, outer loops first), its pieces
+  [lo, hi) and each one's values of those comparisons; None where no comparison cuts a loop, or the cut does not
+  pay."""
+  if not specials or math.prod(prog.global_size) < MIN_PIECES_WORK: return None
+  # an inner loop only of an elementwise kernel (a cat along a row): its pieces copy the body whole, which a kernel
+  # with reduce loops pays for in compile time (a padded convolution's borders and interior: beautiful_mnist's
+  # first step compiled in 5.7 s instead of 3.9, and ran no faster)
+  elementwise = not any(u.op is Ops.RANGE for u in prog.uops)
+  for g in specials if elementwise else specials[:1]:
+    if g.src: continue  # a symbolic size: no constant bounds
+    size = g.arg[2]
+    cmps: dict[UOp, int] = {}  # comparison -> where it turns (g < c: true below c; c < g: true from c + 1)
+    for u in prog.uops:
+      if u.op is not Ops.CMPLT or u.src[0].op is u.src[1].op: continue
+      if u.src[0] is g and u.src[1].op is Ops.CONST: cmps[u] = u.src[1].arg
+      elif u.src[1] is g and u.src[0].op is Ops.CONST: cmps[u] = u.src[0].arg + 1
+    cuts = sorted({c for c in cmps.values() if 0 < c < size})
+    if not cuts: continue
+    if len(cuts) >= MAX_LAUNCH_PIECES: return None
+    bounds = [0, *cuts, size]
+    return g, [(lo, hi, {u: (hi <= c) if u.src[0] is g else (lo >= c) for u, c in cmps.items()})
+               for lo, hi in zip(bounds, bounds[1:])]
+  return None
 
 
 _DISPATCH_DECLS = {"declare i64 @llvm.smax.i64(i64, i64)", "declare i64 @llvm.smin.i64(i64, i64)"}
 
 
-def _dispatch(prog: LoopProgram, fn: str, pieces: list[tuple[int, int, dict[UOp, bool]]]) -> str:
-  """The kernel's function when its outer launch loop is in pieces: each piece's function over the part of start..end
-  that falls in it."""
+def _dispatch(prog: LoopProgram, fn: str, pieces: list[tuple[int, int, dict[UOp, bool]]], clamp: bool) -> str:
+  """The kernel's function when a launch loop is in pieces: each piece's function over start..end of the outer loop,
+  or (`clamp`: the outer loop is the one cut) over the part of start..end that falls in the piece."""
   args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params] + \
     [f"i32 %var_{v.arg[0]}" for v in prog.vars]
-  names = [a.split()[-1] for a in args]
-  lines = [f"define void @{fn}({', '.join(args + ['i64 %start', 'i64 %end'])}) #0 {{", "entry:", "  br label %p0"]
+  passed = ", ".join(f"{a.split()[0]} {a.split()[-1]}" for a in args)
+  lines = [f"define void @{fn}({', '.join(args + ['i64 %start', 'i64 %end'])}) #0 {{", "entry:"]
+  if not clamp:
+    # an inner loop's pieces, one after the other over each block of the outer loop's iterations small enough to stay
+    # in the core's first caches: the output's lines are written whole before the next block (piece after piece over
+    # all of start..end wrote each line's parts a pass apart: a (4096, 1021) cat along its rows at half the speed)
+    block = max(1, INNER_PIECES_BLOCK_BYTES // max(1, math.prod(prog.global_size[:-1]) * 4))
+    lines += ["  %any = icmp slt i64 %start, %end", "  br i1 %any, label %blk, label %done", "blk:",
+              "  %r = phi i64 [%start, %entry], [%rn, %blk]", f"  %rb = add i64 %r, {block}",
+              "  %rn = call i64 @llvm.smin.i64(i64 %rb, i64 %end)"]
+    lines += [f"  call void @{fn}_p{j}({passed}, i64 %r, i64 %rn)" for j in range(len(pieces))]
+    return "\n".join(lines + ["  %more = icmp slt i64 %rn, %end", "  br i1 %more, label %blk, label %done", "done:",
+                              "  ret void", "}", ""])
+  lines.append("  br label %p0")
   for j, (lo, hi, _) in enumerate(pieces):
     lines += [f"p{j}:", f"  %lo{j} = call i64 @llvm.smax.i64(i64 %start, i64 {lo})",
               f"  %hi{j} = call i64 @llvm.smin.i64(i64 %end, i64 {hi})", f"  %ok{j} = icmp slt i64 %lo{j}, %hi{j}",
               f"  br i1 %ok{j}, label %run{j}, label %p{j + 1}", f"run{j}:",
-              f"  call void @{fn}_p{j}({', '.join(f'{a.split()[0]} {n}' for a, n in zip(args, names))}, i64 %lo{j}, "
-              f"i64 %hi{j})", f"  br label %p{j + 1}"]
+              f"  call void @{fn}_p{j}({passed}, i64 %lo{j}, i64 %hi{j})", f"  br label %p{j + 1}"]
   lines += [f"p{len(pieces)}:", "  ret void", "}", ""]
   return "\n".join(lines)
 
@@ -235,9 +261,10 @@ class _Kernel:
   """The state of rendering one kernel: emitted lines, value names, open blocks."""
 
   def __init__(self, prog: LoopProgram, fn: str, mode: str = "full", plan: tuple[UOp, UOp, UOp] | None = None,
-               known: dict[UOp, bool] | None = None):
+               known: dict[UOp, bool] | None = None, bounds: dict[UOp, tuple[int, int]] | None = None):
     self.prog, self.fn, self.mode, self.plan = prog, fn, mode, plan
-    self.known = known or {}  # comparisons whose value is known in this function (a piece of the launch loop)
+    self.known = known or {}  # comparisons whose value is known in this function (a piece of a launch loop)
+    self.bounds = bounds or {}  # inner launch loops this function runs over part of: their lo..hi
     self.lines: list[str] = []
     self.allocas: list[str] = []
     self.decls: set[str] = set()
@@ -384,6 +411,7 @@ class _Kernel:
         lo, hi = "%start", "%end"
         if ty != "i64": lo, hi = self.op(f"trunc i64 %start to {ty}"), self.op(f"trunc i64 %end to {ty}")
         self.outer_bounds = (lo, hi)
+      elif s in self.bounds: lo, hi = map(str, self.bounds[s])  # this function's piece of an inner loop
       else: lo, hi = "0", self.special_size(s)
       self.open_loop(name, ty, lo, hi)
       self.vals[s] = f"%{name}"
@@ -392,8 +420,8 @@ class _Kernel:
   def close_specials(self) -> None:
     last = len(self.specials) - 1
     for i, s in reversed(list(enumerate(self.specials))):
-      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), self.outer_bounds[1] if i == 0 else self.special_size(s),
-                      vectorize=not (i == last and self.upcast_copies))
+      hi = self.outer_bounds[1] if i == 0 else str(self.bounds[s][1]) if s in self.bounds else self.special_size(s)
+      self.close_loop(f"g{s.arg[1]}", reg_type(s.dtype), hi, vectorize=not (i == last and self.upcast_copies))
 
   def special_size(self, s: UOp) -> str:
     """The trip count of a launch loop: its size, or the value of its symbolic size (src[0])."""

@@ -282,11 +282,21 @@ def test_a_cat_runs_its_launch_loop_in_pieces_without_gates():
   ints = [np.arange(n, dtype=np.int64) - 9 for n in (5000, 3000)]
   np.testing.assert_array_equal(Tensor.cat(*[Tensor(i, device="CPU") for i in ints]).maximum(7).numpy(),
                                 np.maximum(np.concatenate(ints), 7))
-  # rows: pieces of the outer loop; columns: the inner loop keeps its gates (and the same answer)
+  # rows: pieces of the outer loop; columns (an elementwise kernel): pieces of the inner loop, run block of rows
+  # by block of rows; a middle axis too
   an, bn = rng.standard_normal((300, 70), dtype=np.float32), rng.standard_normal((211, 70), dtype=np.float32)
   a, b = Tensor(an, device="CPU"), Tensor(bn, device="CPU")
   np.testing.assert_allclose(a.cat(b).exp2().numpy(), np.exp2(np.concatenate([an, bn])), rtol=1e-6)
-  np.testing.assert_allclose(a.T.cat(b.T, dim=1).numpy(), np.concatenate([an.T, bn.T], axis=1))
+  cols = Tensor.cat(a.T, b.T, a.T[:, :5], dim=1)
+  assert "%blk" in kernel_source(cols + 0) and "%ld" not in kernel_source(cols + 0)
+  np.testing.assert_allclose((cols + 0).numpy(), np.concatenate([an.T, bn.T, an.T[:, :5]], axis=1))
+  c3, d3 = rng.standard_normal((4, 30, 50), dtype=np.float32), rng.standard_normal((4, 11, 50), dtype=np.float32)
+  np.testing.assert_allclose(Tensor.cat(Tensor(c3), Tensor(d3), dim=1).exp2().numpy(),
+                             np.exp2(np.concatenate([c3, d3], axis=1)), rtol=1e-6)
+  # a kernel with reduce loops keeps an inner loop whole: its pieces would copy the whole body for the compiler
+  x = Tensor(rng.standard_normal((2, 3, 40, 40), dtype=np.float32))
+  w = Tensor(rng.standard_normal((4, 3, 3, 3), dtype=np.float32))
+  assert "_p0(" not in kernel_source(x.conv2d(w, padding=1))
   np.testing.assert_allclose(a.pad(((5, 7), (0, 0)), value=-1.0).numpy(), np.pad(an, ((5, 7), (0, 0)), constant_values=-1.0))
 
 
