@@ -1,7 +1,6 @@
 """Kernels from ASTs: lower, render, compile and load each kernel once per (device, structure)."""
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -16,7 +15,7 @@ from typing import Callable
 from plugrad.codegen.lowerer import kernel_features, lower, symbolic_ast
 from plugrad.codegen.opt import Opt
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
-from plugrad.codegen.opt.search import INFEASIBLE, PlanCache, beam_search, plan_key
+from plugrad.codegen.opt.search import INFEASIBLE, PlanCache, beam_search, capabilities_text, plan_key
 from plugrad.codegen.program import LoopProgram
 from plugrad.device import CompileError, Program, UnsupportedError, check_supported
 from plugrad.kernel_cache import KernelCache, package_version
@@ -142,9 +141,9 @@ def _finish(device: Device, ast: UOp, prog: LoopProgram, src: str,
 class ProgramCache:
   """Lowered and rendered kernels on disk (under the cache folder's `programs`, private and signed as the compiled
   binaries are), by everything they depend on: the kernel's structure, the device, its capabilities, the plan, and
-  the code of plugrad and of the plugins loaded (`code_fingerprint`: an edited lowerer or renderer misses). A new
+  the code of plugrad and of the plugins installed (`code_fingerprint`: an edited lowerer or renderer misses). A new
   process takes a kernel's loop program and source from here instead of lowering it again: most of the first step
-  of a program whose binaries are cached (beautiful_mnist's first TinyJit step 1.7 -> 0.5 s). Not used while
+  of a program whose binaries are cached (beautiful_mnist's first TinyJit step 1.7 -> 0.4 s). Not used while
   PLUGRAD_CHECK_SPEC checks every lowering stage."""
 
   def __init__(self) -> None:
@@ -161,9 +160,8 @@ class ProgramCache:
   def key(self, device: Device, ast: UOp, plan: tuple[Opt, ...] | None) -> str:
     registry = device.registry
     if (fp := self._fingerprints.get(registry)) is None: fp = self._fingerprints[registry] = code_fingerprint(registry)
-    caps = {f.name: sorted(map(str, v)) if isinstance(v := getattr(device.caps, f.name), frozenset) else v
-            for f in dataclasses.fields(device.caps)}  # frozensets print in an order that changes between processes
-    text = "\n".join([ast.pretty(), device.name, repr(caps), repr(plan), type(device.renderer).__qualname__, fp])
+    text = "\n".join([ast.pretty(), device.name, capabilities_text(device.caps), repr(plan),
+                      type(device.renderer).__qualname__, fp])
     return hashlib.sha256(text.encode()).hexdigest()
 
   def get(self, device: Device, ast: UOp, plan: tuple[Opt, ...] | None) -> tuple[LoopProgram, str] | None:

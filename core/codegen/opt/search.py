@@ -80,12 +80,16 @@ def beam_search(start: list[tuple[Opt, ...]], k: KernelFeatures, time_plan: Call
   return beam[0]
 
 
+def capabilities_text(caps: Capabilities) -> str:
+  """The capabilities as text that is the same in every process, for disk cache keys."""
+  # frozensets print in an order that changes from process to process: sort them
+  return repr({f.name: sorted(map(str, v)) if isinstance(v := getattr(caps, f.name), frozenset) else v
+               for f in dataclasses.fields(caps)})
+
+
 def plan_key(ast: UOp, device: str, caps: Capabilities) -> str:
   """What a searched plan depends on: the kernel's structure, the device and its capabilities."""
-  # frozensets print in an order that changes from process to process: sort them
-  fields = {f.name: sorted(map(str, v)) if isinstance(v := getattr(caps, f.name), frozenset) else v
-            for f in dataclasses.fields(caps)}
-  text = "\n".join([ast.pretty(), device, repr(fields), package_version("plugrad")])
+  text = "\n".join([ast.pretty(), device, capabilities_text(caps), package_version("plugrad")])
   return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -108,4 +112,4 @@ class PlanCache:
     self._cache.put(key, self._header, json.dumps([[o.op.name, o.axis, o.amount] for o in plan]).encode())
 
 
-__all__ = ["beam_search", "neighbours", "plan_key", "PlanCache", "INFEASIBLE"]
+__all__ = ["beam_search", "neighbours", "capabilities_text", "plan_key", "PlanCache", "INFEASIBLE"]
