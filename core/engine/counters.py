@@ -2,9 +2,17 @@
 fields), so a tinygrad program that prints or resets them runs unchanged."""
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Iterable
 
+from plugrad.codegen.program import LoopProgram
 from plugrad.registry import get_registry
+
+
+def work_of(programs: Iterable[LoopProgram]) -> tuple[int, int]:
+  """(operations, bytes) that running each of `programs` once adds to GlobalCounters' global_ops and global_mem."""
+  ops = mem = 0
+  for p in programs: ops, mem = ops + p.flops, mem + p.bytes_moved
+  return ops, mem
 
 
 class _CountersMeta(type):

@@ -9,7 +9,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from plugrad.config import GRAPH
 from plugrad.device import Buffer, DeviceError, GraphLaunch
 from plugrad.engine.compile import CompiledKernel, compile_for, prepare_kernels
-from plugrad.engine.counters import GlobalCounters
+from plugrad.engine.counters import GlobalCounters, work_of
 from plugrad.registry import Registry
 from plugrad.scheduler import ScheduleItem, mark_done, plan_memory
 from plugrad.uops import UOp
@@ -89,10 +89,9 @@ class Traffic:
 
 def traffic_of(launches: list[Launch]) -> Traffic:
   copies = sum(1 for ln in launches if ln.kernel is None)
-  progs = [ln.kernel.program for ln in launches if ln.kernel is not None]
+  ops, mem = work_of(ln.kernel.program for ln in launches if ln.kernel is not None)
   return Traffic(len(launches) - copies, copies, sum(b.nbytes for ln in launches for b in ln.bufs[ln.outs:]),
-                 sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]), sum(p.flops for p in progs),
-                 sum(p.bytes_moved for p in progs))
+                 sum(b.nbytes for ln in launches for b in ln.bufs[:ln.outs]), ops, mem)
 
 
 class NativeReplay:

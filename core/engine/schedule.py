@@ -10,7 +10,7 @@ from plugrad.device import Buffer
 from plugrad.dtype import DType
 from plugrad.codegen.program import LoopProgram
 from plugrad.engine.compile import compile_for
-from plugrad.engine.counters import GlobalCounters
+from plugrad.engine.counters import GlobalCounters, work_of
 from plugrad.engine.run import Capture, prepare_graph
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
 from plugrad.registry import Registry
@@ -158,7 +158,7 @@ class _CountedRun:
 
   def __init__(self, run: Callable[[list], None], programs: list[LoopProgram]):
     self.run, self.kernels = run, len(programs)
-    self.ops, self.mem = sum(p.flops for p in programs), sum(p.bytes_moved for p in programs)
+    self.ops, self.mem = work_of(programs)
 
   def __call__(self, raws: list) -> None:
     self.run(raws)
