@@ -11,6 +11,7 @@ import numpy as np
 
 from plugrad import Tensor, get_registry
 from plugrad.builtins.debug import DebugPlugin
+from plugrad.config import DEBUG
 
 
 def numpy_mlp(x, layers):
@@ -37,7 +38,7 @@ def main() -> None:
   device = reg.default_device()
   print(f"device: {device} (available: {', '.join(s.name for s in reg.all_status() if s.available)})")
   # show a line per kernel of the forward passes, as DEBUG=2 does
-  if reg.config.debug < 2: reg.pm.register(DebugPlugin(reg.config.replace(debug=2), stream=sys.stdout), name="demo-debug")
+  if DEBUG < 2: reg.pm.register(DebugPlugin(reg.config.replace(debug=2), stream=sys.stdout), name="demo-debug")
 
   sizes = [64, 128, 128, 10]
   layers = [(rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a), rng.standard_normal(b).astype(np.float32) * 0.1)

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
-from plugrad.helpers import prod
+from plugrad.shape import prod
 from plugrad.tensor import Tensor
 
 PathLike = str | os.PathLike
