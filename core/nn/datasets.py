@@ -37,8 +37,9 @@ def _fetch(url: str, gunzip: bool) -> Tensor:
   try:
     data = fetch(url).read_bytes()  # downloaded once, then read from the cache folder
   except OSError as e:  # urllib.error.URLError (HTTPError too) and socket errors are all OSErrors
-    raise DownloadError(f"could not download {url}: {e}; pass base_url= (a folder's file:// URI) to read a local "
-                        f"copy of the dataset") from e
+    # fetch's error names the URL
+    raise DownloadError(f"could not download the dataset: {e}; pass base_url= (a folder's file:// URI) to read a "
+                        f"local copy of it") from e
   try:
     if gunzip: data = gzip.decompress(data)
   except (gzip.BadGzipFile, EOFError, zlib.error) as e:
