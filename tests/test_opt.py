@@ -289,15 +289,25 @@ def test_heuristic_choices_are_pinned():
   strided = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(32, 16, 3, 3, device="PYTHON"), stride=2,
                                                                 padding=1)
   assert _plans(strided, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
-  # a convolution's rows are its output channels: 16 of one vector where the registers hold them, not 8 of two
+  # a convolution's rows are its output channels; a step loads a vector per vector and a weight per channel, so
+  # 16 accumulators (32 registers) are two vectors covering a 32-wide row by 8 channels, not one by 16
   conv32 = Tensor.empty(1, 8, 32, 32, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
-  assert _plans(conv32, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
+  assert _plans(conv32, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 32), Opt(U, 2, 8))
+  # ... 8 accumulators (AVX2's 16 registers): a 16-wide row as two vectors of 8, by 4 channels
+  conv16 = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
+  assert _plans(conv16, AVX2)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 4))
   # with masked loads, a whole vector over a dimension it does not divide: 56 as four vectors of 16 (8 lanes masked)
   # rather than seven of 8 (16 channels deep, as unmasked), then the vectors that divide, then scalars
   masked = replace(AVX512, vector_registers=32, masked_loads=True)
-  assert _plans(conv56, masked) == [(Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16)),
+  assert _plans(conv56, masked) == [(Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 64), Opt(U, 2, 4)),
                                     (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 2, 16)),
                                     (Opt(R, 1, 3), Opt(R, 2, 3), Opt(U, 0, 8), Opt(U, 1, 4))]
+  # ... a row of 20 as two vectors of 16 (the second masked); a row of 66 stays vectors of 16, as four would leave
+  # more lanes empty (62 of 128, against 14 of 80)
+  conv20 = Tensor.empty(2, 32, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 32, 5, 5, device="PYTHON"))
+  assert _plans(conv20, masked)[0] == (Opt(V, 0, 32), Opt(U, 2, 8))
+  conv66 = Tensor.empty(2, 32, 68, 68, device="PYTHON").conv2d(Tensor.empty(32, 32, 3, 3, device="PYTHON"))
+  assert _plans(conv66, masked)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
   odd = Tensor.empty(200, 200, device="PYTHON") @ Tensor.empty(200, 200, device="PYTHON")
   assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8))
   # too few output channels to tile: the tile's rows are image rows, along which the kernel's rows slide (ky, axis
@@ -315,8 +325,13 @@ def test_heuristic_choices_are_pinned():
   assert features(few_padded).padded_taps == (1, 2)
   assert _plans(few_padded, AVX512)[0] == (Opt(R, 1, 7), Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 1, 8))
   many_padded = Tensor.empty(1, 16, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"), padding=2)
-  assert _plans(many_padded, replace(AVX512, vector_registers=32))[0] == \
-    (Opt(R, 1, 5), Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 16))
+  assert _plans(many_padded, AVX512)[0] == (Opt(R, 1, 5), Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 8))
+  # ... with 32 vector registers only the taps along the lanes (kx, axis 2), whose gates differ per lane: a kernel
+  # row's gate is the same in every lane, and its loop keeps the body small; beside image rows, ky is written out
+  # as a tap sliding along them
+  assert _plans(many_padded, replace(AVX512, vector_registers=32))[0] == (Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 16))
+  assert _plans(few_padded, replace(AVX512, vector_registers=32))[0] == \
+    (Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
 
 
 def test_lowering_with_the_heuristic_records_its_plan():
@@ -399,6 +414,35 @@ def test_padded_taps_written_out_beside_a_row_tile_give_numpys_answer(on):
     return x.exp().conv2d(w, padding=(1, 2))
   got, _ = run_with(build(on), on, lambda _: (Opt(R, 1, 3), Opt(R, 2, 5), Opt(V, 0, 16), Opt(U, 1, 2)))
   np.testing.assert_allclose(got, build("PYTHON").numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif("CPU" not in available_devices(), reason="needs the CPU plugin (llvmlite): masked vector loads")
+@pytest.mark.parametrize("plan", [(Opt(V, 0, 32), Opt(U, 2, 8)), (Opt(R, 2, 5), Opt(V, 0, 32), Opt(U, 2, 4)),
+                                  (Opt(R, 2, 5), Opt(V, 0, 64), Opt(U, 2, 4)), (Opt(R, 2, 5), Opt(V, 0, 16), Opt(U, 2, 8))])
+def test_rows_covered_by_several_masked_vectors_give_numpys_answer(plan):
+  # `_conv_tile`'s plans on a padded 5x5 convolution of 20-wide rows: two vectors of 16 (or one of 64) cover each
+  # row, the last lanes masked, with only the taps along the lanes (kx) written out and the kernel rows a loop
+  def build(device: str) -> Tensor:
+    x, w = Tensor(_x(2, 3, 7, 20, seed=1), device=device), Tensor(_x(8, 3, 5, 5, seed=2), device=device)
+    return x.conv2d(w, padding=2)
+  got, progs = run_with(build("CPU"), "CPU", lambda _: plan)
+  assert progs[-1].opts == plan
+  np.testing.assert_allclose(got, build("PYTHON").numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("on", _devices())
+def test_a_conv_and_its_input_gradient_give_numpys_answer_under_the_heuristic(on):
+  # 5x5 on 24-wide rows (20-wide outputs: two vectors, the second masked, on AVX-512) and the padded convolution
+  # of its input gradient (24-wide, kx written out); a 66-wide row stays vectors of 16
+  def grads(device: str, size: int, k: int) -> list[np.ndarray]:
+    x = Tensor(_x(2, 4, 9, size, seed=6), device=device, requires_grad=True)
+    w = Tensor(_x(16, 4, k, k, seed=7), device=device, requires_grad=True)
+    y = x.conv2d(w)
+    (y * Tensor(_x(*y.shape, seed=8), device=device)).sum().backward()
+    return [y.numpy(), x.grad.numpy(), w.grad.numpy()]
+  for size, k in ((24, 5), (68, 3)):
+    for got, want in zip(grads(on, size, k), grads("PYTHON", size, k)):
+      np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("on", _devices())

@@ -5,7 +5,8 @@ that would only gather raises OptError, and the next plan is the scalar one).
 What it decides:
 - short reduce axes (at most UNROLL_REDUCE) are unrolled into the loop body;
 - on a device that loops over its launch indices with vector ops, a padded convolution's kernel taps up to
-  SLIDE_UNROLL wide are unrolled too, so each copy's padding gates are constants per lane;
+  SLIDE_UNROLL wide are unrolled too, so each copy's padding gates are constants per lane (with 32 vector registers
+  only the taps along the lanes: a kernel row's gate is the same in every lane);
 - on a device with work-group memory, a single reduction with a small output is split across a
   work-group (GROUP) of 32 to 256 threads, each adding at least 64 values (every thread adds the
   group's partial sums after the barrier, so a larger group than the loads need makes that tail the
@@ -17,12 +18,13 @@ What it decides:
   with vector ops, launch dim 0 becomes vectors as wide as the device's vector register (up to 16
   lanes; two of them where the registers hold 16 accumulators, as AVX-512's 32 do) and the first
   dimension the vector loads do not move with makes 8 rows of vector accumulators (a matmul's rows:
-  each load of B's row feeds 8 FMAs; a convolution's output channels, up to 16 rows of one vector where the
-  registers hold them); where the device has masked loads and stores, a dim 0 the register's width does not
-  divide still gets whole vectors (the last one's extra lanes masked, none wider than the dimension) when that
-  wastes fewer lanes than the widest vector that divides it; without vector ops, 8 x 4
-  scalar copies. A matmul whose tile reads a large panel of B (a quarter of the cache over its sum)
-  loops over B's columns outermost (OUTER), so the panel stays in cache while the rows are swept. A
+  each load of B's row feeds 8 FMAs; a convolution's output channels, the accumulators split evenly between
+  vectors along the image row, up to 4 of them, and channels: 4 x 4 or 2 x 8 with AVX-512's 32 registers); where
+  the device has masked loads and stores, a dim 0 the register's width does not divide still gets whole vectors
+  (the last one's extra lanes masked, none wider than the dimension) when that wastes fewer lanes than the widest
+  vector that divides it; without vector ops, 8 x 4 scalar copies. A matmul whose tile reads a large panel of B
+  (a quarter of the cache over its sum) loops over B's columns outermost (OUTER), so the panel stays in cache while
+  the rows are swept. A
   reduction that reads contiguously along its own innermost loop and not along the
   outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
   (LANES), one vector accumulator whose lanes each add 1/width of the values, four vectors loaded and added
@@ -67,13 +69,17 @@ def _slide_unrolls(k: KernelFeatures, tile: list[Opt], base: list[Opt]) -> list[
   return [Opt(OptOps.UNROLL, r, k.reduce_axes[r]) for r in axes]
 
 
-def _tap_unrolls(k: KernelFeatures) -> list[Opt]:
+def _tap_unrolls(k: KernelFeatures, lanes_only: bool) -> list[Opt]:
   """A padded convolution's kernel taps up to SLIDE_UNROLL wide, written out: each tap's copy then knows which of
   its lanes read padding at compile time, where the loop computed each gate (5x5, 32 channels, padding 2, 128 20x20
-  images: 38 -> 10 ms; 7x7 16 -> 64 channels, padding 3, 32 56x56 images: 105 -> 31 ms). Unpadded taps stay a
+  images: 38 -> 10 ms; 7x7 16 -> 64 channels, padding 3, 32 56x56 images: 105 -> 31 ms). `lanes_only` (a device
+  that loops over its launch with vector ops and 32 vector registers): only the taps sliding along launch dim 0, the
+  vector lanes; a kernel row's gate is one per image row, the same in every lane, and its loop keeps the body small
+  (those two convolutions with the tiles of `_conv_tile`, AVX-512: 9.9 -> 8.4 ms and 42 -> 22 ms; with AVX2's 16
+  registers, emulated on the same machine, the rows written out stayed 11-15% faster). Unpadded taps stay a
   loop: written out they measured the same, or slower (5x5 from one channel: 0.36 -> 0.62 ms)."""
   return [Opt(OptOps.UNROLL, r, k.reduce_axes[r]) for r in k.padded_taps
-          if UNROLL_REDUCE < k.reduce_axes[r] <= SLIDE_UNROLL]
+          if UNROLL_REDUCE < k.reduce_axes[r] <= SLIDE_UNROLL and (not lanes_only or (r, 0) in k.sliding)]
 
 
 def _unrolls(k: KernelFeatures) -> list[Opt]:
@@ -149,12 +155,10 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
         and copies < 4:
       copies *= 2
     if copies > 1: out.insert(1, Opt(OptOps.UPCAST, 0, copies))
+    elif row_dim != 1: out = _conv_tile(k, caps, row_dim, factors, masked_ok)
     else:
-      # no second vector (a convolution, or a matmul's rows too narrow): more rows fill the registers instead,
-      # each vector load feeding twice the FMAs (conv2d 32->64 channels at 56x56: 157 -> 180 GFLOP/s, AVX-512).
-      # Masked vectors too: 16 rows against 8, kernel alone, convolutions of 7x7 to 56x56 images 0-16% faster over
-      # two rounds (16x32x56x56 by 64 filters: 5.5 -> 5.0 ms, then tied) and four matmuls 56 to 200 wide 2-15%, where
-      # an earlier lowering measured 8 rows faster on that convolution (274 against 253 GFLOP/s)
+      # a matmul's rows too narrow for a second vector: more rows fill the registers instead, each vector load
+      # feeding twice the FMAs
       rows, size = factors[1], k.dims[row_dim][1]
       while 2 * rows <= budget and size % (2 * rows) == 0 and rows < 16: rows *= 2
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
@@ -165,6 +169,28 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
     if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1] and panel >= cache * OUTER_MIN_SHARE:
       out.append(Opt(OptOps.OUTER, 0, 1))
   return out
+
+
+def _conv_tile(k: KernelFeatures, caps: Capabilities, row_dim: int, factors: list[int], masked_ok: bool) -> list[Opt]:
+  """A convolution's register tile: vectors along the image row (launch dim 0) times output channels (`row_dim`).
+  A step loads one input vector per vector and broadcasts one weight per channel, so the accumulators (the largest
+  power of two in 3/4 of the vector registers) are split as evenly as the row allows: up to 4 vectors covering it
+  (a row of 20 as two vectors of 16, the second masked), by 4 to 8 channels, where an earlier lowering measured 16
+  channels of one vector fastest. AVX-512, kernels alone: 128 images of 32 channels, 24x24 to 20x20 (5x5) 9.2 ->
+  7.8 ms, its input gradient 12.2 -> 9.9 ms; 16 images of 32 channels at 56x56 to 64 (3x3, padded) 4.7 -> 4.1 ms."""
+  lanes, size, channels = factors[0], k.dims[0][1], k.dims[row_dim][1]
+  accumulators = 1 << ((caps.vector_registers * 3 // 4).bit_length() - 1)
+  masked = masked_ok and caps.masked_loads and k.dims[0][0] == 1
+
+  def used(copies: int) -> float:  # the share of lanes holding outputs, 0 where the width needs masks it cannot have
+    width = lanes * copies
+    return 0.0 if size % width and not masked else size / (-(-size // width) * width)
+  # more vectors only where they waste no more lanes than one does (a row of 66 stays vectors of 16, not 64)
+  copies = max((c for c in (1, 2, 4) if c * c <= accumulators and used(c) >= used(1)), default=1)
+  rows = accumulators // copies
+  while rows > 1 and channels % rows: rows //= 2
+  out = [Opt(OptOps.VECTORIZE, 0, lanes * copies)]
+  return out + ([Opt(OptOps.UPCAST, row_dim, rows)] if rows > 1 else [])
 
 
 def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
@@ -199,7 +225,8 @@ def _dot_tile(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
 
 def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tuple[Opt, ...]]:
   """Plans for the kernel, best first; the last one always applies."""
-  base = _unrolls(k) + _tap_unrolls(k)
+  lanes_only = caps.vector_ops and caps.launch_dims == 0 and caps.vector_registers >= 32
+  base = _unrolls(k) + _tap_unrolls(k, lanes_only)
   if group := _group(k, caps): return [tuple(base + group), tuple(base)]
   if caps.launch_dims != 0:
     tile = _gpu_tiles(k, reduce=k.reduces > 0)
