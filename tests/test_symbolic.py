@@ -92,3 +92,14 @@ def _eval(u, env):
   return {Ops.ADD: lambda: a[0] + a[1], Ops.MUL: lambda: a[0] * a[1], Ops.IDIV: lambda: int(a[0] / a[1]),
           Ops.MOD: lambda: a[0] - a[1] * int(a[0] / a[1]), Ops.SUB: lambda: a[0] - a[1], Ops.NEG: lambda: -a[0],
           Ops.CMPLT: lambda: a[0] < a[1], Ops.WHERE: lambda: a[1] if a[0] else a[2]}[u.op]()
+
+
+def test_relu_lowers_to_one_compare_and_select():
+  # relu is where(0 < x, x, where(x < 0, 0, x * 0)) for its gradient at 0; its value is where(x < 0, 0, x) at every x
+  # (-0.0 and NaN included, as test_numerics checks against torch), which is what a kernel computes
+  from plugrad import Tensor
+  from plugrad.codegen.lowerer import lower
+  from plugrad.device import Capabilities
+  item = [it for it in (Tensor.empty(4, 4, device="PYTHON") + 1).relu().schedule() if not it.is_copy][-1]
+  ops = [u.op for u in lower(item.ast, Capabilities()).uops if u.dtype in (dtypes.float32, dtypes.bool)]
+  assert (ops.count(Ops.CMPLT), ops.count(Ops.WHERE), ops.count(Ops.MUL)) == (1, 1, 0)

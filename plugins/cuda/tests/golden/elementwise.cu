@@ -9,12 +9,9 @@ extern "C" __global__ void __launch_bounds__(1024) E_64_64(float* __restrict__ d
   float alu4 = (val2 * val3);
   float val5 = data3[alu1];
   float alu6 = (alu4 + val5);
-  bool alu7 = (0.0f < alu6);
-  bool alu8 = (alu6 < 0.0f);
-  float alu9 = (alu6 * 0.0f);
-  float alu10 = (alu8 ? 0.0f : alu9);
-  float alu11 = (alu7 ? alu6 : alu10);
-  float alu12 = (alu11 * 2.0f);
-  data0[alu1] = alu12;
+  bool alu7 = (alu6 < 0.0f);
+  float alu8 = (alu7 ? 0.0f : alu6);
+  float alu9 = (alu8 * 2.0f);
+  data0[alu1] = alu9;
 }
 

@@ -9,11 +9,8 @@ kernel void E_8_8(device half* data0 [[buffer(0)]], const device half* data1 [[b
   half val2 = data1[alu1];
   half val3 = data2[alu1];
   half alu4 = (val2 * val3);
-  bool alu5 = (((half)0.0f) < alu4);
-  bool alu6 = (alu4 < ((half)0.0f));
-  half alu7 = (alu4 * ((half)0.0f));
-  half alu8 = (alu6 ? ((half)0.0f) : alu7);
-  half alu9 = (alu5 ? alu4 : alu8);
-  half alu10 = (alu9 + ((half)0.5f));
-  data0[alu1] = alu10;
+  bool alu5 = (alu4 < ((half)0.0f));
+  half alu6 = (alu5 ? ((half)0.0f) : alu4);
+  half alu7 = (alu6 + ((half)0.5f));
+  data0[alu1] = alu7;
 }

@@ -8,10 +8,7 @@ __kernel void E_4_8(__global float* restrict data0, __global const float* restri
   float val3 = data2[alu1];
   float alu4 = (val2 + val3);
   float alu5 = (alu4 * 2.0f);
-  bool alu6 = (0.0f < alu5);
-  bool alu7 = (alu5 < 0.0f);
-  float alu8 = (alu5 * 0.0f);
-  float alu9 = (alu7 ? 0.0f : alu8);
-  float alu10 = (alu6 ? alu5 : alu9);
-  data0[alu1] = alu10;
+  bool alu6 = (alu5 < 0.0f);
+  float alu7 = (alu6 ? 0.0f : alu5);
+  data0[alu1] = alu7;
 }
