@@ -238,6 +238,9 @@ def _time_plan(device: Device, ast: UOp, plan: tuple[Opt, ...]) -> float:
   sizes = [max(p.size * p.dtype.itemsize, 1) for p in prog.params]
   raws = [device.allocator.alloc(n) for n in sizes]
   try:
+    # written, not just allocated: a fresh allocation's pages may all read as one shared zero page, which stays in
+    # cache and times a convolution's loads 10-20% faster than its real inputs (9.1 against 8.0 ms, AVX-512)
+    for raw, n in zip(raws, sizes): device.allocator.copyin(raw, memoryview(bytearray(n)))
     times = [runner(*raws, global_size=prog.global_size, local_size=prog.local_size, wait=True) for _ in range(3)]
   finally:
     for raw, n in zip(raws, sizes): device.allocator.free(raw, n)
