@@ -1518,13 +1518,28 @@ class Tensor(metaclass=_TensorMeta):
     reduced into each value, at least SPLIT_REDUCE_MIN (the caller checks)."""
     if isinstance(self.numel(), UOp): return None  # one kernel for every value of a Variable
     if self.numel() // size > SPLIT_REDUCE_MAX_OUTPUT: return None
-    chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
-    if chunks is None: return None
     keep = [i for i in range(self.ndim) if i not in axes]
     kept = tuple(self.shape[i] for i in keep)
-    x = self.permute(keep + list(axes)).reshape(kept + (chunks, size // chunks))
-    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, (x.ndim - 1,)))).contiguous()
-    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, (x.ndim - 2,))))
+    x = self.permute(keep + list(axes))
+    # the chunks are the first reduced axes whole and a divisor of the next one, so each chunk holds whole rows of
+    # the rest and its inner loop reads them contiguously (a batch norm's statistics over (N, H, W): N in chunks,
+    # each H*W row in vectors); chunks cut across rows divided every element's index (128x32x24x24 over (0, 2, 3)
+    # on CPU: 0.90 -> 0.08 ms). Only where no axis splits so, chunks of the flattened reduction.
+    red = [self.shape[i] for i in axes]
+    for p, size_p in enumerate(red):
+      whole, rest = prod(red[:p]), prod(red[p + 1:])
+      d = next((d for d in range(256 // whole, 0, -1)
+                if size_p % d == 0 and 16 <= whole * d and size // (whole * d) >= 1024), None)
+      if d is not None:
+        x = x.reshape(kept + tuple(red[:p]) + (d, size_p // d) + ((rest,) if rest > 1 else ()))
+        chunk_axes = tuple(range(len(kept), len(kept) + p + 1))
+        break
+    else:
+      chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
+      if chunks is None: return None
+      x, chunk_axes = x.reshape(kept + (chunks, size // chunks)), (len(kept),)
+    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(range(chunk_axes[-1] + 1, x.ndim))))).contiguous()
+    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, chunk_axes)))
     # back to the keepdim layout: the kept axes in place, 1 where axes were reduced
     return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
 
