@@ -795,8 +795,55 @@ def _build_ast(value: UOp, new: dict[UOp, UOp], out_node: UOp, previous: UOp | N
       src = memo[n.src[0]]
       memo[n] = _reshape(src.src[0] if src.op is Ops.RESHAPE else src, n.shape)
     else: memo[n] = n.replace(src=tuple(memo[s] for s in n.src))
-  store = UOp(Ops.STORE, None, (UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg[2])), memo[value]))
+  out = UOp(Ops.PARAM, out_node.dtype, (), (0, out_node.arg[2]))
+  store = UOp(Ops.STORE, None, (out, _merge_reduced_rows(memo[value])))
   return UOp(Ops.SINK, None, (store,)), inputs
+
+
+def _merge_reduced_rows(value: UOp) -> UOp:
+  """`value` with each reduction over neighbouring axes of contiguous reads (`_reads_rows`) reducing them as one
+  axis: a batch norm's sum over (N, H, W) of 128x32x20x20 loops over 128 x 400, not 128 x 20 x 20, and a loop of 400
+  takes vector lanes where one of 20 did not (1.6 -> 0.1 ms on CPU, AVX-512)."""
+  memo: dict[UOp, UOp] = {}
+  for n in toposort([value]):
+    src = tuple(memo[s] for s in n.src)
+    m = n if src == n.src else n.replace(src=src)
+    if m.op is Ops.RESHAPE and m.src[0].op is Ops.RESHAPE: m = _reshape(m.src[0].src[0], m.shape)  # one reshape
+    memo[n] = _merged_reduce(m) if m.op is Ops.REDUCE_AXIS else m
+  return memo[value]
+
+
+def _merged_reduce(r: UOp) -> UOp:
+  op, axes = r.arg
+  shape = r.src[0].shape
+  runs: list[list[int]] = []
+  for a in axes:
+    if runs and runs[-1][-1] == a - 1: runs[-1].append(a)
+    else: runs.append([a])
+  merged = [run for run in runs if len(run) > 1 and all(isinstance(shape[a], int) for a in run)]
+  if not merged or not _reads_rows(r.src[0], merged): return r
+  first = {run[0]: run for run in merged}
+  inner = {a for run in merged for a in run[1:]}
+  new_shape, new_axes = [], []
+  for a, size in enumerate(shape):
+    if a in inner: continue
+    if a in axes: new_axes.append(len(new_shape))
+    new_shape.append(prod(shape[b] for b in first[a]) if a in first else size)
+  src = r.src[0].src[0] if r.src[0].op is Ops.RESHAPE else r.src[0]
+  red = UOp(Ops.REDUCE_AXIS, r.dtype, (_reshape(src, tuple(new_shape)),), (op, tuple(new_axes)))
+  return _reshape(red, r.shape)
+
+
+def _reads_rows(u: UOp, runs: list[list[int]]) -> bool:
+  """Whether every value `u` is computed from reads a buffer's rows along each run of axes, so that one index runs over
+  the run: element operations of contiguous buffer reads (a PARAM reshaped), constants, and reads broadcast over
+  the whole run (a per-channel mean)."""
+  def read(n: UOp) -> bool: return n.op is Ops.CONST or (n.op is Ops.RESHAPE and n.src[0].op is Ops.PARAM)
+  for n in toposort([u], descend=lambda n: n.op in GroupOp.ALU):
+    if n.op in GroupOp.ALU or read(n): continue
+    if n.op is Ops.EXPAND and read(n.src[0]) and all(n.src[0].shape[a] == 1 for run in runs for a in run): continue
+    return False
+  return True
 
 
 # ---------------------------------------------------------------- ordering
