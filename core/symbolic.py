@@ -220,9 +220,9 @@ symbolic = PatternMatcher([
   (UPat(Ops.WHERE, src=(UPat.var(), x, x)), lambda x: x),
   # relu's where(0 < x, x, where(x < 0, 0, x * 0)) -> where(x < 0, 0, x): the same value for every x (at 0, -0.0 and
   # NaN, x * 0 is x), with one compare, a multiply and a select fewer (a bias and ReLU read in a convolution's loop)
-  (UPat(Ops.WHERE, src=(UPat(Ops.CMPLT, src=(UPat(Ops.CONST, arg=0), x)), x,
-                        UPat(Ops.WHERE, name="neg", src=(UPat(Ops.CMPLT, src=(x, UPat(Ops.CONST, arg=0))),
-                                                         UPat(Ops.CONST), UPat.alu(Ops.MUL, x, UPat(Ops.CONST, arg=0, name="z")))))),
+  (UPat(Ops.WHERE, src=(UPat(Ops.CMPLT, src=(UPat(Ops.CONST, arg=0), x)), x, UPat(Ops.WHERE, name="neg", src=(
+     UPat(Ops.CMPLT, src=(x, UPat(Ops.CONST, arg=0))), UPat(Ops.CONST),
+     UPat.alu(Ops.MUL, x, UPat(Ops.CONST, arg=0, name="z")))))),
    lambda x, neg, z: neg.replace(src=(*neg.src[:2], x)) if math.copysign(1.0, z.arg) > 0 else None),
   # x & True -> x ; x & False -> False (bool)
   (UPat.alu(Ops.AND, UPat.var("x", dtypes.bool), UPat(Ops.CONST, name="c")), lambda x, c: x if c.arg else c),

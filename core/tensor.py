@@ -1538,7 +1538,8 @@ class Tensor(metaclass=_TensorMeta):
       chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
       if chunks is None: return None
       x, chunk_axes = x.reshape(kept + (chunks, size // chunks)), (len(kept),)
-    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(range(chunk_axes[-1] + 1, x.ndim))))).contiguous()
+    within = tuple(range(chunk_axes[-1] + 1, x.ndim))  # what each chunk reduces
+    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, within))).contiguous()
     total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, chunk_axes)))
     # back to the keepdim layout: the kept axes in place, 1 where axes were reduced
     return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
