@@ -82,6 +82,12 @@ CASES = [
                                   (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 1, 3)),
                                   (Opt(V, 0, 16), Opt(U, 1, 3), Opt(R, 1, 3)),  # kernel rows beside image rows
                                   (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 2))]),
+  # lanes along the output channels, which the weight's copy has innermost (Tensor._channels_innermost)
+  ("channel_lanes_conv", [(2, 5, 7, 7), (32, 5, 3, 3)], lambda x, w: x.conv2d(w, padding=1),
+   lambda x, w: _conv_ref(x, w),
+   [(Opt(V, 2, 16), Opt(U, 0, 7)), (Opt(V, 2, 16), Opt(U, 2, 2), Opt(U, 0, 7)),
+    (Opt(V, 2, 8), Opt(U, 2, 4), Opt(U, 1, 7)), (Opt(V, 2, 4),), (Opt(V, 2, 4), Opt(U, 0, 7), Opt(R, 0, 5)),
+    (Opt(V, 2, 2), Opt(U, 2, 2), Opt(U, 0, 7), Opt(R, 1, 3))]),
   ("strided_conv", [(1, 3, 12, 12), (4, 3, 3, 3)], lambda x, w: x.conv2d(w, stride=2, padding=1),
    lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2],
    [(), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 2), Opt(U, 1, 2)), (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 3))]),
@@ -164,7 +170,8 @@ def test_masked_loads_read_window_edges_and_strides_as_vectors(stride, size):
   # a padded convolution's taps at the image edge, and a stride-2 convolution's every other element: lanes with
   # gates of their own, or indices two apart, are one masked load (the last element of a stride-2 window
   # of an odd-sized image lies past the buffer's end: masked off, never read)
-  x, w = _x(1, 3, size, size), _x(4, 3, 3, 3, seed=1)
+  # (three output channels: no whole vector of them, so the weight is read as it is, in one kernel)
+  x, w = _x(1, 3, size, size), _x(3, 3, 3, 3, seed=1)
   want = _conv_ref(x, w)[:, :, ::stride, ::stride]
   plan = (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 8), Opt(U, 1, 4))  # 8 outputs of a row as one vector
   def lowered(masked: bool):
@@ -291,8 +298,10 @@ def test_heuristic_choices_are_pinned():
   assert _plans(strided, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
   # a convolution's rows are its output channels; a step loads a vector per vector and a weight per channel, so
   # 16 accumulators (32 registers) are two vectors covering a 32-wide row by 8 channels, not one by 16
+  # (after the plan with lanes along the channels, below)
   conv32 = Tensor.empty(1, 8, 32, 32, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
-  assert _plans(conv32, replace(AVX512, vector_registers=32))[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 32), Opt(U, 2, 8))
+  assert _plans(conv32, replace(AVX512, vector_registers=32))[1] == \
+    (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 32), Opt(U, 2, 8))
   # ... 8 accumulators (AVX2's 16 registers): a 16-wide row as two vectors of 8, by 4 channels
   conv16 = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   assert _plans(conv16, AVX2)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 4))
@@ -305,7 +314,7 @@ def test_heuristic_choices_are_pinned():
   # ... a row of 20 as two vectors of 16 (the second masked); a row of 66 stays vectors of 16, as four would leave
   # more lanes empty (62 of 128, against 14 of 80)
   conv20 = Tensor.empty(2, 32, 24, 24, device="PYTHON").conv2d(Tensor.empty(32, 32, 5, 5, device="PYTHON"))
-  assert _plans(conv20, masked)[0] == (Opt(V, 0, 32), Opt(U, 2, 8))
+  assert _plans(conv20, masked)[1] == (Opt(V, 0, 32), Opt(U, 2, 8))
   conv66 = Tensor.empty(2, 32, 68, 68, device="PYTHON").conv2d(Tensor.empty(32, 32, 3, 3, device="PYTHON"))
   assert _plans(conv66, masked)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
   odd = Tensor.empty(200, 200, device="PYTHON") @ Tensor.empty(200, 200, device="PYTHON")
@@ -319,7 +328,7 @@ def test_heuristic_choices_are_pinned():
   assert _plans(few, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
   # ... not beside a tile of output channels (5x5, 16 -> 32 channels): those share each load already
   many = Tensor.empty(1, 16, 28, 28, device="PYTHON").conv2d(Tensor.empty(32, 16, 5, 5, device="PYTHON"))
-  assert _plans(many, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 8), Opt(U, 2, 16))
+  assert _plans(many, replace(AVX512, vector_registers=32))[1] == (Opt(V, 0, 8), Opt(U, 2, 16))
   # padded: every tap written out beside a tile of either kind, so each copy's gates are known when it compiles
   few_padded = Tensor.empty(1, 16, 32, 32, device="PYTHON").conv2d(Tensor.empty(3, 16, 7, 7, device="PYTHON"), padding=3)
   assert features(few_padded).padded_taps == (1, 2)
@@ -329,7 +338,28 @@ def test_heuristic_choices_are_pinned():
   # ... with 32 vector registers only the taps along the lanes (kx, axis 2), whose gates differ per lane: a kernel
   # row's gate is the same in every lane, and its loop keeps the body small; beside image rows, ky is written out
   # as a tap sliding along them
-  assert _plans(many_padded, replace(AVX512, vector_registers=32))[0] == (Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 16))
+  assert _plans(many_padded, replace(AVX512, vector_registers=32))[1] == (Opt(R, 2, 5), Opt(V, 0, 8), Opt(U, 2, 16))
+  # conv2d reads its weight from a copy with the output channels innermost (on a device that loops with vector ops,
+  # as the reference device does): with 32 registers, rows of up to two vectors take lanes along the channels
+  # instead, the accumulators for R outputs along the row by up to 4 vectors of channels (R the largest divisor of
+  # the row that fits 24 of them), the taps a loop; first, before the plans with lanes along the row
+  r32 = replace(AVX512, vector_registers=32)
+  assert features(conv32).contiguous_dims == (2,)
+  assert _plans(conv32, r32)[0] == (Opt(V, 2, 16), Opt(U, 0, 16))
+  assert _plans(conv20, masked)[0] == (Opt(V, 2, 16), Opt(U, 0, 20))
+  assert _plans(many_padded, r32)[0] == (Opt(V, 2, 16), Opt(U, 0, 24))
+  c4 = Tensor.empty(4, 64, 8, 8, device="PYTHON").conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"))
+  assert _plans(c4, r32)[0] == (Opt(V, 2, 16), Opt(U, 2, 4), Opt(U, 0, 6))  # 4 vectors of channels by 6
+  # ... not with 16 registers (AVX2's, as measured), a row wider than two vectors, or a sum of 25 (one input
+  # channel: its scattered stores would cost more than its lanes save)
+  assert _plans(c4, AVX2)[0][-1] == Opt(U, 2, 8) and _plans(conv56, r32)[0][2] == Opt(V, 0, 8)
+  c1 = Tensor.empty(4, 1, 28, 28, device="PYTHON").conv2d(Tensor.empty(32, 1, 5, 5, device="PYTHON"))
+  assert _plans(c1, r32)[0] == (Opt(V, 0, 8), Opt(U, 2, 16))
+  # ... nor where the loop computes more than the product: a ReLU fused into the read would run once per broadcast
+  # value instead of once per vector (a padded read's select is folded into its load: it does not count)
+  fused = Tensor.empty(4, 64, 8, 8, device="PYTHON").relu().conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"))
+  assert (features(fused).body_ops, features(c4).body_ops, features(conv32).body_ops) == (4, 1, 1)
+  assert all(o.axis == 0 for o in _plans(fused, r32)[0] if o.op is V)
   assert _plans(few_padded, replace(AVX512, vector_registers=32))[0] == \
     (Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
 

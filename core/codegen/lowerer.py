@@ -285,6 +285,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     group_ok = False
   lane_ok = red_ok = False
   reuse: tuple[int, ...] = ()
+  contiguous: tuple[int, ...] = ()
+  body_ops = 0
   divisors: set[int] = set()
   sliding: tuple[tuple[int, int], ...] = ()
   padded: tuple[int, ...] = ()
@@ -311,6 +313,11 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     vector_loads = lane_loads or [u for u in sink.toposort if u.op is Ops.LOAD and lane is not None and lane in u.src[1].toposort]
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
+    # ... and those some load reads neighbouring elements along (a convolution's weight laid out with its output
+    # channels innermost): vector lanes there load, where the lanes along dim 0 would waste a short image row's
+    contiguous = tuple(d for d in reuse if len(dims[d][0]) == 1 and _innermost_coefficients(sink, gids[d], terms)[0])
+    body_ops = sum(1 for red in sink.toposort if red.op is Ops.REDUCE for n in red.src[0].toposort
+                   if n.op in GroupOp.ALU and n.dtype.is_float and not _padding_select(n))
     if len(reduces) == 1: sliding, padded = _sliding_axes(sink, gids, terms)
     if lane is not None:
       loads = [u for u in sink.toposort if u.op is Ops.LOAD]
@@ -327,7 +334,13 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         reduce_itemsize=reduces[0].dtype.itemsize if reduces else 4,
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse,
+                        contiguous_dims=contiguous, body_ops=body_ops,
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded)
+
+
+def _padding_select(n: UOp) -> bool:
+  """where(gate, load, 0): a padded read, which the simplifier folds into the load's own gate."""
+  return n.op is Ops.WHERE and n.src[1].op is Ops.LOAD and n.src[2].op is Ops.CONST and n.src[2].arg == 0
 
 
 def _sliding_axes(out_value: UOp, gids: list[UOp], memo: dict[UOp, list[tuple[UOp, int]]]
@@ -537,8 +550,8 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
     if o.op is OptOps.UNROLL:
       if o.amount != size and (o.amount > size or size % o.amount):
         raise OptError(f"{o}: {o.amount} does not divide {size}")
-    elif o.op is OptOps.VECTORIZE and (o.axis != 0 or not caps.vector_ops):
-      raise OptError(f"{o}: only launch dimension 0 of a device with vector ops is vectorised")
+    elif o.op is OptOps.VECTORIZE and not caps.vector_ops:
+      raise OptError(f"{o}: the device has no vector ops")
     elif o.op is OptOps.GROUP and (o.axis != 0 or caps.launch_dims < 2 or caps.local_memory <= 0 or o.amount < 2 or
                                    o.amount > caps.max_workgroup_threads):
       raise OptError(f"{o}: the device has no work-groups of {o.amount} threads with local memory")
@@ -589,13 +602,14 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     if o.axis >= len(dims) or len(dims[o.axis][0]) != 1:
       raise OptError(f"{o}: launch dimension {o.axis} is not one output axis")
     if dims[o.axis][1] % (upcasts[o.axis] * o.amount):
-      if o.op is not OptOps.VECTORIZE or not caps.masked_loads or not isinstance(dims[0][1], int) or \
+      if o.op is not OptOps.VECTORIZE or o.axis != 0 or not caps.masked_loads or not isinstance(dims[0][1], int) or \
           any(p.op is OptOps.UPCAST and p.axis == 0 for p in opts):
         raise OptError(f"{o}: the plan's upcasts do not divide launch dimension {o.axis} (only a VECTORIZE alone on "
                        f"dimension 0 of a device with masked loads may leave masked lanes)")
       padded = dims[0][1]
     upcasts[o.axis] *= o.amount
   width = next((o.amount for o in opts if o.op is OptOps.VECTORIZE and o.amount > 1), 0)
+  vdim = next((o.axis for o in opts if o.op is OptOps.VECTORIZE and o.amount > 1), 0)  # the dimension of the lanes
   idx: list[UOp] = [lw.zero()] * len(shape)
   # upcast dims get a placeholder now; each output copy substitutes gidx*factor + offset for it
   placeholders: dict[int, tuple[UOp, UOp, int]] = {}
@@ -639,11 +653,11 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     # (output, index, value, gates) to store
     stored = [(p, out_index, v, gate) for (p, _), v in zip(outputs, out_values)]
     copies = list(placeholders.values())
-    ph0, gid0, f0 = placeholders.get(dims[0][0][0], (None, None, 1))
+    ph0, gid0, f0 = placeholders.get(dims[vdim][0][0], (None, None, 1))
     if width:
       # one vector-valued copy of `width` lanes for the innermost upcast dimension instead of width scalar
       # ones; with an UPCAST on it too, `vcopy` numbers the f0 // width vectors a thread computes
-      vcopy = UOp(Ops.SPECIAL, idx_dtype, (), ("upcast0v", 0, f0 // width)) if f0 > width else None
+      vcopy = UOp(Ops.SPECIAL, idx_dtype, (), (f"upcast{vdim}v", vdim, f0 // width)) if f0 > width else None
       base = gid0 * f0 + vcopy * width if vcopy is not None else gid0 * f0
       lanes = [base + k if k else base for k in range(width)]
       # with masked lanes, the index math is simplified before the lanes are put in, while the placeholder still

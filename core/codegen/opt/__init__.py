@@ -21,7 +21,8 @@ from enum import Enum, auto
 class OptOps(Enum):
   """The kinds of optimization."""
   UPCAST = auto()     # launch dim `axis` computes `amount` neighbouring outputs per thread, as scalar copies
-  VECTORIZE = auto()  # launch dim `axis` (0) computes `amount` neighbouring outputs per thread as vector lanes
+  VECTORIZE = auto()  # launch dim `axis` computes `amount` neighbouring outputs per thread as vector lanes (lanes
+                     # past its end masked only on dim 0)
   UNROLL = auto()     # reduce axis `axis`: `amount` consecutive iterations written out in the loop body
   GROUP = auto()      # the reduction is split across `amount` threads of a work-group (local memory)
   LANES = auto()      # reduce axis `axis`: `amount` consecutive iterations as vector lanes, each lane its own
@@ -58,6 +59,10 @@ class KernelFeatures:
   :param innermost: the reduce axes (UNROLL's numbering) that are the last axis of their reduction.
   :param reuse_dims: launch dims (> 0) that no lane-contiguous load moves with: a tile along one reuses
     each vector load (a matmul's rows, a convolution's output channels).
+  :param contiguous_dims: the reuse dims some load in a reduce loop reads neighbouring elements along (a convolution's
+    weight laid out with its output channels innermost): VECTORIZE there loads vectors.
+  :param body_ops: the float operations inside the reduce loops (a convolution's multiply: 1; with a bias and ReLU
+    applied to what it reads: 3).
   :param reduces: how many REDUCE_AXIS nodes the kernel has; `nested`: whether one is inside another.
   :param outputs: how many buffers the kernel writes (a horizontally fused kernel writes several).
   :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
@@ -86,6 +91,8 @@ class KernelFeatures:
   reduce_contiguous: bool = False
   innermost: tuple[int, ...] = ()
   reuse_dims: tuple[int, ...] = ()
+  contiguous_dims: tuple[int, ...] = ()
+  body_ops: int = 0
   outputs: int = 1
   lane_divisors: tuple[int, ...] = ()
   sliding: tuple[tuple[int, int], ...] = ()
