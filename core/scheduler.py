@@ -716,7 +716,28 @@ def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
     # tensor that holds the view (writes through it would stop reaching the buffer)
     if m.op is Ops.CONTIGUOUS and n not in root_set and _contiguous_range_view(m.src[0]): out[n] = m.src[0]
     else: out[n] = next((r for rule in _SIMPLIFY if (r := rule(m)) is not None), m)
-  return out
+  return _read_copies(nodes, out)
+
+
+def _read_copies(nodes: tuple[UOp, ...], out: dict[UOp, UOp]) -> dict[UOp, UOp]:
+  """`out` with every other reader of an element expression that is also copied into a buffer of its own
+  (CONTIGUOUS) reading that buffer: conv2d's weight gradient copies the convolution's input (a ReLU of the layer
+  before) once, and the forward convolution then reads the copy instead of recomputing the ReLU per read, which
+  keeps its loop to the product (beautiful_mnist's second convolution takes vector lanes along its channels)."""
+  copies = {m.src[0]: m for m in out.values() if m.op is Ops.CONTIGUOUS and m.src[0].op in GroupOp.ALU}
+  if not copies: return out
+  new: dict[UOp, UOp] = {}
+
+  def copy_of(s: UOp) -> UOp:  # the copy's node may come after a reader in the walk: it reads only s
+    c = copies[s]
+    if c not in new: new[c] = c if new[s] is s else c.replace(src=(new[s],))
+    return new[c]
+  for m in toposort(list(dict.fromkeys(out.values()))):
+    if m in new: continue
+    src = tuple(new[s] for s in m.src)
+    if m.op is not Ops.CONTIGUOUS: src = tuple(copy_of(s) if s in copies else r for s, r in zip(m.src, src))
+    new[m] = m if src == m.src else m.replace(src=src)
+  return {n: new[m] for n, m in out.items()}
 
 
 def _make_kernel(n: UOp, new: dict[UOp, UOp], device: str, new_buffer) -> UOp:

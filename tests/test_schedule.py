@@ -246,6 +246,19 @@ def test_a_reduction_over_neighbouring_axes_of_contiguous_reads_loops_over_them_
                rtol=1e-5, atol=1e-5)
   assert_close(x.permute(0, 1, 3, 2).max((0, 2, 3)), xn.max((0, 2, 3)))
 
+
+def test_readers_of_an_expression_also_copied_read_the_copy():
+  # conv2d's weight gradient copies the convolution's input (a ReLU of the layer before) into a buffer; the forward
+  # convolution, and any other reader of the same expression, then reads that buffer instead of recomputing it
+  an = np.random.default_rng(5).standard_normal((4, 6)).astype(np.float32)
+  a = Tensor(an, device="PYTHON").realize()
+  x = a.relu()
+  copy, doubled = x.contiguous(), x * 2
+  items = [it for it in Tensor.schedule(copy, doubled) if not it.is_copy]
+  assert len(items) == 2 and not any(u.op is Ops.WHERE for u in items[-1].ast.toposort)  # the product reads the copy
+  assert_close(doubled, np.maximum(an, 0) * 2)
+  assert_close(copy, np.maximum(an, 0))
+
 def _cache():
   from plugrad.registry import get_registry
   from plugrad.engine.schedule import _caches
