@@ -716,10 +716,10 @@ def _normalize(roots: list[UOp]) -> dict[UOp, UOp]:
     # tensor that holds the view (writes through it would stop reaching the buffer)
     if m.op is Ops.CONTIGUOUS and n not in root_set and _contiguous_range_view(m.src[0]): out[n] = m.src[0]
     else: out[n] = next((r for rule in _SIMPLIFY if (r := rule(m)) is not None), m)
-  return _read_copies(nodes, out)
+  return _read_copies(out)
 
 
-def _read_copies(nodes: tuple[UOp, ...], out: dict[UOp, UOp]) -> dict[UOp, UOp]:
+def _read_copies(out: dict[UOp, UOp]) -> dict[UOp, UOp]:
   """`out` with every other reader of an element expression that is also copied into a buffer of its own
   (CONTIGUOUS) reading that buffer: conv2d's weight gradient copies the convolution's input (a ReLU of the layer
   before) once, and the forward convolution then reads the copy instead of recomputing the ReLU per read, which

@@ -314,7 +314,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
     # ... and those some load reads neighbouring elements along (a convolution's weight laid out with its output
-    # channels innermost): vector lanes there load, where the lanes along dim 0 would waste a short image row's
+    # channels innermost): vector lanes there load vectors, where lanes along a short image row would idle
     contiguous = tuple(d for d in reuse if len(dims[d][0]) == 1 and _innermost_coefficients(sink, gids[d], terms)[0])
     body_ops = sum(1 for red in sink.toposort if red.op is Ops.REDUCE for n in red.src[0].toposort
                    if n.op in GroupOp.ALU and n.dtype.is_float and not _padding_select(n))

@@ -1,11 +1,10 @@
-"""Explicit vectors for the upcast innermost output dimension (devices whose Capabilities set
-`vector_ops`).
+"""Explicit vectors for an upcast output dimension (devices whose Capabilities set `vector_ops`).
 
 For a kernel with a reduction on a device that loops over its launch indices, the lowering tiles
-the output into registers: launch dimension 0 (the innermost, contiguous output axis) computes V
-neighbouring outputs per thread, V being the device's vector width (Opt VECTORIZE, chosen by
-`opt.heuristic`). The same function vectorises a reduce axis (Opt LANES): its lanes are V consecutive
-iterations of the reduce loop, and the REDUCE of the vector body is one vector accumulator. On
+the output into registers: a launch dimension (mostly 0, the innermost, contiguous output axis; a convolution's
+output channels where its weight has them innermost) computes V neighbouring outputs per thread, V being the
+device's vector width (Opt VECTORIZE, chosen by `opt.heuristic`). The same function vectorises a reduce axis
+(Opt LANES): its lanes are V consecutive iterations of the reduce loop, and the REDUCE of the vector body is one vector accumulator. On
 a device without vector ops every one of those outputs is a separate scalar copy of the kernel's
 value graph. `vectorize` instead builds ONE copy in which the values that depend on the lane are
 vectors of V lanes (dtype `scalar.vec(V)`):
