@@ -298,9 +298,8 @@ def test_heuristic_choices_are_pinned():
   assert _plans(strided, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
   # a convolution's rows are its output channels; a step loads a vector per vector and a weight per channel, so
   # 16 accumulators (32 registers) are two vectors covering a 32-wide row by 8 channels, not one by 16
-  # (after the plan with lanes along the channels, below)
   conv32 = Tensor.empty(1, 8, 32, 32, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
-  assert _plans(conv32, replace(AVX512, vector_registers=32))[1] == \
+  assert _plans(conv32, replace(AVX512, vector_registers=32))[0] == \
     (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 32), Opt(U, 2, 8))
   # ... 8 accumulators (AVX2's 16 registers): a 16-wide row as two vectors of 8, by 4 channels
   conv16 = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
@@ -344,22 +343,30 @@ def test_heuristic_choices_are_pinned():
   # instead, the accumulators for R outputs along the row by up to 4 vectors of channels (R the largest divisor of
   # the row that fits 24 of them), the taps a loop; first, before the plans with lanes along the row
   r32 = replace(AVX512, vector_registers=32)
-  assert features(conv32).contiguous_dims == (2,)
-  assert _plans(conv32, r32)[0] == (Opt(V, 2, 16), Opt(U, 0, 16))
-  assert _plans(conv20, masked)[0] == (Opt(V, 2, 16), Opt(U, 0, 20))
-  assert _plans(many_padded, r32)[0] == (Opt(V, 2, 16), Opt(U, 0, 24))
+  # (between equal counts, about 5 outputs of the row per vector of channels; the padded taps along the row written
+  # out, so each copy's gates are constants)
+  conv32c = Tensor.empty(1, 32, 32, 32, device="PYTHON").conv2d(Tensor.empty(16, 32, 3, 3, device="PYTHON"), padding=1)
+  assert features(conv32c).contiguous_dims == (2,)
+  assert _plans(conv32c, r32)[:2] == [(Opt(V, 2, 16), Opt(U, 0, 16)), _plans(conv32, r32)[0]]
+  assert _plans(conv20, masked)[0] == (Opt(V, 2, 16), Opt(U, 2, 2), Opt(U, 0, 10))
+  assert _plans(many_padded, r32)[0] == (Opt(R, 2, 5), Opt(V, 2, 16), Opt(U, 2, 2), Opt(U, 0, 12))
   c4 = Tensor.empty(4, 64, 8, 8, device="PYTHON").conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"))
   assert _plans(c4, r32)[0] == (Opt(V, 2, 16), Opt(U, 2, 4), Opt(U, 0, 6))  # 4 vectors of channels by 6
-  # ... not with 16 registers (AVX2's, as measured), a row wider than two vectors, or a sum of 25 (one input
-  # channel: its scattered stores would cost more than its lanes save)
+  # ... not with 16 registers (AVX2's, as measured), a row wider than two vectors, or a sum below 256 (one input
+  # channel, 5x5; eight, 3x3: its scattered stores would cost more than its lanes save)
   assert _plans(c4, AVX2)[0][-1] == Opt(U, 2, 8) and _plans(conv56, r32)[0][2] == Opt(V, 0, 8)
   c1 = Tensor.empty(4, 1, 28, 28, device="PYTHON").conv2d(Tensor.empty(32, 1, 5, 5, device="PYTHON"))
   assert _plans(c1, r32)[0] == (Opt(V, 0, 8), Opt(U, 2, 16))
   # ... nor where the loop computes more than the product: a ReLU fused into the read would run once per broadcast
   # value instead of once per vector (a padded read's select is folded into its load: it does not count)
   fused = Tensor.empty(4, 64, 8, 8, device="PYTHON").relu().conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"))
-  assert (features(fused).body_ops, features(c4).body_ops, features(conv32).body_ops) == (4, 1, 1)
+  assert (features(fused).body_ops, features(c4).body_ops, features(conv32c).body_ops) == (2, 1, 1)
   assert all(o.axis == 0 for o in _plans(fused, r32)[0] if o.op is V)
+  # an input gradient (a transposed convolution, its input padded by the kernel's size less one) has only the product
+  # once simplified (its reads' selects fold into their gates, a product with 1 away): lanes along its channels
+  xg = Tensor.empty(2, 32, 10, 10, device="PYTHON").requires_grad_(True)
+  (xg.conv2d(Tensor.empty(64, 32, 3, 3, device="PYTHON")) * Tensor.empty(2, 64, 8, 8, device="PYTHON")).sum().backward()
+  assert features(xg.grad).body_ops == 1 and _plans(xg.grad, r32)[0][0] == Opt(V, 2, 16)
   assert _plans(few_padded, replace(AVX512, vector_registers=32))[0] == \
     (Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
 

@@ -316,8 +316,9 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     # ... and those some load reads neighbouring elements along (a convolution's weight laid out with its output
     # channels innermost): vector lanes there load vectors, where lanes along a short image row would idle
     contiguous = tuple(d for d in reuse if len(dims[d][0]) == 1 and _innermost_coefficients(sink, gids[d], terms)[0])
-    body_ops = sum(1 for red in sink.toposort if red.op is Ops.REDUCE for n in red.src[0].toposort
-                   if n.op in GroupOp.ALU and n.dtype.is_float and not _padding_select(n))
+    # (simplified first: a product with 1, or a padded read's select, leaves nothing in the loop)
+    body_ops = sum(1 for red in graph_rewrite(sink, symbolic).toposort if red.op is Ops.REDUCE
+                   for n in red.src[0].toposort if n.op in GroupOp.ALU and n.dtype.is_float and not _padding_select(n))
     if len(reduces) == 1: sliding, padded = _sliding_axes(sink, gids, terms)
     if lane is not None:
       loads = [u for u in sink.toposort if u.op is Ops.LOAD]

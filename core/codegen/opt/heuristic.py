@@ -52,7 +52,7 @@ OUTER_MIN_SHARE = 1 / 4
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
-CHANNEL_TILE_MIN_SUM = 64  # products summed into each output, at least, for lanes along the channels (_channel_tile)
+CHANNEL_TILE_MIN_SUM = 256  # products summed into each output, at least, for lanes along the channels (_channel_tile)
 
 
 def _slide_unrolls(k: KernelFeatures, tile: list[Opt], base: list[Opt]) -> list[Opt]:
@@ -188,7 +188,8 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   if row_dim not in k.contiguous_dims or lanes < 2 or channels % lanes or k.dims[0][0] != 1: return []
   # rows of up to two vectors: wider ones fill their vectors already, and a channel tile's copies along them gate
   # each tap's broadcast on its own (56-wide 7x7 padded, 66-wide: 0.66-0.96x the row tile); and a sum long enough
-  # for the outputs' scattered stores (16 channels apart) not to count (one input channel, 5x5: 0.83x)
+  # for the outputs' scattered stores (16 channels apart) not to count (one input channel, 5x5: 0.83x; three, 5x5 or
+  # 7x7: 0.65-0.8x)
   if width > 2 * lanes or prod(k.reduce_axes) < CHANNEL_TILE_MIN_SUM: return []
   # measured on AVX-512's 32 registers; with AVX2's 16 (emulated on the same machine) from 0.78x (a 64-channel 3x3
   # to 6x6) to 1.48x, even over beautiful_mnist's convolutions: left to the row tile there
@@ -197,9 +198,11 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   # it (a bias and ReLU fused in) runs once per value, not per vector (5x5, 32 channels: 8.8 -> 17.8 ms)
   if k.body_ops > 1: return []
   budget = caps.vector_registers * 3 // 4
-  tiles = [(vectors * r, r, vectors) for vectors in (1, 2, 4) if channels % (lanes * vectors) == 0
+  # the most accumulators; between equal counts about 5 outputs of the row per vector of channels (8-wide: 2 vectors
+  # by 8, 0.63 ms, not 4 by 4, 0.75; a padded 24-wide input gradient: 2 by 12, 7.8 ms, not 1 by 24, 15 ms)
+  tiles = [(vectors * r, -abs(r - 5 * vectors), r, vectors) for vectors in (1, 2, 4) if channels % (lanes * vectors) == 0
            for r in range(1, width + 1) if width % r == 0 and vectors * r <= budget]
-  _, r, vectors = max(tiles, default=(0, 1, 1))
+  *_, r, vectors = max(tiles, default=(0, 0, 1, 1))
   return [Opt(OptOps.VECTORIZE, row_dim, lanes)] + ([Opt(OptOps.UPCAST, row_dim, vectors)] if vectors > 1 else []) + \
     ([Opt(OptOps.UPCAST, 0, r)] if r > 1 else [])
 
@@ -289,9 +292,11 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   vec, scalar = _tiles(k, caps, vector=True), _tiles(k, caps, vector=False)
   channel_plans: list[tuple[Opt, ...]] = []
   if any(o.op is OptOps.VECTORIZE and o.axis != 0 for o in vec):
-    # lanes along the channels: each tap reads one broadcast value, gated on its own, so the taps stay loops (written
-    # out, 3x3 at 56x56 measured 3.8 -> 4.5 ms); then the plans with lanes along the row
-    taps = {r for r, _ in k.sliding}
+    # lanes along the channels, then the plans with lanes along the row. Each tap reads one broadcast value, so the
+    # taps stay loops (written out, 3x3 at 56x56 measured 3.8 -> 4.5 ms), except a padded one sliding along the row's
+    # copies, whose gates are then constants per copy (5x5 padded by 2 at 20x20: 6.6 -> 5.4 ms; by 4, an input
+    # gradient: 11.7 -> 7.8 ms)
+    taps = {r for r, _ in k.sliding} - {o.axis for o in _tap_unrolls(k, lanes_only=True)}
     channel_plans = [tuple(o for o in base if not (o.op is OptOps.UNROLL and o.axis in taps)) + tuple(vec)]
     vec = _tiles(k, caps, vector=True, channels_ok=False)
   vec += _slide_unrolls(k, vec, base)
