@@ -4,9 +4,9 @@ For a kernel with a reduction on a device that loops over its launch indices, th
 the output into registers: a launch dimension (mostly 0, the innermost, contiguous output axis; a convolution's
 output channels where its weight has them innermost) computes V neighbouring outputs per thread, V being the
 device's vector width (Opt VECTORIZE, chosen by `opt.heuristic`). The same function vectorises a reduce axis
-(Opt LANES): its lanes are V consecutive iterations of the reduce loop, and the REDUCE of the vector body is one vector accumulator. On
-a device without vector ops every one of those outputs is a separate scalar copy of the kernel's
-value graph. `vectorize` instead builds ONE copy in which the values that depend on the lane are
+(Opt LANES): its lanes are V consecutive iterations of the reduce loop, and the REDUCE of the vector body is one
+vector accumulator. On a device without vector ops every one of those outputs is a separate scalar copy of the
+kernel's value graph. `vectorize` instead builds ONE copy in which the values that depend on the lane are
 vectors of V lanes (dtype `scalar.vec(V)`):
 
 - a node that does not depend on the lane stays scalar;

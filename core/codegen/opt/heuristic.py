@@ -179,10 +179,10 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   Tensor.conv2d lays it out on such a device): vector lanes along the channels, each weight vector feeding one FMA
   per output along the image row and each input value one per vector, broadcast. Every lane computes, where rows
   of 6, 8 or 20 left a quarter to five eighths of vectors along the row idle. The accumulators (3/4 of the vector
-  registers) go to R outputs along the row, R the largest divisor of its width that fits, times up to 4 vectors of
-  channels; between equal counts the longer row (AVX-512, kernels alone, 128 images: 32 -> 32 channels 5x5, 24x24,
-  8.4 -> 5.7 ms, its input gradient 11.0 -> 9.2 ms; 32 -> 64 3x3, 10x10, 1.31 -> 0.63 ms; 64 -> 64 3x3, 8x8,
-  1.94 -> 0.66 ms). Empty where the layout, the channel count, the row or the sum does not suit it."""
+  registers) go to R outputs along the row (R dividing it) times up to 4 vectors of channels (AVX-512, kernels
+  alone, 128 images: 32 -> 32 channels 5x5, 24x24, 8.5 -> 5.5 ms, its input gradient 11.0 -> 8.4 ms; 32 -> 64 3x3,
+  10x10, 1.30 -> 0.59 ms; 64 -> 64 3x3, 8x8, 1.91 -> 0.71 ms). Empty where the layout, the channel count, the row,
+  the sum or the loop's operations do not suit it."""
   lanes = min(16, caps.max_vector_bytes // max(k.itemsize, 1))
   channels, width = k.dims[row_dim][1], k.dims[0][1]
   if row_dim not in k.contiguous_dims or lanes < 2 or channels % lanes or k.dims[0][0] != 1: return []
@@ -200,7 +200,8 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   budget = caps.vector_registers * 3 // 4
   # the most accumulators; between equal counts about 5 outputs of the row per vector of channels (8-wide: 2 vectors
   # by 8, 0.63 ms, not 4 by 4, 0.75; a padded 24-wide input gradient: 2 by 12, 7.8 ms, not 1 by 24, 15 ms)
-  tiles = [(vectors * r, -abs(r - 5 * vectors), r, vectors) for vectors in (1, 2, 4) if channels % (lanes * vectors) == 0
+  tiles = [(vectors * r, -abs(r - 5 * vectors), r, vectors)
+           for vectors in (1, 2, 4) if channels % (lanes * vectors) == 0
            for r in range(1, width + 1) if width % r == 0 and vectors * r <= budget]
   *_, r, vectors = max(tiles, default=(0, 0, 1, 1))
   return [Opt(OptOps.VECTORIZE, row_dim, lanes)] + ([Opt(OptOps.UPCAST, row_dim, vectors)] if vectors > 1 else []) + \
