@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import cProfile
-import functools
 import hashlib
-import operator
 import pstats
 import re
 import sys
@@ -23,15 +21,11 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
 from plugrad.config import DEBUG, Context, ContextVar, getenv
 from plugrad.engine.counters import GlobalCounters
 from plugrad.registry import get_registry
+from plugrad.shape import prod  # the product of sizes (1 when empty; symbolic sizes too), as tinygrad's helper
 
 T = TypeVar("T")
 
 _COLORS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
-
-
-def prod(xs: Iterable[Any]) -> Any:
-  """The product of `xs` (1 when empty; any type that multiplies)."""
-  return functools.reduce(operator.mul, xs, 1)
 
 
 def dedup(xs: Iterable[T]) -> list[T]:
