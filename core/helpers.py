@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import cProfile
 import hashlib
+import os
 import pstats
 import re
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -201,9 +203,16 @@ def fetch(url: str, name: str | Path | None = None, subdir: str | None = None, a
     with urllib.request.urlopen(url) as response: data = response.read()
   except OSError as e:
     raise OSError(f"could not download {url}: {e}") from e
-  tmp = path.with_name(path.name + ".part")
-  tmp.write_bytes(data)
-  tmp.replace(path)  # whole or not at all: a second process never reads half a file
+  # a temp file of this process and thread renamed into place: whole or not at all, and two processes downloading
+  # the same file at once never write into one shared temp file (one name for all let a second writer truncate it
+  # under the first one's rename)
+  tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.part")
+  try:
+    tmp.write_bytes(data)
+    tmp.replace(path)
+  except BaseException:
+    tmp.unlink(missing_ok=True)
+    raise
   return path
 
 
