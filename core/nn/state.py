@@ -340,6 +340,21 @@ def _torch_load_legacy(fn: PathLike, device: str | None) -> Any:
     return _TorchUnpickler(f, lambda pid: storages[str(pid[2])]).load()
 
 
+# ---------------------------------------------------------------- tensors of a file's bytes
+
+def _check_bytes(t: Any, caller: str, of: str) -> None:
+  """TypeError unless `t` is a Tensor, ValueError unless it is 1-D uint8 (the bytes of `of`)."""
+  if not isinstance(t, Tensor): raise TypeError(f"{caller} takes a Tensor, got {type(t).__name__}")
+  if t.ndim != 1 or t.dtype != dtypes.uint8:
+    raise ValueError(f"{caller} takes a 1-D uint8 tensor of {of}, got shape {t.shape} {t.dtype.name}")
+
+
+def _byte_tensors(files: dict[str, bytes], device: Any) -> dict[str, Tensor]:
+  """Each file's bytes as a 1-D uint8 tensor on `device`."""
+  return {name: Tensor(np.frombuffer(data, dtype=np.uint8).copy(), device=device, dtype=dtypes.uint8)
+          for name, data in files.items()}
+
+
 # ---------------------------------------------------------------- tar archives
 
 def tar_extract(t: Tensor) -> dict[str, Tensor]:
@@ -350,17 +365,14 @@ def tar_extract(t: Tensor) -> dict[str, Tensor]:
   special members are left out. Raises ValueError when `t` is not 1-D uint8 or its bytes are not a tar archive
   (TypeError when it is not a Tensor).
   """
-  if not isinstance(t, Tensor): raise TypeError(f"tar_extract takes a Tensor, got {type(t).__name__}")
-  if t.ndim != 1 or t.dtype != dtypes.uint8:
-    raise ValueError(f"tar_extract takes a 1-D uint8 tensor of an archive's bytes, got shape {t.shape} {t.dtype.name}")
+  _check_bytes(t, "tar_extract", "an archive's bytes")
   try:
     # "r:" reads plain tar only: a compressed archive fails with one clear reason instead of one per method tried
     with tarfile.open(fileobj=io.BytesIO(t.numpy().tobytes()), mode="r:") as tar:
       files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
   except tarfile.TarError as e:
     raise ValueError(f"the {t.shape[0]} bytes given to tar_extract are not a tar archive: {e}") from e
-  return {name: Tensor(np.frombuffer(data, dtype=np.uint8).copy(), device=t.device, dtype=dtypes.uint8)
-          for name, data in files.items()}
+  return _byte_tensors(files, t.device)
 
 
 def zip_extract(t: Tensor) -> dict[str, Tensor]:
@@ -371,9 +383,7 @@ def zip_extract(t: Tensor) -> dict[str, Tensor]:
   1-D uint8, its bytes are not a zip archive or a member is corrupt or encrypted, NotImplementedError for a
   compression method Python's zipfile cannot read, and TypeError when `t` is not a Tensor.
   """
-  if not isinstance(t, Tensor): raise TypeError(f"zip_extract takes a Tensor, got {type(t).__name__}")
-  if t.ndim != 1 or t.dtype != dtypes.uint8:
-    raise ValueError(f"zip_extract takes a 1-D uint8 tensor of an archive's bytes, got shape {t.shape} {t.dtype.name}")
+  _check_bytes(t, "zip_extract", "an archive's bytes")
   files: dict[str, bytes] = {}
   try:
     with zipfile.ZipFile(io.BytesIO(t.numpy().tobytes())) as zf:
@@ -389,8 +399,7 @@ def zip_extract(t: Tensor) -> dict[str, Tensor]:
           raise ValueError(f"zip_extract: member {info.filename!r} is corrupt: {e}") from None
   except zipfile.BadZipFile as e:
     raise ValueError(f"the {t.shape[0]} bytes given to zip_extract are not a zip archive: {e}") from None
-  return {name: Tensor(np.frombuffer(data, dtype=np.uint8).copy(), device=t.device, dtype=dtypes.uint8)
-          for name, data in files.items()}
+  return _byte_tensors(files, t.device)
 
 
 # ---------------------------------------------------------------- GGUF files (llama.cpp's format)
@@ -496,9 +505,7 @@ def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
   Raises ValueError for another type (naming it), an `n` that is not a whole number of blocks, or a `t` holding
   fewer bytes than the values need.
   """
-  if not isinstance(t, Tensor): raise TypeError(f"ggml_data_to_tensor takes a Tensor, got {type(t).__name__}")
-  if t.ndim != 1 or t.dtype != dtypes.uint8:
-    raise ValueError(f"ggml_data_to_tensor takes a 1-D uint8 tensor of bytes, got shape {t.shape} {t.dtype.name}")
+  _check_bytes(t, "ggml_data_to_tensor", "bytes")
   per_block, block_bytes = _ggml_block(ggml_type, "ggml_data_to_tensor")
   if not isinstance(n, int) or n < 0 or n % per_block:
     raise ValueError(f"ggml_data_to_tensor: {n!r} values are not a whole number of {_GGML_NAMES[ggml_type]} blocks "
@@ -587,10 +594,7 @@ def gguf_load(tensor: Tensor) -> tuple[dict, dict[str, Tensor]]:
   malformed header, a tensor whose data runs past the end, or a tensor type not supported (TypeError when
   `tensor` is not a Tensor).
   """
-  if not isinstance(tensor, Tensor): raise TypeError(f"gguf_load takes a Tensor, got {type(tensor).__name__}")
-  if tensor.ndim != 1 or tensor.dtype != dtypes.uint8:
-    raise ValueError(f"gguf_load takes a 1-D uint8 tensor of a file's bytes, got shape {tensor.shape} "
-                     f"{tensor.dtype.name}")
+  _check_bytes(tensor, "gguf_load", "a file's bytes")
   tensor.realize()  # the header is read in pieces and the tensors are views of it: compute a lazy file once
   r = _GGUFReader(tensor)
   magic = r.take(min(4, r.size), "the magic number")
