@@ -201,14 +201,21 @@ def launch_pieces(prog: LoopProgram, specials: list[UOp]) -> tuple[UOp, list[tup
   return None
 
 
+def _kernel_args(prog: LoopProgram) -> list[str]:
+  """A kernel function's arguments before its launch range: the buffers, then the Variables' values. Only element
+  alignment is promised: Tensor.from_numpy hands kernels numpy's memory, aligned to the element only (for loads,
+  the unaligned vector moves cost the same as the aligned ones)."""
+  return [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params] + \
+    [f"i32 %var_{v.arg[0]}" for v in prog.vars]
+
+
 _DISPATCH_DECLS = {"declare i64 @llvm.smax.i64(i64, i64)", "declare i64 @llvm.smin.i64(i64, i64)"}
 
 
 def _dispatch(prog: LoopProgram, fn: str, pieces: list[tuple[int, int, dict[UOp, bool]]], clamp: bool) -> str:
   """The kernel's function when a launch loop is in pieces: each piece's function over start..end of the outer loop,
   or (`clamp`: the outer loop is the one cut) over the part of start..end that falls in the piece."""
-  args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params] + \
-    [f"i32 %var_{v.arg[0]}" for v in prog.vars]
+  args = _kernel_args(prog)
   passed = ", ".join(f"{a.split()[0]} {a.split()[-1]}" for a in args)
   lines = [f"define void @{fn}({', '.join(args + ['i64 %start', 'i64 %end'])}) #0 {{", "entry:"]
   if not clamp:
@@ -445,12 +452,9 @@ class _Kernel:
         break
     if self.specials_open: self.close_specials()
     self.emit("ret void")
-    # only element alignment is promised: Tensor.from_numpy hands kernels numpy's memory, aligned to the
-    # element only (for loads, the unaligned vector moves cost the same as the aligned ones)
-    args = [f"ptr noalias align {p.dtype.itemsize} %d{p.index}" for p in prog.params]
-    args += [f"i32 %var_{v.arg[0]}" for v in prog.vars]  # the Variables' values, after the buffers
-    args += {"full": ["i64 %start", "i64 %end"], "part": ["i64 %start", "i64 %end", "ptr noalias %partial"],
-             "fin": ["ptr noalias %partials", "i64 %nparts"]}[self.mode]
+    args = _kernel_args(prog) + {"full": ["i64 %start", "i64 %end"],
+                                 "part": ["i64 %start", "i64 %end", "ptr noalias %partial"],
+                                 "fin": ["ptr noalias %partials", "i64 %nparts"]}[self.mode]
     body = [f"define {linkage}void @{self.fn}({', '.join(args)}) #0 {{", "entry:"]
     return "\n".join(body + ["  " + a for a in self.allocas] + self.lines + ["}", ""])
 
