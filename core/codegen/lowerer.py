@@ -316,9 +316,9 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     # ... and those some load reads neighbouring elements along (a convolution's weight laid out with its output
     # channels innermost): vector lanes there load vectors, where lanes along a short image row would idle
     contiguous = tuple(d for d in reuse if len(dims[d][0]) == 1 and _innermost_coefficients(sink, gids[d], terms)[0])
-    # (simplified first: a product with 1, or a padded read's select, leaves nothing in the loop)
+    # (simplified first: a product with 1 goes, and a padded read's select folds into the load's gate)
     body_ops = sum(1 for red in graph_rewrite(sink, symbolic).toposort if red.op is Ops.REDUCE
-                   for n in red.src[0].toposort if n.op in GroupOp.ALU and n.dtype.is_float and not _padding_select(n))
+                   for n in red.src[0].toposort if n.op in GroupOp.ALU and n.dtype.is_float)
     if len(reduces) == 1: sliding, padded = _sliding_axes(sink, gids, terms)
     if lane is not None:
       loads = [u for u in sink.toposort if u.op is Ops.LOAD]
@@ -337,11 +337,6 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse,
                         contiguous_dims=contiguous, body_ops=body_ops,
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded)
-
-
-def _padding_select(n: UOp) -> bool:
-  """where(gate, load, 0): a padded read, which the simplifier folds into the load's own gate."""
-  return n.op is Ops.WHERE and n.src[1].op is Ops.LOAD and n.src[2].op is Ops.CONST and n.src[2].arg == 0
 
 
 def _sliding_axes(out_value: UOp, gids: list[UOp], memo: dict[UOp, list[tuple[UOp, int]]]
