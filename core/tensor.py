@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from plugrad.codegen.opt.heuristic import vector_lanes
 from plugrad.config import TRAINING, Context
 from plugrad.device import Buffer, check_supported, image_spec_for, pinned_buffer
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
@@ -1840,7 +1841,7 @@ class Tensor(metaclass=_TensorMeta):
     cout, n = weight.shape[0], weight.ndim - 2
     if groups != 1 or isinstance(self.device, tuple) or weight.device != self.device or not weight.dtype.is_float or \
         not all(isinstance(d, int) for d in weight.shape) or not _loops_with_vector_ops(self.device): return weight
-    lanes = min(16, get_registry().device(self.device).caps.max_vector_bytes // weight.dtype.itemsize)
+    lanes = vector_lanes(get_registry().device(self.device).caps, weight.dtype.itemsize)  # the heuristic's width
     if lanes < 2 or cout % lanes: return weight
     return weight.permute(tuple(range(1, n + 2)) + (0,)).contiguous().permute((n + 1,) + tuple(range(n + 1)))
 

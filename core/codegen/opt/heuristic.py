@@ -53,6 +53,12 @@ DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
 CHANNEL_TILE_MIN_SUM = 256  # products summed into each output, at least, for lanes along the channels (_channel_tile)
+MAX_LANES = 16  # the widest vector a plan takes, in lanes (a 512-bit register of float32)
+
+
+def vector_lanes(caps: Capabilities, itemsize: int) -> int:
+  """Lanes of the device's widest vector register for elements of `itemsize` bytes, at most MAX_LANES."""
+  return min(MAX_LANES, caps.max_vector_bytes // max(itemsize, 1))
 
 
 def _slide_unrolls(k: KernelFeatures, tile: list[Opt], base: list[Opt]) -> list[Opt]:
@@ -129,7 +135,7 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
   the target that divides a single-axis dimension, or (`masked_ok`, a device with masked loads) a whole vector
   over a dim 0 it does not divide."""
   lanes = caps.max_vector_bytes // max(k.itemsize, 1)
-  width, rows = (min(16, lanes), 8) if vector else (min(8, lanes), 4)
+  width, rows = (vector_lanes(caps, k.itemsize), 8) if vector else (min(8, lanes), 4)
   # the rows of a vector tile: the first dimension each vector load is reused along (a convolution's output
   # channels, not its image rows, whose loads move with them), else dim 1
   row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1 and k.dims[d][1] % 2 == 0), 1) if vector else 1
@@ -183,7 +189,7 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   alone, 128 images: 32 -> 32 channels 5x5, 24x24, 8.5 -> 5.5 ms, its input gradient 11.0 -> 8.4 ms; 32 -> 64 3x3,
   10x10, 1.30 -> 0.59 ms; 64 -> 64 3x3, 8x8, 1.91 -> 0.71 ms). Empty where the layout, the channel count, the row,
   the sum or the loop's operations do not suit it."""
-  lanes = min(16, caps.max_vector_bytes // max(k.itemsize, 1))
+  lanes = vector_lanes(caps, k.itemsize)
   channels, width = k.dims[row_dim][1], k.dims[0][1]
   if row_dim not in k.contiguous_dims or lanes < 2 or channels % lanes or k.dims[0][0] != 1: return []
   # rows of up to two vectors: wider ones fill their vectors already, and a channel tile's copies along them gate
@@ -238,7 +244,7 @@ def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
   if not k.innermost: return ()
   axis, size = k.innermost[-1], k.reduce_axes[k.innermost[-1]]
   if size <= UNROLL_REDUCE: return ()  # unrolled into the body (an empty one too): no loop to take lanes from
-  width = min(16, caps.max_vector_bytes // max(k.reduce_itemsize, 1))
+  width = vector_lanes(caps, k.reduce_itemsize)
   while width > 1 and size % width: width //= 2
   rows = _dim_factor(k, 0, 16)
   if width < 2 or rows < 2: return ()
@@ -274,7 +280,7 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     # vector accumulators along the reduce loop: each lane adds 1/width of the values, so the accumulator
     # cascade's block counts per lane and stays out of the inner loop. Not for one output: the CPU splits
     # that loop across threads itself, with scalar partials.
-    width = min(16, caps.max_vector_bytes // max(k.reduce_itemsize, 1)) if k.out_size > 1 else 1
+    width = vector_lanes(caps, k.reduce_itemsize) if k.out_size > 1 else 1
     unrolled = {o.axis for o in base}
     lanes = [Opt(OptOps.LANES, i, width) for i in k.innermost
              if i not in unrolled and width > 1 and k.reduce_axes[i] % width == 0 and k.reduce_axes[i] >= 2 * width]
@@ -313,4 +319,4 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   return list(dict.fromkeys(plans + [tuple(base + scalar)]))
 
 
-__all__ = ["hand_coded_optimizations", "UNROLL_REDUCE"]
+__all__ = ["hand_coded_optimizations", "vector_lanes", "UNROLL_REDUCE", "MAX_LANES"]
