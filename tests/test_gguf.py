@@ -70,12 +70,16 @@ def _halves(n: int, lo: float = 0.01, hi: float = 0.5) -> np.ndarray:
   return (rng.uniform(lo, hi, n) * rng.choice([-1, 1], n)).astype(np.float16)
 
 
-def pack_q4_0(nb: int) -> bytes:
+def _pack_nibble_blocks(nb: int, scales: int) -> bytes:
+  """nb blocks of `scales` fp16 values, then 32 random 4-bit values, the first 16 in the low nibbles."""
   out = b""
   for _ in range(nb):
     q = rng.integers(0, 16, 32, dtype=np.uint8)
-    out += _halves(1).tobytes() + (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
+    out += _halves(scales).tobytes() + (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
   return out
+
+
+def pack_q4_0(nb: int) -> bytes: return _pack_nibble_blocks(nb, 1)  # d
 
 
 def ref_q4_0(b: bytes) -> np.ndarray:
@@ -87,12 +91,7 @@ def ref_q4_0(b: bytes) -> np.ndarray:
   return np.array(y, np.float32)
 
 
-def pack_q4_1(nb: int) -> bytes:
-  out = b""
-  for _ in range(nb):
-    q = rng.integers(0, 16, 32, dtype=np.uint8)
-    out += _halves(2).tobytes() + (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
-  return out
+def pack_q4_1(nb: int) -> bytes: return _pack_nibble_blocks(nb, 2)  # d, m
 
 
 def ref_q4_1(b: bytes) -> np.ndarray:

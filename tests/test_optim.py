@@ -137,12 +137,17 @@ def test_muon_with_adamw_matches_torch(monkeypatch):
   _close(ours, train_torch(Both), atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "sgd_nesterov_wd", "adam", "adamw"])
-def test_fused_steps_match_torch(name, monkeypatch):
-  # FUSE_OPTIM=1 (tinygrad's variable) makes fused the default: every parameter in one flat vector, one state each
+@pytest.fixture
+def fuse_optim(monkeypatch):
+  """The registry's config with FUSE_OPTIM=1 for the test."""
   from plugrad.registry import get_registry
   registry = get_registry()
   monkeypatch.setattr(registry, "config", registry.config.replace(fuse_optim=True))
+
+
+@pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "sgd_nesterov_wd", "adam", "adamw"])
+def test_fused_steps_match_torch(name, fuse_optim):
+  # FUSE_OPTIM=1 (tinygrad's variable) makes fused the default: every parameter in one flat vector, one state each
   ours, ref = CASES[name]
   _close(train_plugrad(ours), train_torch(ref))
 
@@ -173,10 +178,7 @@ def test_fused_state_is_one_flat_tensor_and_every_parameter_needs_a_gradient():
     optim.SGD([Tensor.ones(2, requires_grad=True, device="PYTHON"), Tensor.ones(2, requires_grad=True)], fused=True)
 
 
-def test_fuse_optim_leaves_muon_and_sharded_parameters_unfused(monkeypatch):
-  from plugrad.registry import get_registry
-  registry = get_registry()
-  monkeypatch.setattr(registry, "config", registry.config.replace(fuse_optim=True))
+def test_fuse_optim_leaves_muon_and_sharded_parameters_unfused(fuse_optim):
   assert not optim.Muon([Tensor.ones(3, 4, requires_grad=True)]).fused
   assert optim.AdamW([Tensor.ones(3, 4, requires_grad=True)]).fused
   sharded = Tensor.ones(4, 2, requires_grad=True).shard(("CPU:0", "CPU:1"), axis=0).requires_grad_(True)
@@ -288,8 +290,6 @@ def test_parameters_still_waiting_for_a_value_are_updated_in_place():
   np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
 
 
-
-
 def _three_steps(lib, optimized: tuple[str, ...], requires_grad: bool | None = True):
   """Three SGD steps of `loss_of` in plugrad or torch, only the `optimized` parameters in the optimizer (the
   others a frozen layer), on a fixed input x. The frozen parameters and x have `requires_grad` (in torch: True).
@@ -333,7 +333,6 @@ def test_gradients_accumulated_outside_the_optimizer_are_computed_at_each_step()
   for k in ("w1", "b1"):
     np.testing.assert_allclose(ours[k].grad.numpy(), ref[k].grad.numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(ours[k].numpy(), INIT[k])  # frozen: never updated
-
 
 
 def test_a_step_clears_the_gradients_nobody_asked_for():

@@ -225,7 +225,6 @@ def test_two_stage_chunks_hold_whole_rows_of_the_inner_axes(shape, axes):
   assert_close(x.max(axes), xn.max(axes))
 
 
-
 def test_a_reduction_over_neighbouring_axes_of_contiguous_reads_loops_over_them_as_one():
   # a batch norm's statistics: the sum over (N, H, W) of a buffer, and of its squared distance to a per-channel mean,
   # loop over N x H*W (H*W takes vector lanes on CPU: 128x32x20x20, AVX-512, 1.6 -> 0.05 ms); a transposed read's
