@@ -54,6 +54,14 @@ MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per 
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
 CHANNEL_TILE_MIN_SUM = 256  # products summed into each output, at least, for lanes along the channels (_channel_tile)
 MAX_LANES = 16  # the widest vector a plan takes, in lanes (a 512-bit register of float32)
+#: the vector registers (AVX-512's) where the convolution choices measured on them apply: only the padded taps along
+#: the lanes written out (`_tap_unrolls`), lanes along the output channels (`_channel_tile`)
+WIDE_REGISTER_FILE = 32
+
+
+def _accumulator_budget(caps: Capabilities) -> int:
+  """Vector registers a register tile's accumulators may fill: 3/4 of them, the rest hold loaded operands."""
+  return caps.vector_registers * 3 // 4
 
 
 def vector_lanes(caps: Capabilities, itemsize: int) -> int:
@@ -156,7 +164,7 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
   if vector and len(factors) > 1 and factors[0] > 1 and factors[1] > 1:
     # a 2-D tile gets more vectors along dim 0 while the accumulators fill at most 3/4 of the vector
     # registers (the rest hold loaded operands): 2 x 8 with AVX-512's 32, each broadcast feeding 2 FMAs
-    copies, budget = 1, caps.vector_registers * 3 // 4
+    copies, budget = 1, _accumulator_budget(caps)
     # (a matmul only: a convolution, whose rows are output channels, runs 25-40% faster with 16 rows of one vector
     # than with 8 rows of two on AVX-512: 32->64 channels at 64x64, 295 -> 407 GFLOP/s)
     while row_dim == 1 and 2 * copies * factors[1] <= budget and k.dims[0][1] % (factors[0] * copies * 2) == 0 \
@@ -199,11 +207,11 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   if width > 2 * lanes or prod(k.reduce_axes) < CHANNEL_TILE_MIN_SUM: return []
   # measured on AVX-512's 32 registers; with AVX2's 16 (emulated on the same machine) from 0.78x (a 64-channel 3x3
   # to 6x6) to 1.48x, even over beautiful_mnist's convolutions: left to the row tile there
-  if caps.vector_registers < 32: return []
+  if caps.vector_registers < WIDE_REGISTER_FILE: return []
   # and nothing but the product in the loop: what it reads is one value broadcast to the lanes, so an operation on
   # it (a bias and ReLU fused in) runs once per value, not per vector (5x5, 32 channels: 8.8 -> 17.8 ms)
   if k.body_ops > 1: return []
-  budget = caps.vector_registers * 3 // 4
+  budget = _accumulator_budget(caps)
   # the most accumulators; between equal counts about 5 outputs of the row per vector of channels (8-wide: 2 vectors
   # by 8, 0.63 ms, not 4 by 4, 0.75; a padded 24-wide input gradient: 2 by 12, 7.8 ms, not 1 by 24, 15 ms)
   tiles = [(vectors * r, -abs(r - 5 * vectors), r, vectors)
@@ -222,7 +230,7 @@ def _conv_tile(k: KernelFeatures, caps: Capabilities, row_dim: int, factors: lis
   channels of one vector fastest. AVX-512, kernels alone: 128 images of 32 channels, 24x24 to 20x20 (5x5) 9.2 ->
   7.8 ms, its input gradient 12.2 -> 9.9 ms; 16 images of 32 channels at 56x56 to 64 (3x3, padded) 4.7 -> 4.1 ms."""
   lanes, size, channels = factors[0], k.dims[0][1], k.dims[row_dim][1]
-  accumulators = 1 << ((caps.vector_registers * 3 // 4).bit_length() - 1)
+  accumulators = 1 << (_accumulator_budget(caps).bit_length() - 1)
   masked = masked_ok and caps.masked_loads and k.dims[0][0] == 1
 
   def used(copies: int) -> float:  # the share of lanes holding outputs, 0 where the width needs masks it cannot have
@@ -268,7 +276,7 @@ def _dot_tile(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
 
 def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tuple[Opt, ...]]:
   """Plans for the kernel, best first; the last one always applies."""
-  lanes_only = caps.vector_ops and caps.launch_dims == 0 and caps.vector_registers >= 32
+  lanes_only = caps.vector_ops and caps.launch_dims == 0 and caps.vector_registers >= WIDE_REGISTER_FILE
   base = _unrolls(k) + _tap_unrolls(k, lanes_only)
   if group := _group(k, caps): return [tuple(base + group), tuple(base)]
   if caps.launch_dims != 0:
