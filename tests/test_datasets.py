@@ -56,22 +56,21 @@ def test_mnist_positional_signature_and_base_urls(tmp_path, monkeypatch, dev):
   np.testing.assert_array_equal(out[3].numpy(), arrays["t10k-labels-idx1-ubyte.gz"])
 
 
-def test_mnist_wrong_magic_names_the_file(tmp_path):
-  _mnist_files(tmp_path)
-  _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", 2051, np.zeros(2, np.uint8))
-  with pytest.raises(ValueError, match=r"t10k-labels-idx1-ubyte\.gz.*magic number 2051, expected 2049"):
-    mnist(base_url=tmp_path.as_uri() + "/")
-
-
-def test_mnist_count_mismatch_names_the_file(tmp_path):
-  _mnist_files(tmp_path)
+@pytest.mark.parametrize("name,magic,values,dims,match", [
+  # the wrong magic number
+  ("t10k-labels-idx1-ubyte.gz", 2051, np.zeros(2, np.uint8), None,
+   r"t10k-labels-idx1-ubyte\.gz.*magic number 2051, expected 2049"),
   # the header claims 5 images, the file holds 3
-  _write_idx(tmp_path / "train-images-idx3-ubyte.gz", 2051, np.zeros((3, 28, 28), np.uint8), dims=(5, 28, 28))
-  with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz.*\(5, 28, 28\)"):
-    mnist(base_url=tmp_path.as_uri() + "/")
+  ("train-images-idx3-ubyte.gz", 2051, np.zeros((3, 28, 28), np.uint8), (5, 28, 28),
+   r"train-images-idx3-ubyte\.gz.*\(5, 28, 28\)"),
+  # 4 labels for 3 images
+  ("train-labels-idx1-ubyte.gz", 2049, np.zeros(4, np.uint8), None,
+   r"train-labels-idx1-ubyte\.gz has 4 labels for the 3 images"),
+], ids=["wrong_magic", "header_count", "label_count"])
+def test_mnist_bad_idx_file_names_the_file(tmp_path, name, magic, values, dims, match):
   _mnist_files(tmp_path)
-  _write_idx(tmp_path / "train-labels-idx1-ubyte.gz", 2049, np.zeros(4, np.uint8))
-  with pytest.raises(ValueError, match=r"train-labels-idx1-ubyte\.gz has 4 labels for the 3 images"):
+  _write_idx(tmp_path / name, magic, values, dims=dims)
+  with pytest.raises(ValueError, match=match):
     mnist(base_url=tmp_path.as_uri() + "/")
 
 
