@@ -71,7 +71,7 @@ CASES = [
    [(), (Opt(V, 0, 4), Opt(U, 1, 8)), (Opt(U, 0, 5), Opt(U, 1, 3)), (Opt(V, 0, 4), Opt(U, 0, 5), Opt(U, 1, 4)),
     (Opt(V, 0, 2), Opt(U, 0, 2), Opt(R, 0, 3)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(R, 0, 4)),
     (Opt(U, 0, 2), Opt(R, 0, 9)), (Opt(V, 0, 4), Opt(U, 1, 2), Opt(O, 0, 1)), (Opt(V, 0, 8), Opt(U, 1, 8)),
-    (Opt(V, 0, 16), Opt(U, 1, 4), Opt(O, 0, 1))]),
+    (Opt(V, 0, 16), Opt(U, 1, 4), Opt(O, 0, 1)), (Opt(V, 0, 4), Opt(U, 1, 4), Opt(R, 0, 4))]),
   # a linear layer's x @ W.T reads both operands along the sum: lanes on it, a tile of outputs on the launch dims
   ("linear", [(6, 48), (12, 48)], lambda x, w: x @ w.transpose(), lambda x, w: x @ w.T,
    [(), (Opt(L, 0, 16),), (Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 2)), (Opt(L, 0, 8), Opt(U, 0, 2), Opt(U, 1, 3)),
@@ -351,7 +351,7 @@ def test_heuristic_choices_are_pinned():
   assert _plans(conv20, masked)[0] == (Opt(V, 2, 16), Opt(U, 2, 2), Opt(U, 0, 10))
   assert _plans(many_padded, r32)[0] == (Opt(R, 2, 5), Opt(V, 2, 16), Opt(U, 2, 2), Opt(U, 0, 12))
   c4 = Tensor.empty(4, 64, 8, 8, device="PYTHON").conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"))
-  assert _plans(c4, r32)[0] == (Opt(V, 2, 16), Opt(U, 2, 4), Opt(U, 0, 6))  # 4 vectors of channels by 6
+  assert _plans(c4, r32)[0] == (Opt(V, 2, 16), Opt(U, 2, 2), Opt(U, 0, 6))  # 2 vectors of channels by 6, not 4
   # ... not with 16 registers (AVX2's, as measured), a row wider than two vectors, or a sum below 256 (one input
   # channel, 5x5; eight, 3x3: its scattered stores would cost more than its lanes save)
   assert _plans(c4, AVX2)[0][-1] == Opt(U, 2, 8) and _plans(conv56, r32)[0][2] == Opt(V, 0, 8)
@@ -369,6 +369,20 @@ def test_heuristic_choices_are_pinned():
   assert features(xg.grad).body_ops == 1 and _plans(xg.grad, r32)[0][0] == Opt(V, 2, 16)
   assert _plans(few_padded, replace(AVX512, vector_registers=32))[0] == \
     (Opt(R, 2, 7), Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 1, 7))
+
+
+def test_a_tile_computes_its_copies_along_the_larger_upcast_outermost():
+  # 2 vectors along dim 0 by 8 rows: each row's broadcast of A feeds the row's two vectors one after the other (and
+  # is dropped), while the two vectors of B stay in registers across the rows
+  mm = Tensor.empty(64, 64, device="PYTHON") @ Tensor.empty(64, 64, device="PYTHON")
+  item = [it for it in mm.schedule() if not it.is_copy][-1]
+  prog = lower(item.ast, AVX512, opts=(Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8)))
+  terms = [u.src[1] for u in prog.uops if u.op is Ops.ACCUMULATE]
+  assert len(terms) == 16 and all(t.op is Ops.MUL for t in terms)
+  broadcast = [next(s for s in t.src if s.op is Ops.VECTORIZE) for t in terms]
+  assert all(len(set(b.src)) == 1 for b in broadcast)  # splats of one element of A
+  assert [len({id(b) for b in broadcast[i:i + 2]}) for i in range(0, 16, 2)] == [1] * 8  # one per row, used twice
+  assert len({id(b) for b in broadcast}) == 8
 
 
 def test_lowering_with_the_heuristic_records_its_plan():

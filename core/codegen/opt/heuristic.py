@@ -193,7 +193,7 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   Tensor.conv2d lays it out on such a device): vector lanes along the channels, each weight vector feeding one FMA
   per output along the image row and each input value one per vector, broadcast. Every lane computes, where rows
   of 6, 8 or 20 left a quarter to five eighths of vectors along the row idle. The accumulators (3/4 of the vector
-  registers) go to R outputs along the row (R dividing it) times up to 4 vectors of channels (AVX-512, kernels
+  registers) go to R outputs along the row (R dividing it) times 1 or 2 vectors of channels (AVX-512, kernels
   alone, 128 images: 32 -> 32 channels 5x5, 24x24, 8.5 -> 5.5 ms, its input gradient 11.0 -> 8.4 ms; 32 -> 64 3x3,
   10x10, 1.30 -> 0.59 ms; 64 -> 64 3x3, 8x8, 1.91 -> 0.71 ms). Empty where the layout, the channel count, the row,
   the sum or the loop's operations do not suit it."""
@@ -213,9 +213,11 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   if k.body_ops > 1: return []
   budget = _accumulator_budget(caps)
   # the most accumulators; between equal counts about 5 outputs of the row per vector of channels (8-wide: 2 vectors
-  # by 8, 0.63 ms, not 4 by 4, 0.75; a padded 24-wide input gradient: 2 by 12, 7.8 ms, not 1 by 24, 15 ms)
+  # by 8, 0.63 ms, not 4 by 4, 0.75). Not 4 vectors: they never won once the lowering put the copies along the row
+  # outermost (64 -> 128 channels 3x3 at 28x28, its input gradient: 4 by 4 2.7 ms, 2 by 7 1.8; 64 channels at 6x6:
+  # 4 by 6 0.71 ms, 2 by 6 0.66)
   tiles = [(vectors * r, -abs(r - 5 * vectors), r, vectors)
-           for vectors in (1, 2, 4) if channels % (lanes * vectors) == 0
+           for vectors in (1, 2) if channels % (lanes * vectors) == 0
            for r in range(1, width + 1) if width % r == 0 and vectors * r <= budget]
   *_, r, vectors = max(tiles, default=(0, 0, 1, 1))
   return [Opt(OptOps.VECTORIZE, row_dim, lanes)] + ([Opt(OptOps.UPCAST, row_dim, vectors)] if vectors > 1 else []) + \

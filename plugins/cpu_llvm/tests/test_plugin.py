@@ -14,6 +14,8 @@ import pytest
 
 import plugrad
 from plugrad import Tensor, dtypes
+from plugrad.codegen.lowerer import lower
+from plugrad.codegen.opt import Opt, OptOps
 from plugrad.config import Config
 from plugrad.engine import compile_for, render_for
 from plugrad.registry import Registry, get_registry, set_registry
@@ -90,6 +92,23 @@ def test_rendered_ir_golden_pieces():
   assert "sdiv" not in src and "srem" not in src  # index math was simplified away
   one = kernel_source(a.max())
   assert "@k_r_1_part(" in one and "@k_r_1_fin(" in one  # a reduction to one element splits its outer loop
+
+
+def _render_with(out: Tensor, opts: tuple) -> str:
+  dev = get_registry().device("CPU")
+  item = [it for it in out.schedule() if not it.is_copy][-1]
+  return dev.renderer.render(lower(item.ast, dev.caps, dev.rewrite_rules, opts=opts))
+
+
+def test_a_register_tile_adds_each_product_to_its_accumulator_as_one_fmuladd():
+  a, b = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32)) for i in range(2))
+  # 8 accumulators, each adding 4 products a step (the reduce axis unrolled by 4): a chain of llvm.fmuladd each
+  tile = _render_with(a @ b, (Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.VECTORIZE, 0, 8), Opt(OptOps.UPCAST, 1, 8)))
+  assert tile.count("call reassoc contract <8 x float> @llvm.fmuladd.v8f32(") == 8 * 4
+  assert not re.search(r"fmul contract <8 x float>", tile)  # no product left apart from its add
+  # one vector accumulator: its unrolled terms stay a tree of adds (a chain would wait on each add in turn)
+  row = _render_with((a * a).sum(axis=1), (Opt(OptOps.LANES, 0, 8), Opt(OptOps.UNROLL, 0, 4)))
+  assert "fmuladd" not in row and re.search(r"fadd reassoc contract <8 x float>", row)
 
 
 def test_a_vector_accumulator_is_aligned_as_its_loads_and_stores_assume(tmp_path):
