@@ -852,12 +852,14 @@ def _merged_reduce(r: UOp) -> UOp | None:
 
 def _reads_rows(u: UOp, runs: list[list[int]]) -> bool:
   """Whether `u` reads each run of axes along a buffer's rows, so that one index can run over the run: element
-  operations of contiguous buffer reads (a PARAM reshaped), constants, and reads broadcast over the whole run (a
-  per-channel mean)."""
-  def read(n: UOp) -> bool: return n.op is Ops.CONST or (n.op is Ops.RESHAPE and n.src[0].op is Ops.PARAM)
+  operations of contiguous buffer reads (a PARAM reshaped), constants (also reshaped and broadcast, as a sum's
+  gradient of ones reaches a batch norm's backward), and values broadcast over the whole run (a per-channel mean)."""
+  def constant(n: UOp) -> bool:
+    while n.op in (Ops.RESHAPE, Ops.EXPAND): n = n.src[0]
+    return n.op is Ops.CONST
   for n in toposort([u], descend=lambda n: n.op in GroupOp.ALU):
-    if n.op in GroupOp.ALU or read(n): continue
-    if n.op is Ops.EXPAND and read(n.src[0]) and all(n.src[0].shape[a] == 1 for run in runs for a in run): continue
+    if n.op in GroupOp.ALU or constant(n) or (n.op is Ops.RESHAPE and n.src[0].op is Ops.PARAM): continue
+    if n.op is Ops.EXPAND and all(n.src[0].shape[a] == 1 for run in runs for a in run): continue
     return False
   return True
 
