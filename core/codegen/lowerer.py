@@ -676,7 +676,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     # the dimension with the most copies outermost (stable: the vectors first among equals): an operand that only
     # the inner copies share (a channel tile's weight vectors) stays in registers while each outer copy's (a
     # broadcast input value) is used at once and dropped. The other way round a tile of 12 outputs by 2 vectors kept
-    # 12 broadcasts live beside its 24 accumulators and spilled (32 to 32 channels 5x5 at 28x28: 10.4 -> 7.8 ms)
+    # 12 broadcasts live beside its 24 accumulators and spilled (32 to 32 channels 5x5 at 28x28: 11.5 -> 7.9 ms)
     copies.sort(key=lambda c: -c[2])
     stores = []
     for offsets in itertools.product(*(range(f) for _, _, f in copies)):

@@ -48,6 +48,8 @@ _FLOAT_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "float", dtypes.float32
 _FLOAT_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 #: the accumulators an innermost loop updates, at least, for their terms to be added one by one (`_chained_terms`)
 FMA_CHAIN_ACCUMULATORS = 4
+#: the accumulators an innermost loop updates, at least, for LLVM not to unroll it further (`wide_tiles`)
+WIDE_TILE_ACCUMULATORS = 16
 BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
 # 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
 _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
@@ -161,7 +163,8 @@ class LLVMRenderer(Renderer):
       meta["reduce_split"] = {"part": f"{fn}_part", "fin": f"{fn}_fin", "outer": int(plan[1].src[0].arg)}
     head = [META_MARKER + json.dumps(meta, sort_keys=True), f"; {prog.name} global={prog.global_size}", ""]
     tail = sorted(decls) + ["", 'attributes #0 = { nounwind "frame-pointer"="none" }', "",
-                            '!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}', ""]
+                            '!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}',
+                            '!2 = distinct !{!2, !1, !3}', '!3 = !{!"llvm.loop.unroll.disable"}', ""]
     return "\n".join(head + [_PRELUDE] + funcs + tail)
 
 
@@ -287,7 +290,12 @@ class _Kernel:
       for s in u.src: self.uses[s].append(u)
     self.addr_only = self._address_only()
     self.fma_muls, self.reduce_adds = self._reduction_terms(prog)
-    self.chained, self.fused = self._chained_terms()
+    loops = self._accumulates_by_loop()
+    self.chained, self.fused = self._chained_terms(loops)
+    # a register tile already as wide as the plan made it: unrolled further, LLVM's scheduler hoisted the copies'
+    # loads above each other's FMAs and spilled (5x5, 32 channels at 28x28, 2 vectors by 12 outputs: unrolled 5
+    # times, 9.3 ms; 7.9 ms not unrolled)
+    self.wide_tiles = {r for r, accs in loops.items() if r is not None and len(accs) >= WIDE_TILE_ACCUMULATORS}
     self.intervals: dict[UOp, tuple[float, float]] = {}  # `interval`'s answers
     specials = sorted((u for u in prog.uops if u.op is Ops.SPECIAL), key=lambda u: -u.arg[1])
     self.tiled_loops = self._tiled_loops()
@@ -316,37 +324,46 @@ class _Kernel:
           stack.extend(n.src)
     return muls, adds
 
-  def _chained_terms(self) -> tuple[dict[UOp, list[UOp]], set[UOp]]:
-    """The ACCUMULATEs that add their terms to the accumulator one by one, a product as one llvm.fmuladd (each with
-    its terms, in order): those of an innermost loop that updates FMA_CHAIN_ACCUMULATORS or more accumulators (a
-    register tile). Left to DAG contraction, a product and its add could end up in different blocks once LLVM had
-    threaded the branches around a padded read's loads (unfused, their values live across the blocks): a 3x3
-    convolution's input gradient, 64 channels at 8x8 padded by 2 and tiled by 8 outputs, ran 5.7 ms that way and
-    1.2 ms chained; 5x5 padded by 2 at 20x20, 5.5 -> 5.1 ms. The chain's latency is the tile's other accumulators' to
-    hide; with fewer (a row sum's one vector), the terms stay a tree (`alu`, reassoc and contract). Second value: the
-    adds and products the chains render, which are not rendered where they stand."""
-    per_loop: dict[UOp | None, list[UOp]] = {}
+  def _accumulates_by_loop(self) -> dict[UOp | None, list[UOp]]:
+    """The ACCUMULATEs of each innermost open loop (None: outside every loop)."""
+    loops: dict[UOp | None, list[UOp]] = {}
     open_: list[UOp] = []
     for u in self.prog.uops:
       if u.op is Ops.RANGE: open_.append(u)
       elif u.op is Ops.ENDRANGE: open_.pop()
-      elif u.op is Ops.ACCUMULATE and u.src[1] in self.fma_muls | self.reduce_adds:
-        per_loop.setdefault(open_[-1] if open_ else None, []).append(u)
+      elif u.op is Ops.ACCUMULATE: loops.setdefault(open_[-1] if open_ else None, []).append(u)
+    return loops
+
+  def _chained_terms(self, loops: dict[UOp | None, list[UOp]]) -> tuple[dict[UOp, list[UOp]], set[UOp]]:
+    """The ACCUMULATEs that add their terms to the accumulator one by one, a product as one llvm.fmuladd (each with
+    its terms, in order): those of an outer-product register tile, an innermost loop that updates
+    FMA_CHAIN_ACCUMULATORS or more accumulators with products of a broadcast value. Left to DAG contraction, a
+    product and its add could end up in different blocks once LLVM had threaded the branches around a padded read's
+    loads, their values live across the blocks: a 3x3 convolution's input gradient, 64 channels at 8x8 padded by 2
+    in 2 weight vectors by 8 outputs, 1.58 ms so and 1.22 ms chained. A dot-product tile (both operands vector loads,
+    x @ W.T) measured the same or slower chained, and with fewer accumulators (a row sum's one vector) a chain would
+    wait on each add in turn: there the terms stay a tree (`alu`, reassoc and contract). Second value: the adds and
+    products the chains render, which are not rendered where they stand."""
     chained: dict[UOp, list[UOp]] = {}
     fused: set[UOp] = set()
-    for accumulates in per_loop.values():
-      if len(accumulates) < FMA_CHAIN_ACCUMULATORS: continue
-      for u in accumulates:
+    for accumulates in loops.values():
+      sums = [u for u in accumulates if u.src[1] in self.fma_muls or u.src[1] in self.reduce_adds]
+      if len(sums) < FMA_CHAIN_ACCUMULATORS: continue
+      loop_terms: dict[UOp, list[UOp]] = {}
+      adds: set[UOp] = set()
+      for u in sums:
         terms, stack = [], [u.src[1]]
         while stack:
           t = stack.pop()
           if t in self.reduce_adds:
-            fused.add(t)
+            adds.add(t)
             stack.extend(reversed(t.src))
-          else:
-            terms.append(t)
-            if t in self.fma_muls: fused.add(t)
-        chained[u] = terms
+          else: terms.append(t)
+        loop_terms[u] = terms
+      products = [t for terms in loop_terms.values() for t in terms if t in self.fma_muls]
+      if not any(s.op is Ops.VECTORIZE and len(set(s.src)) == 1 for t in products for s in t.src): continue
+      chained.update(loop_terms)
+      fused |= adds | set(products)
     return chained, fused
 
   def _tiled_loops(self) -> set[UOp]:
@@ -438,12 +455,13 @@ class _Kernel:
     self.label(f"{name}.body")
     self.emit(f"%{name} = phi {ty} [{lo}, %{pre}], [%{name}.next, %{name}.latch]")
 
-  def close_loop(self, name: str, ty: str, hi: str, vectorize: bool = True) -> None:
+  def close_loop(self, name: str, ty: str, hi: str, vectorize: bool = True, unroll: bool = True) -> None:
     self.emit(f"br label %{name}.latch")
     self.label(f"{name}.latch")
     self.emit(f"%{name}.next = add nuw nsw {ty} %{name}, 1")
     more = self.op(f"icmp slt {ty} %{name}.next, {hi}")
-    hint = "" if vectorize else ", !llvm.loop !0"
+    # !0: not vectorised; !2: neither vectorised nor unrolled (a wide tile is in the tiled loops too)
+    hint = ", !llvm.loop !2" if not unroll else "" if vectorize else ", !llvm.loop !0"
     self.emit(f"br i1 {more}, label %{name}.body, label %{name}.exit{hint}")
     self.label(f"{name}.exit")
 
@@ -526,7 +544,8 @@ class _Kernel:
       r = u.src[0]
       hi = "%end" if self.mode == "part" and r is self.plan[1] else self.val(r.src[0])
       if hi == "%end" and reg_type(r.dtype) != "i64": hi = self.op("trunc i64 %end to " + reg_type(r.dtype))
-      self.close_loop(f"r{r.arg}", reg_type(r.dtype), hi, vectorize=r not in self.tiled_loops)
+      self.close_loop(f"r{r.arg}", reg_type(r.dtype), hi, vectorize=r not in self.tiled_loops,
+                      unroll=r not in self.wide_tiles)
     elif op is Ops.DEFINE_ACC:
       ty = reg_type(u.dtype)
       # the type's own alignment (64 bytes for 16 floats), which the loads and stores of it assume: an element's

@@ -100,15 +100,25 @@ def _render_with(out: Tensor, opts: tuple) -> str:
   return dev.renderer.render(lower(item.ast, dev.caps, dev.rewrite_rules, opts=opts))
 
 
-def test_a_register_tile_adds_each_product_to_its_accumulator_as_one_fmuladd():
+def test_an_outer_product_tile_adds_each_product_to_its_accumulator_as_one_fmuladd():
   a, b = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32)) for i in range(2))
-  # 8 accumulators, each adding 4 products a step (the reduce axis unrolled by 4): a chain of llvm.fmuladd each
+  # 8 accumulators, each adding 4 products of a broadcast element of A a step (the sum unrolled by 4)
   tile = _render_with(a @ b, (Opt(OptOps.UNROLL, 0, 4), Opt(OptOps.VECTORIZE, 0, 8), Opt(OptOps.UPCAST, 1, 8)))
   assert tile.count("call reassoc contract <8 x float> @llvm.fmuladd.v8f32(") == 8 * 4
   assert not re.search(r"fmul contract <8 x float>", tile)  # no product left apart from its add
+  assert "!llvm.loop !2" not in tile  # 8 accumulators: LLVM may still unroll the loop
   # one vector accumulator: its unrolled terms stay a tree of adds (a chain would wait on each add in turn)
   row = _render_with((a * a).sum(axis=1), (Opt(OptOps.LANES, 0, 8), Opt(OptOps.UNROLL, 0, 4)))
   assert "fmuladd" not in row and re.search(r"fadd reassoc contract <8 x float>", row)
+  # a dot-product tile (x @ W.T: both operands vector loads along the sum) stays with DAG contraction
+  dot = _render_with(a @ b.T, (Opt(OptOps.LANES, 0, 8), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 2)))
+  assert "fmuladd" not in dot and re.search(r"fmul contract <8 x float>", dot)
+
+
+def test_a_tile_of_16_accumulators_is_not_unrolled_further():
+  a, b = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32)) for i in range(2))
+  wide = _render_with(a @ b, (Opt(OptOps.VECTORIZE, 0, 8), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 8)))
+  assert wide.count(", !llvm.loop !2") == 1 and '!3 = !{!"llvm.loop.unroll.disable"}' in wide
 
 
 def test_a_vector_accumulator_is_aligned_as_its_loads_and_stores_assume(tmp_path):
