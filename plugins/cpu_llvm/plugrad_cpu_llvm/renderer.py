@@ -18,8 +18,9 @@ bfloat16 (round to nearest even) after every op and stored as its upper 16 bits.
 
 Fast-math is limited to the reductions: an ACCUMULATE of floats may be reassociated (so the loop
 vectoriser can keep one partial sum per lane), and so may the adds of its terms that an unrolled
-reduce axis writes out; the multiplies feeding them may contract into FMAs. In a register tile
-(several accumulators in one loop) each term is added in turn, a product as one llvm.fmuladd.
+reduce axis writes out; the multiplies feeding them may contract into FMAs. In an outer-product
+register tile (4 or more accumulators in one loop, products of a broadcast value) each term is added
+in turn, a product as one llvm.fmuladd; a tile of 16 or more accumulators is not unrolled further.
 
 Vectors (the device sets Capabilities.vector_ops, so the lowering vectorises register-tiled
 reductions such as a matmul): a `scalar.vec(n)` value is an LLVM `<n x T>`; VECTORIZE is an
