@@ -214,8 +214,8 @@ def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[O
   budget = _accumulator_budget(caps)
   # the most accumulators; between equal counts about 5 outputs of the row per vector of channels (8-wide: 2 vectors
   # by 8, 0.63 ms, not 4 by 4, 0.75). Not 4 vectors: they never won once the lowering put the copies along the row
-  # outermost (64 -> 128 channels 3x3 at 28x28, its input gradient: 4 by 4 2.7 ms, 2 by 7 1.8; 64 channels at 6x6:
-  # 4 by 6 0.71 ms, 2 by 6 0.66)
+  # outermost (64 -> 128 channels 3x3 at 28x28, its input gradient: 4 by 4 2.29 ms, 2 by 7 1.89; 64 channels at 6x6:
+  # 4 by 6 0.655 ms, 2 by 6 0.649)
   tiles = [(vectors * r, -abs(r - 5 * vectors), r, vectors)
            for vectors in (1, 2) if channels % (lanes * vectors) == 0
            for r in range(1, width + 1) if width % r == 0 and vectors * r <= budget]
