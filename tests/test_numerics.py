@@ -192,6 +192,18 @@ def test_unary_special_values_equal_torch(device, name):
   assert_same_values(fn(Tensor(x, device=device)).numpy(), ref(torch.tensor(x)).numpy(), (x,), rtol)
 
 
+def test_relu_gradient_at_special_values_equals_torch(device):
+  # 0 where the output is ±0, the incoming gradient elsewhere: NaN inputs pass it on, as torch's threshold_backward
+  x = np.array(SPECIAL, np.float32)
+  for g in (1.0, -2.5, np.inf, np.nan):
+    grad = np.full_like(x, g)
+    t = Tensor(x, device=device, requires_grad=True)
+    t.relu().backward(Tensor(grad, device=device))
+    tt = torch.tensor(x, requires_grad=True)
+    torch.relu(tt).backward(torch.tensor(grad))
+    assert_same_values(t.grad.numpy(), tt.grad.numpy(), (x,), 0)
+
+
 BINARY = {
   "add": (Tensor.add, torch.add), "sub": (Tensor.sub, torch.sub), "mul": (Tensor.mul, torch.mul),
   "div": (Tensor.div, torch.div), "maximum": (Tensor.maximum, torch.maximum),

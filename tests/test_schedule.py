@@ -252,6 +252,25 @@ def test_a_reduction_over_neighbouring_axes_of_contiguous_reads_loops_over_them_
   assert_close(x.permute(0, 1, 3, 2).max((0, 2, 3)), xn.max((0, 2, 3)))
 
 
+def test_a_relu_after_a_convolution_is_written_by_its_kernel_and_its_gradient_reads_that():
+  # relu's gradient masks by its output, so nothing else needs the convolution's own values: one kernel computes the
+  # convolution and writes relu of it, and the weight gradient reads that buffer (no second pass over the output)
+  rng = np.random.default_rng(0)
+  x = Tensor(rng.standard_normal((2, 3, 8, 8)).astype(np.float32), device="PYTHON").realize()
+  w = Tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), device="PYTHON", requires_grad=True).realize()
+  g = Tensor(rng.standard_normal((2, 4, 6, 6)).astype(np.float32), device="PYTHON").realize()
+  y = x.conv2d(w).relu()
+  (y * g).sum().backward()
+  items = [it for it in Tensor.schedule(y, w.grad) if not it.is_copy]
+  outs = [b for it in items for b in it.bufs[:it.outs] if b.size == y.numel()]
+  assert len(outs) == 1 and any(outs[0] in it.bufs[it.outs:] for it in items)
+  conv = np.stack([np.stack([(np.lib.stride_tricks.sliding_window_view(x.numpy()[n], (3, 3), axis=(1, 2))
+                              * w.numpy()[f][:, None, None]).sum((0, 3, 4)) for f in range(4)]) for n in range(2)])
+  assert_close(y, np.maximum(conv, 0), rtol=1e-5, atol=1e-5)
+  windows = np.lib.stride_tricks.sliding_window_view(x.numpy(), (3, 3), axis=(2, 3))  # (2, 3, 6, 6, 3, 3)
+  assert_close(w.grad, np.einsum("nfhw,nchwij->fcij", g.numpy() * (conv > 0), windows), rtol=1e-4, atol=1e-4)
+
+
 def test_readers_of_an_expression_also_copied_read_the_copy():
   # conv2d's weight gradient copies the convolution's input (a ReLU of the layer before) into a buffer; the forward
   # convolution, and any other reader of the same expression, then reads that buffer instead of recomputing it
