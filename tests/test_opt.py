@@ -496,6 +496,35 @@ def test_a_conv_and_its_input_gradient_give_numpys_answer_under_the_heuristic(on
       np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def _weight_gradient(device: str, k: int = 5) -> Tensor:
+  # a convolution's weight gradient from 3 input channels: the k x k kernel's columns are launch dim 0, the image
+  # rows (8 wide) the sum's contiguous innermost loop, the 8 filters a dim the row loads do not move with
+  x, g = Tensor(_x(4, 3, 7 + k, 7 + k, seed=9), device=device), Tensor(_x(4, 8, 8, 8, seed=10), device=device)
+  w = Tensor.zeros(8, 3, k, k, device=device, requires_grad=True)
+  return (x.conv2d(w) * g).sum().gradient(w)[0]
+
+
+@pytest.mark.parametrize("on", _devices())
+@pytest.mark.parametrize("plan", [(Opt(L, 2, 8), Opt(U, 0, 5), Opt(U, 3, 4)), (Opt(L, 2, 4), Opt(U, 0, 5)),
+                                  (Opt(L, 2, 8), Opt(U, 0, 5), Opt(U, 3, 8), Opt(U, 1, 5))])
+def test_a_weight_gradient_with_lanes_along_the_image_rows_gives_numpys_answer(on, plan):
+  windows = np.lib.stride_tricks.sliding_window_view(_x(4, 3, 12, 12, seed=9), (5, 5), axis=(2, 3))
+  want = np.einsum("nfyx,ncyxij->fcij", _x(4, 8, 8, 8, seed=10), windows)
+  got, progs = run_with(_weight_gradient(on), on, lambda _: plan)
+  assert progs[-1].opts == plan
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_weight_gradient_from_few_channels_takes_lanes_along_the_image_rows():
+  # a 5-wide kernel row fills a third of a 16-lane vector: the lanes go along the summed image rows instead (8 wide),
+  # by all the kernel's columns and 4 filters (32 registers: 20 accumulators); a 7-wide one by 2 filters (3 do not
+  # divide 8); the 4 images are written out
+  r32 = replace(AVX512, vector_registers=32)
+  assert _plans(_weight_gradient("PYTHON"), r32)[0] == (Opt(R, 0, 4), Opt(L, 2, 8), Opt(U, 0, 5), Opt(U, 3, 4))
+  assert _plans(_weight_gradient("PYTHON", 7), r32)[0] == (Opt(R, 0, 4), Opt(L, 2, 8), Opt(U, 0, 7), Opt(U, 3, 2))
+  assert _plans(_weight_gradient("PYTHON"), AVX2)[0][0] != Opt(L, 2, 8)  # 5 columns are more than half of 8 lanes
+
+
 @pytest.mark.parametrize("on", _devices())
 def test_the_gradient_of_a_strided_3d_conv_gives_numpys_answer_under_the_heuristic(on):
   # a tanh's gradient through a 3-D convolution of stride 2 and dilation 2: its window-sum kernel computes two outputs
