@@ -1418,7 +1418,7 @@ class Tensor(metaclass=_TensorMeta):
     # 2*sigmoid(2x) - 1 cancels to 0 for tiny x (and to +0.0 for -0.0): there tanh(x) = x(1 - x²/3) to the last bit
     out = (x.abs() < 2.0 ** -10).where(x * (1 - x * x * (1 / 3)), 2.0 * (2.0 * x).sigmoid() - 1.0)
     return out.cast(f.dtype)
-  # a where, not maximum(x, 0): the gradient at 0 is then 0, as torch's, instead of a tie's half
+  # a where, not maximum(x, 0) (whose gradient splits at the tie); differentiated by core/gradient.py's "relu" rule
   def relu(self) -> Tensor:
     """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them). The gradient is torch's too: 0 where the
     output is 0 (x <= 0), the incoming one elsewhere (NaN included); taken from the output, so a kernel that makes x
