@@ -254,6 +254,11 @@ def _needs_no_kernel(u: UOp) -> bool:
   while base.op in GroupOp.Movement: base = base.src[0]
   if base is not u and is_pending_assign(base): return True
   if smax(prod(u.shape)) > 1: return u.op is Ops.CONST
+  return _broadcast_const(u)
+
+
+def _broadcast_const(u: UOp) -> bool:
+  """Whether `u` is a constant, reshaped and expanded (one value everywhere)."""
   while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
   return u.op is Ops.CONST
 
@@ -854,11 +859,8 @@ def _reads_rows(u: UOp, runs: list[list[int]]) -> bool:
   """Whether `u` reads each run of axes along a buffer's rows, so that one index can run over the run: element
   operations of contiguous buffer reads (a PARAM reshaped), constants (also reshaped and broadcast, as a sum's
   gradient of ones reaches a batch norm's backward), and values broadcast over the whole run (a per-channel mean)."""
-  def constant(n: UOp) -> bool:
-    while n.op in (Ops.RESHAPE, Ops.EXPAND): n = n.src[0]
-    return n.op is Ops.CONST
   for n in toposort([u], descend=lambda n: n.op in GroupOp.ALU):
-    if n.op in GroupOp.ALU or constant(n) or (n.op is Ops.RESHAPE and n.src[0].op is Ops.PARAM): continue
+    if n.op in GroupOp.ALU or _broadcast_const(n) or (n.op is Ops.RESHAPE and n.src[0].op is Ops.PARAM): continue
     if n.op is Ops.EXPAND and all(n.src[0].shape[a] == 1 for run in runs for a in run): continue
     return False
   return True
