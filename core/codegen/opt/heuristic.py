@@ -262,6 +262,11 @@ def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
   return (Opt(OptOps.LANES, axis, width), Opt(OptOps.UPCAST, 0, rows))
 
 
+def _reuse_dim(k: KernelFeatures) -> int | None:
+  """The first reuse dim that is one output axis (a matmul's rows, a convolution's output channels), if any."""
+  return next((d for d in k.reuse_dims if k.dims[d][0] == 1), None)
+
+
 def _dot_tile(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   """A register tile for a reduction taking vector lanes along its reduce axis whose loads are reused across
   outputs: a matmul reading B along its rows (a linear layer's x @ W.T, attention's Q @ K.T). Launch dim 0 and the
@@ -269,8 +274,7 @@ def _dot_tile(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   per output, fill at most half the vector registers; each loaded vector then feeds several FMAs (x @ W.T of
   64x784 by 256x784, AVX-512: 241 -> 70 us, a 4x4 tile; 2x4 79 us)."""
   if k.reduces != 1: return []
-  row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1), None)
-  if row_dim is None: return []
+  if (row_dim := _reuse_dim(k)) is None: return []
   budget = max(1, caps.vector_registers // 2)  # a device declaring a register or none gets no tile, not a crash
   rows = _dim_factor(k, row_dim, min(4, budget))
   cols = _dim_factor(k, 0, min(4, budget // rows))
@@ -291,7 +295,7 @@ def _short_row_lanes(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   while width >= 2 * SHORT_ROW_MIN_LANES and k.reduce_axes[axis] % width: width //= 2
   if k.reduce_axes[axis] % width or width < SHORT_ROW_MIN_LANES: return []
   cols = k.dims[0][1]
-  row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1), None)
+  row_dim = _reuse_dim(k)
   most = max(1, min(4, _accumulator_budget(caps) // cols))
   rows = 1 if row_dim is None else max(f for f in range(1, most + 1) if k.dims[row_dim][1] % f == 0)
   return [Opt(OptOps.LANES, axis, width), Opt(OptOps.UPCAST, 0, cols)] + \
