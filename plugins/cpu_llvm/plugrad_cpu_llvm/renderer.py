@@ -93,6 +93,12 @@ def reg_type(dt: DType) -> str:
   return _INT_TYPES[dt.itemsize]
 
 
+def _float_suffix(dt: DType) -> str:
+  """The suffix of a float intrinsic on `dt` (f32, v16f32)."""
+  sfx = _FLOAT_SUFFIX[reg_type(dt.scalar())]
+  return f"v{dt.count}{sfx}" if dt.count > 1 else sfx
+
+
 def mem_type(dt: DType) -> str:
   """The LLVM type a value of `dt` has in memory."""
   if dt.count > 1: return f"<{dt.count} x {mem_type(dt.scalar())}>"
@@ -291,7 +297,13 @@ class _Kernel:
       for s in u.src: self.uses[s].append(u)
     self.addr_only = self._address_only()
     self.fma_muls, self.reduce_adds = self._reduction_terms(prog)
-    loops = self._accumulates_by_loop()
+    loops, outer = self._loop_nest()
+    # innermost loops that update several accumulators or a vector one (the lowering tiled the output into registers,
+    # as for a matmul): vectorising such a loop along its own variable would need a vector per accumulator and
+    # gathers for the strided operand; the lowering's vectors (or, on scalar copies, the SLP vectoriser) already run
+    # across the outputs
+    self.tiled_loops = {r for r, accs in loops.items() if r is not None and r not in outer and
+                        sum(4 if a.dtype.count > 1 else 1 for a in accs) >= 4}
     self.chained, self.fused = self._chained_terms(loops)
     # a register tile already as wide as the plan made it: unrolled further, LLVM's scheduler hoisted the copies'
     # loads above each other's FMAs and spilled (5x5, 32 channels at 28x28, 2 vectors by 12 outputs: unrolled 5
@@ -299,7 +311,6 @@ class _Kernel:
     self.wide_tiles = {r for r, accs in loops.items() if r is not None and len(accs) >= WIDE_TILE_ACCUMULATORS}
     self.intervals: dict[UOp, tuple[float, float]] = {}  # `interval`'s answers
     specials = sorted((u for u in prog.uops if u.op is Ops.SPECIAL), key=lambda u: -u.arg[1])
-    self.tiled_loops = self._tiled_loops()
     self.upcast_copies = self._upcast_copies()
     self.specials = specials
     self.specials_open = False
@@ -325,15 +336,19 @@ class _Kernel:
           stack.extend(n.src)
     return muls, adds
 
-  def _accumulates_by_loop(self) -> dict[UOp | None, list[UOp]]:
-    """The ACCUMULATEs of each innermost open loop (None: outside every loop)."""
+  def _loop_nest(self) -> tuple[dict[UOp | None, list[UOp]], set[UOp]]:
+    """The ACCUMULATEs directly in each RANGE loop (None: outside every loop), and the loops with a loop inside."""
     loops: dict[UOp | None, list[UOp]] = {}
+    outer: set[UOp] = set()
     open_: list[UOp] = []
     for u in self.prog.uops:
-      if u.op is Ops.RANGE: open_.append(u)
+      if u.op is Ops.RANGE:
+        outer.update(open_)
+        open_.append(u)
+        loops.setdefault(u, [])
       elif u.op is Ops.ENDRANGE: open_.pop()
       elif u.op is Ops.ACCUMULATE: loops.setdefault(open_[-1] if open_ else None, []).append(u)
-    return loops
+    return loops, outer
 
   def _chained_terms(self, loops: dict[UOp | None, list[UOp]]) -> tuple[dict[UOp, list[UOp]], set[UOp]]:
     """The ACCUMULATEs that add their terms to the accumulator one by one, a product as one llvm.fmuladd (each with
@@ -366,23 +381,6 @@ class _Kernel:
       chained.update(loop_terms)
       fused |= adds | set(products)
     return chained, fused
-
-  def _tiled_loops(self) -> set[UOp]:
-    """Innermost RANGE loops that update several accumulators or a vector one (the lowering tiled
-    the output into registers, as for a matmul). Vectorising such a loop along its own variable
-    would need a vector per accumulator and gathers for the strided operand; the lowering's
-    vectors (or, on scalar copies, the SLP vectoriser) already run across the outputs."""
-    open_: list[UOp] = []
-    accs: dict[UOp, int] = {}
-    inner: set[UOp] = set()
-    for u in self.prog.uops:
-      if u.op is Ops.RANGE:
-        for r in open_: inner.add(r)  # has a loop inside: not innermost
-        open_.append(u)
-        accs[u] = 0
-      elif u.op is Ops.ENDRANGE: open_.pop()
-      elif u.op is Ops.ACCUMULATE and open_: accs[open_[-1]] += 4 if u.dtype.count > 1 else 1
-    return {r for r, n in accs.items() if n >= 4 and r not in inner}
 
   def _upcast_copies(self) -> bool:
     """Whether the kernel stores several elements of one buffer per iteration of its innermost launch loop: the
@@ -725,7 +723,7 @@ class _Kernel:
   def chain_terms(self, acc: str, terms: list[UOp], dt: DType) -> str:
     """`acc` plus each term in turn, a product as one llvm.fmuladd (reassociable, like the tree's adds)."""
     ty = reg_type(dt)
-    sfx = f"v{dt.count}{_FLOAT_SUFFIX[reg_type(dt.scalar())]}" if dt.count > 1 else _FLOAT_SUFFIX[ty]
+    sfx = _float_suffix(dt)
     for t in terms:
       if t in self.fused:
         args = [(ty, self.val(t.src[0])), (ty, self.val(t.src[1])), (ty, acc)]
@@ -787,7 +785,7 @@ class _Kernel:
       if op is Ops.WHERE: return self.op(f"select {reg_type(sdt)} {vals[0]}, {reg_type(dt)} {vals[1]}, {reg_type(dt)} {vals[2]}")
       if sdt.is_float:
         return self.float_alu(op, reg_type(sdt), vals, reduce=reduce, contract=node in self.fma_muls,
-                              sfx=f"v{sdt.count}{_FLOAT_SUFFIX[reg_type(sdt.scalar())]}")
+                              sfx=_float_suffix(sdt))
       return self.int_alu(op, sdt, vals, nsw=False, src_dtypes=src_dtypes)
     if op is Ops.CAST: return self.cast(vals[0], sdt, dt)
     if op is Ops.BITCAST: return self.bitcast(vals[0], sdt, dt)
