@@ -56,7 +56,8 @@ def build_sum(terms: list[tuple[UOp, int]], const: int, like: UOp) -> UOp:
 
 
 def _rejoin_divmod(merged: dict[UOp, int]) -> bool:
-  # (x // n)*(k*n) + (x % n)*k -> x*k: trunc division and its remainder always rebuild x (alu semantics)
+  # (x // n)*(k*n) + (x % n)*k -> x*k: trunc division and its remainder always rebuild x (alu semantics);
+  # ((x // n) % m)*(k*n) + (x % n)*k -> (x % (n*m))*k likewise (the index of axes merged into one, split again)
   for t, c in list(merged.items()):
     if t.op is not Ops.MOD or t.src[1].op is not Ops.CONST or t.src[1].arg <= 0: continue
     n = t.src[1].arg
@@ -64,6 +65,13 @@ def _rejoin_divmod(merged: dict[UOp, int]) -> bool:
     if merged.get(q) == c * n and t in merged:
       del merged[q], merged[t]
       merged[t.src[0]] = merged.get(t.src[0], 0) + c
+      return True
+    qm = next((u for u, k in merged.items() if u.op is Ops.MOD and u.src[0] is q and u.src[1].op is Ops.CONST
+               and u.src[1].arg > 0 and k == c * n and n * u.src[1].arg <= t.dtype.max), None)
+    if qm is not None:
+      del merged[qm], merged[t]
+      wider = t.src[0] % (n * qm.src[1].arg)
+      merged[wider] = merged.get(wider, 0) + c
       return True
   return False
 

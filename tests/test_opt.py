@@ -15,7 +15,7 @@ from plugrad.codegen.opt.search import PlanCache, beam_search, neighbours, plan_
 from plugrad.config import Config
 from plugrad.testing import assert_close
 from plugrad.device import Capabilities
-from plugrad.engine.compile import _plan_caches, searched_plan
+from plugrad.engine.compile import _plan_cache, _plan_caches, searched_plan
 from plugrad.registry import Registry, get_registry, set_registry
 from plugrad.scheduler import mark_done
 from plugrad.spec import check_program
@@ -55,8 +55,11 @@ def _x(*shape: int, seed: int = 0) -> np.ndarray:
 
 # (name, numpy inputs, build(tensors), reference(arrays), plans that apply)
 CASES = [
-  ("elementwise", [(37, 19), (37, 19)], lambda a, b: (a * b + 1).relu(), lambda a, b: np.maximum(a * b + 1, 0),
-   [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),), (Opt(U, 0, 19), Opt(O, 0, 1))]),
+  # b read transposed keeps the two axes apart (contiguous operands merge them into one: the next case)
+  ("elementwise", [(37, 19), (19, 37)], lambda a, b: (a * b.transpose() + 1).relu(),
+   lambda a, b: np.maximum(a * b.T + 1, 0), [(), (Opt(U, 0, 19),), (Opt(U, 1, 37),), (Opt(U, 0, 19), Opt(O, 0, 1))]),
+  ("elementwise_merged", [(37, 19), (37, 19)], lambda a, b: (a * b + 1).relu(), lambda a, b: np.maximum(a * b + 1, 0),
+   [(), (Opt(U, 0, 19),), (Opt(U, 0, 37), Opt(O, 0, 1))]),
   ("row_sum", [(12, 40)], lambda a: a.sum(axis=1), lambda a: a.sum(axis=1, keepdims=False),
    [(), (Opt(U, 0, 4),), (Opt(U, 0, 4), Opt(R, 0, 8)), (Opt(R, 0, 40),), (Opt(R, 0, 5),), (Opt(L, 0, 4),),
     (Opt(L, 0, 8), Opt(U, 0, 3)), (Opt(L, 0, 4), Opt(R, 0, 5)), (Opt(L, 0, 4), Opt(R, 0, 2), Opt(U, 0, 3)),
@@ -248,6 +251,7 @@ def test_heuristic_choices_are_pinned():
   big = Tensor.empty(1024, 1024, device="PYTHON")
   assert _plans(big @ big, GPU) == [(Opt(U, 0, 4), Opt(U, 1, 8)), ()]
   assert _plans(big * 2, GPU) == [(Opt(U, 1, 4),), ()]
+  assert _plans(Tensor.empty(4096, 8, 8, device="PYTHON") * 2, GPU) == [(Opt(U, 0, 4),), ()]  # merged into one axis
   with pytest.raises(OptError, match="loops over"):
     lower([it for it in (big @ big).schedule() if not it.is_copy][-1].ast, GPU, opts=(Opt(O, 0, 1),))
   # a matmul tile reading 512 KiB of B over its sum loops over B's columns outermost; 128 KiB stay in cache anyway
@@ -436,6 +440,25 @@ def test_plugrad_beam_searches_once_and_the_next_process_reads_the_plan(tmp_path
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
     _plan_caches.clear()  # as a new process: only the disk is left
     assert searched_plan(reg.device("PYTHON"), item.ast) == plan and any((tmp_path / "plans").rglob("*"))
+  finally:
+    set_registry(prev)
+    _plan_caches.clear()
+
+
+def test_a_cached_plan_that_no_longer_applies_is_searched_again(tmp_path):
+  # a plan saved by an earlier build that numbered the kernel's launch dims otherwise (before contiguous axes merged)
+  reg = Registry(Config.from_env({"PLUGRAD_BEAM": "1", "PLUGRAD_CACHE_DIR": str(tmp_path)}))
+  prev = set_registry(reg)
+  try:
+    a = _x(8, 12)
+    out = Tensor(a, device="PYTHON") * 2
+    item = [it for it in out.schedule() if not it.is_copy][-1]
+    dev = reg.device("PYTHON")
+    _plan_cache(dev).put(plan_key(item.ast, dev.name, dev.caps), (Opt(U, 1, 4),))
+    plan = searched_plan(dev, item.ast)
+    assert plan != (Opt(U, 1, 4),)
+    lower(item.ast, dev.caps, opts=plan)
+    np.testing.assert_allclose(out.numpy(), a * 2)
   finally:
     set_registry(prev)
     _plan_caches.clear()

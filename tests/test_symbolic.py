@@ -56,6 +56,14 @@ def test_divmod_pairs_rejoin():
   assert simp((r // 4096) * 4096 + (r % 2048)).op is Ops.ADD  # different divisors: left alone
 
 
+def test_merged_axes_split_again_rejoin():
+  # ((x // n) % m)*n + x % n -> x % (n*m): the per-axis indices of axes merged into one read the merged index
+  r = rng(1638400)
+  assert simp((r // 12800) * 12800 + ((r // 400) % 32) * 400 + ((r // 20) % 20) * 20 + r % 20) is r
+  assert simp(((r // 20) % 20) * 40 + (r % 20) * 2 + 7) is simp((r % 400) * 2 + 7)
+  assert simp(((r // 20) % 20) * 20 + r % 10).op is Ops.ADD  # a remainder of another divisor: left alone
+
+
 def test_comparisons_decided_by_bounds():
   x = rng(4)
   assert simp(x.lt(4)).arg is True

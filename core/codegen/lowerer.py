@@ -231,6 +231,75 @@ def outputs_of(ast: UOp) -> list[tuple[UOp, UOp]]:
   return outs
 
 
+def _index_coefficients(sink: UOp, gids: list[UOp]) -> tuple[list[dict[UOp, int]], set[UOp]]:
+  """For a simplified plain lowering: each load index's coefficient of each launch index, and the launch indices
+  read some other way (inside a division or a product of indices, in a gate or a select, as a value). A load is
+  opaque to the indices around it: its own index is read as one of the loads."""
+  wanted = set(gids)
+
+  def reaches(u: UOp) -> set[UOp]:
+    found: set[UOp] = set()
+    stack, seen = [u], set()
+    while stack:
+      n = stack.pop()
+      if n in seen: continue
+      seen.add(n)
+      if n in wanted: found.add(n)
+      elif n.op is Ops.LOAD: stack.extend(n.src[2:])  # its gate only: the index is checked as a load's
+      else: stack.extend(n.src)
+    return found
+  loads = [n for n in sink.toposort if n.op is Ops.LOAD]
+  tangled = reaches(sink)
+  coefficients = []
+  for ld in loads:
+    terms, _ = split_terms(ld.src[1])
+    coef: dict[UOp, int] = {}
+    for t, k in terms:
+      if t in wanted: coef[t] = coef.get(t, 0) + k
+      else: tangled |= reaches(t)
+    coefficients.append(coef)
+  return coefficients, tangled
+
+
+#: An innermost loop this long fills vectors with little left over: merged further into one flat loop it measured
+#: 5-10% slower (x * 2 on 1024x1024 float32, AVX-512: 0.074 -> 0.081 ms), so axes merge only while it is shorter.
+MERGE_BELOW = 256
+
+
+@functools.lru_cache(maxsize=1024)  # asked by kernel_features and lower for the same kernel
+def merge_axes(ast: UOp) -> UOp:
+  """The kernel with its innermost output axes merged into one where every load reads them as one (each axis moves
+  each index by the size of the one inside it times that one's step: the rows of a contiguous tensor, a per-channel
+  value broadcast over an image): its values reshaped to the merged shape, which the lowering folds back into plain
+  indices. The innermost loop of an image of 20x20 becomes one of 400 that vectors fill (x * 2 on 128x32x20x20
+  float32, AVX-512: 0.47 -> 0.07 ms; beautiful_mnist's batch norm passes 0.54-0.94 -> 0.06-0.08 ms). A padded,
+  permuted or windowed read keeps its axes apart. Outer axes alone are left as they are: merged above a short inner
+  loop they only made the loop nest's counts run-time ones (a max-pool's kernel: 0.087 -> 0.125 ms). Kernels whose
+  sizes depend on Variables are kept as they are."""
+  outputs = outputs_of(ast)
+  shape = outputs[0][1].shape
+  if not all(isinstance(s, int) for s in shape): return ast
+  live = [a for a, s in enumerate(shape) if s > 1]
+  if len(live) < 2: return ast
+  lw = _Lowering(_index_dtype(ast))
+  gids = [_special(f"axis{a}", a, shape[a], lw.idx_dtype) for a in live]
+  idx = [lw.zero()] * len(shape)
+  for a, g in zip(live, gids): idx[a] = g
+  lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), {}) for _, v in outputs]
+  coefficients, tangled = _index_coefficients(graph_rewrite(UOp(Ops.SINK, None, tuple(lowered)), symbolic), gids)
+  def merges(k: int) -> bool:  # whether live axis k merges with the one inside it
+    outer, inner = gids[k], gids[k + 1]
+    return outer not in tangled and inner not in tangled and \
+      all(c.get(outer, 0) == shape[live[k + 1]] * c.get(inner, 0) for c in coefficients)
+  run, inner = 1, shape[live[-1]]  # the innermost axes that merge into one, and its size
+  while run < len(live) and inner < MERGE_BELOW and merges(len(live) - run - 1):
+    run, inner = run + 1, inner * shape[live[-run - 1]]
+  if run == 1: return ast
+  merged = tuple(shape[a] for a in live[:-run]) + (prod(shape[a] for a in live[-run:]),)
+  return ast.replace(src=tuple(st.replace(src=(st.src[0], UOp(Ops.RESHAPE, st.src[1].dtype, (st.src[1],), merged),
+                                               *st.src[2:])) for st in ast.src))
+
+
 def kernel_name(ast: UOp) -> str:
   """A readable kernel name: r_ for kernels with reductions, E_ for elementwise, then the output shape."""
   value = ast.src[0].src[1]
@@ -272,6 +341,7 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   """What the heuristic reads from `ast` for a device with `caps`. The load pattern (contiguous along
   the output or along the reduce loop) is read from a plain lowering only where it matters: a
   reduction on a device that loops over its launch indices and has vector ops."""
+  ast = merge_axes(ast)
   values = [v for _, v in outputs_of(ast)]
   value, shape = values[0], values[0].shape
   dims = _launch_dims(shape, caps)
@@ -499,6 +569,14 @@ def lower(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None
   :param opts: the optimization plan; None: the first of the heuristic's plans that applies.
   :raises OptError: when `opts` does not apply to the kernel.
   """
+  merged = merge_axes(ast)
+  prog = _lower_plan(merged, caps, extra_rules, checker, acc_block, opts)
+  return prog if merged is ast else replace(prog, name=kernel_name(ast))  # named by the tensor's shape still
+
+
+def _lower_plan(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] | None, checker, acc_block: int,
+                opts: Sequence[Opt] | None) -> LoopProgram:
+  """`lower` of a kernel whose axes are merged."""
   if opts is not None: return _lower(ast, caps, tuple(opts), extra_rules, checker, acc_block)
   if symbolic_ast(ast): return _lower_symbolic(ast, caps, extra_rules, checker, acc_block)
   *better, last = hand_coded_optimizations(kernel_features(ast, caps), caps)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from plugrad.codegen.lowerer import kernel_features, lower, symbolic_ast
-from plugrad.codegen.opt import Opt
+from plugrad.codegen.opt import Opt, OptError
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.opt.search import INFEASIBLE, PlanCache, beam_search, capabilities_text, plan_key
 from plugrad.codegen.program import LoopProgram
@@ -223,7 +223,12 @@ def searched_plan(device: Device, ast: UOp) -> tuple[Opt, ...]:
   """The fastest plan for `ast` that a beam search of width `config.beam` finds on `device`, from the
   disk cache when an earlier process searched it already (plugrad.codegen.opt.search)."""
   cache, key = _plan_cache(device), plan_key(ast, device.name, device.caps)
-  if (plan := cache.get(key)) is not None: return plan
+  if (plan := cache.get(key)) is not None:
+    try:
+      lower(ast, device.caps, device.rewrite_rules, opts=plan)
+      return plan
+    except OptError:
+      pass  # saved by an earlier build whose lowering numbered the kernel's axes otherwise: searched again
   features = kernel_features(ast, device.caps)
   plan = beam_search(hand_coded_optimizations(features, device.caps), features, lambda p: _time_plan(device, ast, p),
                      device.registry.config.beam)

@@ -112,7 +112,9 @@ def _f64_program() -> LoopProgram:
 
 
 def test_launch_indices_use_all_three_dimensions():
-  (_, prog, src), = metal_kernels(lambda: Tensor(np.ones((2, 3, 5, 7), np.float32), device="PYTHON") + 1)
+  # read reversed, so no two axes merge into one
+  x = np.arange(2 * 3 * 5 * 7, dtype=np.float32).reshape(7, 5, 3, 2)
+  (_, prog, src), = metal_kernels(lambda: Tensor(x, device="PYTHON").permute(3, 2, 1, 0) + 1)
   for line in ("(int)gid.x;", "(int)gid.y;", "(int)gid.z;"): assert line in src
   assert len(prog.global_size) == 3
 

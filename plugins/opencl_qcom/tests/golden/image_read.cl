@@ -1,4 +1,4 @@
-// E_4_3_5 global=(5, 3, 4) local=(5, 3, 4)
+// E_4_3_5 global=(15, 4) local=(15, 4)
 __constant sampler_t plugrad_smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 static inline float plugrad_channel(float4 p, int c) { return c < 2 ? (c == 0 ? p.x : p.y) : (c == 2 ? p.z : p.w); }
 static inline float plugrad_read_image(read_only image2d_t img, int i, int w) {
@@ -7,16 +7,11 @@ static inline float plugrad_read_image(read_only image2d_t img, int i, int w) {
 __kernel void E_4_3_5(__global float* restrict data0, read_only image2d_t data1) {
   int gidx0 = (int)(get_group_id(0) * get_local_size(0) + get_local_id(0));
   int gidx1 = (int)(get_group_id(1) * get_local_size(1) + get_local_id(1));
-  int gidx2 = (int)(get_group_id(2) * get_local_size(2) + get_local_id(2));
-  int alu0 = (gidx2 * 15);
-  int alu1 = (gidx1 * 5);
-  int alu2 = (alu0 + alu1);
-  int alu3 = (alu2 + gidx0);
-  int alu4 = (gidx1 * 20);
-  int alu5 = (gidx0 * 4);
-  int alu6 = (alu4 + alu5);
-  int alu7 = (alu6 + gidx2);
-  float val8 = plugrad_read_image(data1, (int)(alu7), 5);
-  float alu9 = (val8 * 2.0f);
-  data0[alu3] = alu9;
+  int alu0 = (gidx1 * 15);
+  int alu1 = (alu0 + gidx0);
+  int alu2 = (gidx0 * 4);
+  int alu3 = (alu2 + gidx1);
+  float val4 = plugrad_read_image(data1, (int)(alu3), 5);
+  float alu5 = (val4 * 2.0f);
+  data0[alu1] = alu5;
 }

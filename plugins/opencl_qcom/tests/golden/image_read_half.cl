@@ -1,4 +1,4 @@
-// r_2_3 global=(3, 2) local=(3, 2)
+// r_2_3 global=(6,) local=(6,)
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 __constant sampler_t plugrad_smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 static inline float plugrad_channel(float4 p, int c) { return c < 2 ? (c == 0 ? p.x : p.y) : (c == 2 ? p.z : p.w); }
@@ -7,26 +7,21 @@ static inline float plugrad_read_image(read_only image2d_t img, int i, int w) {
 }
 __kernel void r_2_3(__global half* restrict data0, read_only image2d_t data1) {
   int gidx0 = (int)(get_group_id(0) * get_local_size(0) + get_local_id(0));
-  int gidx1 = (int)(get_group_id(1) * get_local_size(1) + get_local_id(1));
-  int alu0 = (gidx1 * 3);
-  int alu1 = (alu0 + gidx0);
-  int alu2 = (gidx1 * 12);
-  int alu3 = (gidx0 * 4);
-  int alu4 = (alu2 + alu3);
-  half val5 = ((half)plugrad_read_image(data1, (int)(alu4), 3));
-  float alu6 = ((float)(val5));
-  int alu7 = (alu4 + 1);
+  int alu0 = (gidx0 * 4);
+  half val1 = ((half)plugrad_read_image(data1, (int)(alu0), 3));
+  float alu2 = ((float)(val1));
+  int alu3 = (alu0 + 1);
+  half val4 = ((half)plugrad_read_image(data1, (int)(alu3), 3));
+  float alu5 = ((float)(val4));
+  float alu6 = (alu2 + alu5);
+  int alu7 = (alu0 + 2);
   half val8 = ((half)plugrad_read_image(data1, (int)(alu7), 3));
   float alu9 = ((float)(val8));
   float alu10 = (alu6 + alu9);
-  int alu11 = (alu4 + 2);
+  int alu11 = (alu0 + 3);
   half val12 = ((half)plugrad_read_image(data1, (int)(alu11), 3));
   float alu13 = ((float)(val12));
   float alu14 = (alu10 + alu13);
-  int alu15 = (alu4 + 3);
-  half val16 = ((half)plugrad_read_image(data1, (int)(alu15), 3));
-  float alu17 = ((float)(val16));
-  float alu18 = (alu14 + alu17);
-  half alu19 = ((half)(alu18));
-  data0[alu1] = alu19;
+  half alu15 = ((half)(alu14));
+  data0[gidx0] = alu15;
 }
