@@ -283,6 +283,13 @@ def test_heuristic_choices_are_pinned():
   assert _plans(matvec, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16),)  # no row reuses a load
   assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16),)
   assert _plans(Tensor.empty(64, 64, device="PYTHON") + 1, AVX512) == [()]  # elementwise: left to the compiler
+  # ... unless it reads across dim 0 and along another dim (a transpose): 8 outputs per thread along that one
+  big = Tensor.empty(1024, 1024, device="PYTHON")
+  assert _plans(big.T + 1, AVX512) == _plans(big.T + big, AVX512) == [(Opt(U, 1, 8),), ()]
+  to_channels_last = Tensor.empty(128, 32, 20, 20, device="PYTHON").permute(0, 2, 3, 1) * 2
+  assert _plans(to_channels_last, AVX512) == [(Opt(U, 1, 4),), ()]  # a row of 20: 4 per thread divide it
+  assert _plans(Tensor.empty(64, 64, device="PYTHON").T + 1, AVX512) == [()]  # too small to gain
+  assert _plans(big + Tensor.empty(1024, 1, device="PYTHON"), AVX512) == [()]  # a broadcast is no transpose
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   # the input's vector loads do not move with the output channel (launch dim 2): the tile's rows go there
   assert _plans(conv, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))
@@ -443,6 +450,18 @@ def test_plugrad_beam_searches_once_and_the_next_process_reads_the_plan(tmp_path
   finally:
     set_registry(prev)
     _plan_caches.clear()
+
+
+@pytest.mark.parametrize("on", _devices())
+def test_transposes_under_the_heuristic_give_numpys_answer(on):
+  # the transpose tile (8 outputs per thread along the dim the reads run along), with rows it divides or not
+  a, b, x = _x(1024, 520), _x(520, 1024, seed=1), _x(8, 24, 20, 20, seed=2)
+  got = Tensor(a, device=on).transpose() + Tensor(b, device=on)
+  item = [it for it in got.schedule() if not it.is_copy][-1]
+  assert lower(item.ast, AVX512).opts == (Opt(U, 1, 8),)
+  np.testing.assert_array_equal(got.numpy(), a.T + b)
+  np.testing.assert_array_equal(Tensor(x, device=on).permute(0, 2, 3, 1).contiguous().numpy(), x.transpose(0, 2, 3, 1))
+  np.testing.assert_array_equal((Tensor(a[:, :519], device=on).transpose() * 2).numpy(), a[:, :519].T * 2)
 
 
 def test_a_cached_plan_that_no_longer_applies_is_searched_again(tmp_path):

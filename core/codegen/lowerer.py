@@ -315,16 +315,20 @@ def _index_terms(idx: UOp, memo: dict[UOp, list[tuple[UOp, int]]]) -> list[tuple
   return terms
 
 
+def _reads_along(idx: UOp, v: UOp, memo: dict[UOp, list[tuple[UOp, int]]]) -> bool | None:
+  """Whether a load at `idx` reads neighbouring elements for neighbouring values of `v` (coefficient 1 of `v` as a
+  plain term of the simplified index, appearing nowhere else); None where it does not move with `v`."""
+  if v not in idx.toposort: return None
+  terms = _index_terms(idx, memo)
+  coef = sum(c for t, c in terms if t is v)
+  return coef == 1 and not any(t is not v and v in t.toposort for t, _ in terms)
+
+
 def _innermost_coefficients(out_value: UOp, lane: UOp | None,
                             memo: dict[UOp, list[tuple[UOp, int]]]) -> tuple[list[UOp], bool]:
   """(some load in a reduce loop reads neighbouring elements for neighbouring values of `lane`, every
-  load that moves with the innermost loop of its reduction reads neighbouring elements in it):
-  coefficient 1 of the variable as a plain term of the load's simplified index, appearing nowhere else."""
-  def unit(idx: UOp, v: UOp) -> bool | None:
-    if v not in idx.toposort: return None
-    terms = _index_terms(idx, memo)
-    coef = sum(c for t, c in terms if t is v)
-    return coef == 1 and not any(t is not v and v in t.toposort for t, _ in terms)
+  load that moves with the innermost loop of its reduction reads neighbouring elements in it)."""
+  unit = functools.partial(_reads_along, memo=memo)
   lane_loads, red_ok, red_seen = [], True, False
   for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
     inner = red.src[-1]
@@ -339,8 +343,8 @@ def _innermost_coefficients(out_value: UOp, lane: UOp | None,
 
 def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   """What the heuristic reads from `ast` for a device with `caps`. The load pattern (contiguous along
-  the output or along the reduce loop) is read from a plain lowering only where it matters: a
-  reduction on a device that loops over its launch indices and has vector ops."""
+  the output or along the reduce loop) is read from a plain lowering only where it matters: on a device that loops
+  over its launch indices and has vector ops."""
   ast = merge_axes(ast)
   values = [v for _, v in outputs_of(ast)]
   value, shape = values[0], values[0].shape
@@ -360,22 +364,16 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   divisors: set[int] = set()
   sliding: tuple[tuple[int, int], ...] = ()
   padded: tuple[int, ...] = ()
-  if reduces and caps.launch_dims == 0 and caps.vector_ops:
-    lw = _Lowering(_index_dtype(ast))
-    idx: list[UOp] = [lw.zero()] * len(shape)
-    lane = None
-    gids: list[UOp] = []
-    for d, (axes, size) in enumerate(dims):
-      gid = _special(f"gidx{d}", d, size, lw.idx_dtype)
-      gids.append(gid)
-      if d == 0 and len(axes) == 1: lane = gid
-      for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
-        v = gid // st if st != 1 else gid
-        idx[a] = v % shape[a] if st * shape[a] < size else v
-    memo: dict = {}
-    lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for v in values]
-    sink = UOp(Ops.SINK, None, tuple(lowered))
-    terms: dict[UOp, list[tuple[UOp, int]]] = {}  # each load's simplified index, for both readings below
+  unit_dims: tuple[int, ...] = ()
+  lane_strided = False
+  if caps.launch_dims == 0 and caps.vector_ops:
+    sink, gids, lane = _plain_lowering(ast, values, dims)
+    terms: dict[UOp, list[tuple[UOp, int]]] = {}  # each load's simplified index, for the readings below
+  if caps.launch_dims == 0 and caps.vector_ops and not reduces:
+    loads = [u for u in sink.toposort if u.op is Ops.LOAD]
+    unit_dims = tuple(d for d, g in enumerate(gids) if any(_reads_along(ld.src[1], g, terms) for ld in loads))
+    lane_strided = lane is not None and any(_reads_along(ld.src[1], lane, terms) is False for ld in loads)
+  elif caps.launch_dims == 0 and caps.vector_ops:
     lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
     lane_ok = bool(lane_loads)
     # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs.
@@ -406,7 +404,27 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         lane_contiguous=lane_ok, reduce_contiguous=red_ok,
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse,
                         contiguous_dims=contiguous, body_ops=body_ops,
-                        lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded)
+                        lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded,
+                        unit_dims=unit_dims, lane_strided=lane_strided)
+
+
+def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]) -> tuple[UOp, list[UOp], UOp | None]:
+  """A kernel's values lowered without a plan, one launch index per launch dimension: (SINK of the values, the
+  indices, launch dim 0's index where it is one output axis)."""
+  shape = values[0].shape
+  lw = _Lowering(_index_dtype(ast))
+  idx: list[UOp] = [lw.zero()] * len(shape)
+  lane = None
+  gids: list[UOp] = []
+  for d, (axes, size) in enumerate(dims):
+    gid = _special(f"gidx{d}", d, size, lw.idx_dtype)
+    gids.append(gid)
+    if d == 0 and len(axes) == 1: lane = gid
+    for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
+      v = gid // st if st != 1 else gid
+      idx[a] = v % shape[a] if st * shape[a] < size else v
+  lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), {}) for v in values]
+  return UOp(Ops.SINK, None, tuple(lowered)), gids, lane
 
 
 def _sliding_axes(out_value: UOp, gids: list[UOp], memo: dict[UOp, list[tuple[UOp, int]]]

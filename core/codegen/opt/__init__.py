@@ -75,6 +75,10 @@ class KernelFeatures:
     index (a convolution's kernel rows slide along the image rows: row y + ky).
   :param padded_taps: the reduce axes of `sliding` whose load is gated (a padded convolution's kernel taps: whether
     a tap reads the image or the padding depends on the tap).
+  :param unit_dims: (an elementwise kernel, on a device that loops over its launch with vector ops) the launch dims
+    some load reads neighbouring elements along.
+  :param lane_strided: (the same) some load moves with launch dim 0 without reading neighbouring elements along it
+    (a transposed read).
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -97,6 +101,8 @@ class KernelFeatures:
   lane_divisors: tuple[int, ...] = ()
   sliding: tuple[tuple[int, int], ...] = ()
   padded_taps: tuple[int, ...] = ()
+  unit_dims: tuple[int, ...] = ()
+  lane_strided: bool = False
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]
