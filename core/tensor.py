@@ -2549,24 +2549,31 @@ class Tensor(metaclass=_TensorMeta):
     """(std, mean) over `axis`."""
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-  def _cum_last(self, op: Ops) -> Tensor:
-    """The running `op` (ADD, MUL or MAX) along the last axis: every output is the reduction of a window of
-    the input padded on the left with the identity. Long axes are scanned in chunks of 256 and the chunk
-    totals scanned again, so the work stays near n * 256 instead of n^2."""
-    n = self.shape[-1]
+  def _cum(self, ax: int, op: Ops) -> Tensor:
+    """The running `op` (ADD, MUL or MAX) along axis `ax`: every output is the reduction of a window of the input
+    padded before it with the identity. The windows are made on the axis moved last and put back in place before the
+    reduction, so the kernel writes the result in this tensor's layout and reads along its contiguous axis (a scan of
+    1024x1024 along axis 0, transposed there and back, read rows 1024 floats apart: 51 ms -> 1.3 ms). Axes longer than
+    64 are scanned in chunks of 32 and the chunk totals scanned again (recursively), so the work stays near n * 32, not
+    n^2 (chunks of 256 measured 3-6x slower: 1024x1024 along axis 1 2.1 -> 0.64 ms, along axis 0 1.3 -> 0.22 ms)."""
+    n = self.shape[ax]
     ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: self.dtype.min}[op]
     reduce = {Ops.ADD: Tensor.sum, Ops.MUL: Tensor.prod, Ops.MAX: Tensor.max}[op]
-    if n <= 512:
-      x = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),), value=ident)
-      return reduce(x._pool_last(n, 1, 1), -1)
-    chunk = 256
+
+    def pad(x: Tensor, before: int, after: int) -> Tensor:
+      return x.pad(tuple((before, after) if i == ax else (0, 0) for i in range(x.ndim)), value=ident)
+    if n <= 64:
+      return reduce(pad(self, n - 1, 0).transpose(ax, -1)._pool_last(n, 1, 1).transpose(ax, -2), -1)
+    chunk = 32
     full = -(-n // chunk) * chunk
-    x = self.pad(((0, 0),) * (self.ndim - 1) + ((full - n, 0),), value=ident)
-    x = x.reshape(self.shape[:-1] + (full // chunk, chunk))
-    inner = x._cum_last(op)
-    # what the earlier chunks contribute: the scan of chunk totals, shifted right by one chunk
-    before = inner[..., -1]._cum_last(op).pad(((0, 0),) * (self.ndim - 1) + ((1, -1),), value=ident)
-    return inner._bin(op, before.unsqueeze(-1)).flatten(-2)[..., full - n:]
+    x = pad(self, full - n, 0)
+    x = x.reshape(x.shape[:ax] + (full // chunk, chunk) + x.shape[ax + 1:])
+    inner = x._cum(ax + 1, op)
+    # what the earlier chunks contribute: the scan of chunk totals, shifted by one chunk
+    totals = inner.shrink(tuple((chunk - 1, chunk) if i == ax + 1 else None for i in range(inner.ndim))).squeeze(ax + 1)
+    before = pad(totals._cum(ax, op), 1, -1).unsqueeze(ax + 1)
+    out = inner._bin(op, before).flatten(ax, ax + 1)
+    return out.shrink(tuple((full - n, full) if i == ax else None for i in range(out.ndim)))
 
   def _cumulative(self, axis: int, op: Ops) -> Tensor:
     """The running `op` along `axis`, in the dtype the matching reduction returns."""
@@ -2575,7 +2582,7 @@ class Tensor(metaclass=_TensorMeta):
     if self.shape[ax] == 0:
       halves = (dtypes.float16, dtypes.bfloat16)
       return self if op is Ops.MAX or self.dtype in halves else self.cast(_sum_dtype(self.dtype))
-    return self.transpose(ax, -1)._cum_last(op).transpose(ax, -1)
+    return self._cum(ax, op)
 
   def cumsum(self, axis: int = 0) -> Tensor:
     """Running sum along `axis`, in sum's dtype (bools and integers give int64, as torch)."""

@@ -270,9 +270,20 @@ def test_cumulative_ints_and_ties(dev):
 
 
 def test_cumsum_long_axis_in_chunks():
-  # more than 512 elements: scanned in chunks of 256 plus a scan of the chunk totals
+  # more than 64 elements: scanned in chunks of 32 plus a scan of the chunk totals (twice over for 1300)
   check(lambda t: torch.cumsum(t, 1), lambda t: t.cumsum(1), (2, 1300), dev="CPU", atol=1e-3)
   check(lambda t: torch.cummax(t, 0)[0], lambda t: t.cummax(0)[0], (700,), dev="CPU")
+  # along an axis other than the last, with one after it and a remainder chunk
+  check(lambda t: torch.cumsum(t, 1), lambda t: t.cumsum(1), (3, 100, 5), dev="CPU", atol=1e-4)
+  check(lambda t: torch.cumprod(t, 0), lambda t: t.cumprod(0), (65, 4), dev="CPU", low=0.9, high=1.1, atol=1e-5)
+
+
+def test_a_scan_is_written_in_the_tensors_layout():
+  # the windows are put back in place before the reduction: its kernel writes (rows, columns), its loads run along
+  # the columns, and no kernel copies a transposed result back
+  t = Tensor.empty(64, 48, device="PYTHON").cumsum(0)
+  items = [it for it in t.schedule() if not it.is_copy]
+  assert len(items) == 1 and items[0].ast.src[0].src[1].shape == (64, 48)
   check(lambda t: torch.cumsum(t, 0), lambda t: t.cumsum(0), np.ones(1000, np.int32), dev="CPU")
 
 
