@@ -1699,11 +1699,14 @@ class Tensor(metaclass=_TensorMeta):
     weight, W.T). Read as it is, each output sums k products along y's rows in vector lanes and then adds the lanes
     together, which a short sum does not pay for; row-major, the outputs themselves are the lanes, as in any matmul.
     Worth it on a device that loops over its outputs with vector ops, for a short sum and many outputs (float32 on
-    AVX-512, copy included: 2048 rows by 64 -> 1024 2.0 -> 0.75 ms, 512 by 64 -> 256 189 -> 133 us; with a sum of
-    512 or 1024 terms, or 64 rows by 784 -> 256, the copy costs more than it saves)."""
-    if isinstance(self.device, tuple) or y.ndim != 2 or y.uop.op is not Ops.PERMUTE: return False
+    AVX-512, copy included: 2048 rows by 64 -> 1024 2.0 -> 0.75 ms, 512 by 64 -> 256 189 -> 133 us; batched, attention's
+    scores of 16x8 heads of 128 by 64: 1.95 -> 0.90 ms; with a sum of 512 or 1024 terms, or 64 rows by 784 -> 256, the
+    copy costs more than it saves)."""
+    if isinstance(self.device, tuple) or y.ndim < 2 or y.uop.op is not Ops.PERMUTE: return False
+    # only the last two axes swapped: attention's q @ k.transpose(-1, -2) as much as a layer's W.T
+    if y.uop.arg != tuple(range(y.ndim - 2)) + (y.ndim - 1, y.ndim - 2): return False
     if contiguous_base(y.uop.src[0]) is None or not y.dtype.is_float: return False
-    rows, (k, m) = prod(self.shape[:-1]), y.shape
+    rows, (k, m) = prod(self.shape[:-1]), y.shape[-2:]
     if not all(isinstance(d, int) for d in (rows, k, m)) or k > TRANSPOSED_MAX_K or rows * m < TRANSPOSED_MIN_OUTPUTS:
       return False
     return _loops_with_vector_ops(self.device)

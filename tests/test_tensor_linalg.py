@@ -116,3 +116,10 @@ def test_a_linear_layer_with_a_short_sum_copies_its_weight_row_major():
     out = x @ w.T
     assert count_kernels(out.schedule()) == (2 if short and copies else 1)
     same(out, x.numpy() @ w.numpy().T, rtol=1e-4, atol=1e-4)
+  # batched, only the last two axes swapped: attention's scores, q @ k.transpose(-1, -2)
+  q, k = (Tensor(rng.standard_normal((4, 2, 128, 32)).astype(np.float32)).realize() for _ in range(2))
+  scores = q @ k.transpose(-1, -2)
+  assert count_kernels(scores.schedule()) == (2 if copies else 1)
+  same(scores, q.numpy() @ k.numpy().swapaxes(-1, -2), rtol=1e-4, atol=1e-4)
+  q4, k4 = (Tensor.empty(4, 4, 128, 32) for _ in range(2))
+  assert count_kernels((q4 @ k4.permute(1, 0, 3, 2)).schedule()) == 1  # batch axes swapped too: read as it is
