@@ -173,7 +173,8 @@ def bench_layout(repeat: int) -> None:
     np.testing.assert_allclose(fp().numpy(), fn(), rtol=1e-6)
     jitted = TinyJit(lambda fp=fp: fp().realize())
     tp, tn = median_time(jitted, repeat * 5), median_time(fn, repeat * 5)
-    tt = median_time(lambda ft=ft, a=[torch.from_numpy(v) for v in targs]: ft(*a), repeat * 5) if torch is not None else None
+    tt = None
+    if torch is not None: tt = median_time(lambda ft=ft, a=[torch.from_numpy(v) for v in targs]: ft(*a), repeat * 5)
     report(f"{name} TinyJit", tp, tn, tt, nbytes, "GB/s")
 
 

@@ -2726,7 +2726,8 @@ class Tensor(metaclass=_TensorMeta):
     k reductions over the axis instead of sorting it (1024x1024, k = 5: 60 -> 0.83 ms; torch 0.65 ms)."""
     n = self.shape[d]
     pos = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape((n,) + (1,) * (self.ndim - d - 1))
-    worst = (-math.inf if largest else math.inf) if self.dtype.is_float else (self.dtype.min if largest else self.dtype.max)
+    if self.dtype.is_float: worst = -math.inf if largest else math.inf
+    else: worst = self.dtype.min if largest else self.dtype.max
     left = Tensor.full(self.shape, True, dtype=dtypes.bool, device=self.device)
     nan = self.isnan() if self.dtype.is_float else None
     values, idxs = [], []
@@ -2737,7 +2738,8 @@ class Tensor(metaclass=_TensorMeta):
       pick = ordered & (self == best)
       if nan is not None:  # NaNs left come before every number (largest) or after them all
         nans = left & nan
-        pick = nans.any(d, keepdim=True).where(nans, pick) if largest else ordered.any(d, keepdim=True).where(pick, nans)
+        if largest: pick = nans.any(d, keepdim=True).where(nans, pick)
+        else: pick = ordered.any(d, keepdim=True).where(pick, nans)
       i = pick.cast(dtypes.int32).argmax(d, keepdim=True)
       values.append(self.gather(d, i))
       idxs.append(i)

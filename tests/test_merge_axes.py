@@ -61,7 +61,8 @@ def test_merged_indices_fold_to_plain_ones():
 
 
 def test_kernel_features_see_the_merged_axes():
-  k = kernel_features(_last_ast(Tensor(X, device="PYTHON").sum(axis=1)), Capabilities(max_vector_bytes=64, vector_ops=True))
+  avx512 = Capabilities(max_vector_bytes=64, vector_ops=True)
+  k = kernel_features(_last_ast(Tensor(X, device="PYTHON").sum(axis=1)), avx512)
   assert k.dims == ((1, 42), (1, 4))
 
 

@@ -136,23 +136,24 @@ class _Lowering:
   def _one_hot_pick(self, n: UOp, idx: tuple[UOp, ...], valid: UOp) -> UOp | None:
     """A sum over one axis of where(i == k, x, 0), k the axis's index and i not moving with it (a gather written as a
     one-hot reduction: an embedding lookup, `t[idx]`, `gather`), as the one value it picks: x at k = i, read only
-    where i is inside the axis (0 elsewhere). One load instead of a loop over the axis (a 32x128 lookup in a 10000x256
-    table, AVX-512: 56 ms -> 0.065 ms), and the value itself: the sum turned a picked -0.0 into 0.0. None where the sum is not one,
-    or the plan unrolls or vectorises the axis."""
+    where i is inside the axis (0 elsewhere). One load instead of a loop over the axis (a 32x128 lookup in a
+    10000x256 table, AVX-512: 56 ms -> 0.065 ms), and the value itself: the sum turned a picked -0.0 into 0.0.
+    None where the sum is not one, or the plan unrolls or vectorises the axis."""
     op, axes = n.arg
     live = [ax for ax in axes if n.src[0].shape[ax] != 1]
     if op is not Ops.ADD or len(live) != 1 or (n, live[0]) in self.unroll or (n, live[0]) in self.lanes: return None
     size = n.src[0].shape[live[0]]
-    if not isinstance(size, int): return None
+    if not isinstance(size, int) or not _selects_by_equality(n.src[0]): return None
     k = UOp(Ops.SPECIAL, self.idx_dtype, (), ("pick", -1, size))  # the axis's index, until it is known to be i
     inner = list(idx)
     inner[live[0]] = k
     body = self.lower(n.src[0], tuple(inner), valid, {})
     pick = body.src[0] if body.op is Ops.CAST else body  # an integer sum widens what it adds
-    if pick.op is not Ops.WHERE or pick.src[2].op is not Ops.CONST or pick.src[2].arg != 0 or pick.src[0].op is not Ops.CMPEQ:
-      return None
+    if pick.op is not Ops.WHERE or pick.src[2].op is not Ops.CONST or pick.src[2].arg != 0: return None
+    if pick.src[0].op is not Ops.CMPEQ: return None
     a, b = pick.src[0].src
-    at = next((i for p, i in ((a, b), (b, a)) if (p is k or (p.op is Ops.CAST and p.src[0] is k)) and k not in i.toposort), None)
+    at = next((i for p, i in ((a, b), (b, a)) if (p is k or (p.op is Ops.CAST and p.src[0] is k))
+               and k not in i.toposort), None)
     if at is None: return None
     inside = at.ge(UOp.const(at.dtype, 0)).logical_and(at.lt(UOp.const(at.dtype, size)))
     value = substitute(pick.src[1], {k: at.cast(self.idx_dtype)})
@@ -172,6 +173,16 @@ class _Lowering:
     out = UOp(Ops.GEP, dtype, (red,), 0)
     for k in range(1, width): out = UOp(op, dtype, (out, UOp(Ops.GEP, dtype, (red,), k)))
     return out
+
+
+def _selects_by_equality(u: UOp) -> bool:
+  """Whether a reduction's source is, below movement ops and a cast, a WHERE on an equality (what `_one_hot_pick`
+  needs before it lowers anything)."""
+  while u.op in GroupOp.Movement or u.op is Ops.CAST: u = u.src[0]
+  if u.op is not Ops.WHERE: return False
+  cond = u.src[0]
+  while cond.op in GroupOp.Movement: cond = cond.src[0]
+  return cond.op is Ops.CMPEQ
 
 
 def _live(s: int | UOp) -> bool:
@@ -437,7 +448,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         unit_dims=unit_dims, lane_strided=lane_strided)
 
 
-def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]) -> tuple[UOp, list[UOp], UOp | None]:
+def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]
+                    ) -> tuple[UOp, list[UOp], UOp | None]:
   """A kernel's values lowered without a plan, one launch index per launch dimension: (SINK of the values, the
   indices, launch dim 0's index where it is one output axis)."""
   shape = values[0].shape

@@ -324,7 +324,8 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   if caps.launch_dims != 0:
     tile = _gpu_tiles(k, reduce=k.reduces > 0)
     return [tuple(base + tile), tuple(base)] if tile else [tuple(base)]
-  if k.reduces == 0: return [tuple(base + transpose), tuple(base)] if (transpose := _transpose_tile(k)) else [tuple(base)]
+  if k.reduces == 0:
+    return [tuple(base + transpose), tuple(base)] if (transpose := _transpose_tile(k)) else [tuple(base)]
   if caps.vector_ops and k.nested and (nested := _nested(k, caps)): return [tuple(base) + nested, tuple(base)]
   if caps.vector_ops and k.reduce_contiguous and k.lane_contiguous and (short := _short_row_lanes(k, caps)):
     return [tuple(base + short), tuple(base)]
