@@ -281,7 +281,12 @@ def test_heuristic_choices_are_pinned():
   assert _plans(narrow, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16), Opt(U, 0, 2), Opt(U, 1, 4))
   matvec = Tensor.empty(1, 64, device="PYTHON") @ Tensor.empty(256, 64, device="PYTHON").transpose()
   assert _plans(matvec, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16),)  # no row reuses a load
-  assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16),)
+  # a column sum: vectors along the outputs, several per thread (up to 8), each its own accumulator
+  assert _plans(Tensor.empty(256, 64, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 16), Opt(U, 0, 4))
+  assert _plans(Tensor.empty(4096, 4096, device="PYTHON").max(axis=0), AVX512)[0] == (Opt(V, 0, 16), Opt(U, 0, 8))
+  matvec = Tensor.empty(1, 1024, device="PYTHON") @ Tensor.empty(1024, 4096, device="PYTHON")
+  assert _plans(matvec, AVX512)[0] == (Opt(V, 0, 16), Opt(U, 0, 8))
+  assert _plans(Tensor.empty(4096, 1000, device="PYTHON").sum(axis=0), AVX512)[0] == (Opt(V, 0, 8),)  # 16 do not divide
   assert _plans(Tensor.empty(64, 64, device="PYTHON") + 1, AVX512) == [()]  # elementwise: left to the compiler
   # ... unless it reads across dim 0 and along another dim (a transpose): 8 outputs per thread along that one
   big = Tensor.empty(1024, 1024, device="PYTHON")
