@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from plugrad import Context, Tensor, dtypes, nn
 from plugrad.nn.state import get_state_dict
@@ -79,6 +80,31 @@ def test_forward_matches_torch(name):
         np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
     return
   check(layer, tlayer, *[randn(*s) for s in shapes])
+
+
+# strided transposed convolutions run as one stride-1 convolution per output phase: every kind of phase (a stride past
+# the kernel, output padding, groups, 1-D and 3-D) against torch, with both gradients
+CONV_T = [((2, 8, 7, 9), (8, 4, 5, 5), dict(stride=3, padding=2)),
+          ((2, 8, 7, 9), (8, 4, 5, 5), dict(stride=(3, 2), padding=(2, 0), output_padding=(1, 1))),
+          ((2, 6, 5, 5), (6, 2, 2, 2), dict(stride=3, groups=3)),
+          ((2, 4, 6), (4, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+          ((1, 2, 3, 3, 3), (2, 2, 2, 3, 2), dict(stride=2, padding=(0, 1, 0))),
+          ((2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, dilation=2))]  # dilated: the spread-out input
+
+
+@pytest.mark.parametrize("xs,ws,kw", CONV_T, ids=[str(c[2]) for c in CONV_T])
+def test_strided_conv_transpose_matches_torch(xs, ws, kw):
+  rng = np.random.default_rng(0)
+  xn, wn = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+  bn = rng.standard_normal(ws[1] * kw.get("groups", 1)).astype(np.float32)
+  x, w, b = (Tensor(a).requires_grad_(True) for a in (xn, wn, bn))
+  xt, wt, bt = (torch.from_numpy(a).requires_grad_(True) for a in (xn, wn, bn))
+  out = x.conv_transpose2d(w, b, **kw)
+  ref = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}[len(xs)](xt, wt, bt, **kw)
+  (out * out).sum().backward()
+  (ref * ref).sum().backward()
+  for got, want in ((out, ref), (x.grad, xt.grad), (w.grad, wt.grad), (b.grad, bt.grad)):
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-3)
 
 
 def test_layernorm2d_normalises_channels():
