@@ -1902,7 +1902,6 @@ class Tensor(metaclass=_TensorMeta):
     flat = sum((conv_pads[i] for i in reversed(range(n))), ())
     return x.conv2d(w, bias, groups=groups, dilation=dl, padding=flat)
 
-
   def _conv_transpose_phases(self, weight: Tensor, groups: int, st: tuple[int, ...], pads: tuple[tuple[int, int], ...],
                              op: tuple[int, ...]) -> Tensor:
     """A strided transposed convolution (dilation 1) as one stride-1 transposed convolution per output phase: the
@@ -1931,6 +1930,7 @@ class Tensor(metaclass=_TensorMeta):
     order = (n, n + 1) + sum(((n + 2 + i, i) for i in range(n)), ())
     z = stacked(()).permute(order).reshape(lead + tuple(k * s for k, s in zip(q, st)))
     return z.shrink((None, None) + tuple((b, b + o) for (b, _), o in zip(pads, size)))
+
 
   # ------------------------------------------------------------------ training: initialisers, layers' math, losses
 
