@@ -321,12 +321,11 @@ def merge_axes(ast: UOp) -> UOp:
   if not all(isinstance(s, int) for s in shape): return ast
   live = [a for a, s in enumerate(shape) if s > 1]
   if len(live) < 2: return ast
-  lw = _Lowering(_index_dtype(ast))
-  gids = [_special(f"axis{a}", a, shape[a], lw.idx_dtype) for a in live]
-  idx = [lw.zero()] * len(shape)
-  for a, g in zip(live, gids): idx[a] = g
-  lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), {}) for _, v in outputs]
-  coefficients, tangled = _index_coefficients(graph_rewrite(UOp(Ops.SINK, None, tuple(lowered)), symbolic), gids)
+  # one launch index per live axis, innermost first (as a device that loops over its launch lays them out)
+  sink, gids, _ = _plain_lowering(ast, [v for _, v in outputs], [([a], shape[a]) for a in reversed(live)])
+  gids.reverse()  # in the axes' order, as `live`
+  coefficients, tangled = _index_coefficients(graph_rewrite(sink, symbolic), gids)
+
   def merges(k: int) -> bool:  # whether live axis k merges with the one inside it
     outer, inner = gids[k], gids[k + 1]
     return outer not in tangled and inner not in tangled and \
@@ -382,10 +381,14 @@ def _innermost_coefficients(out_value: UOp, lane: UOp | None,
 
 
 def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
-  """What the heuristic reads from `ast` for a device with `caps`. The load pattern (contiguous along
-  the output or along the reduce loop) is read from a plain lowering only where it matters: on a device that loops
-  over its launch indices and has vector ops."""
-  ast = merge_axes(ast)
+  """What the heuristic reads from `ast` (its axes merged, as the lowering merges them) for a device with `caps`."""
+  return _merged_features(merge_axes(ast), caps)
+
+
+def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
+  """`kernel_features` of a kernel whose axes are merged already. The load pattern (contiguous along the output or
+  along the reduce loop) is read from a plain lowering only where it matters: on a device that loops over its launch
+  indices and has vector ops."""
   values = [v for _, v in outputs_of(ast)]
   value, shape = values[0], values[0].shape
   dims = _launch_dims(shape, caps)
@@ -638,7 +641,7 @@ def _lower_plan(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatcher] 
   """`lower` of a kernel whose axes are merged."""
   if opts is not None: return _lower(ast, caps, tuple(opts), extra_rules, checker, acc_block)
   if symbolic_ast(ast): return _lower_symbolic(ast, caps, extra_rules, checker, acc_block)
-  *better, last = hand_coded_optimizations(kernel_features(ast, caps), caps)
+  *better, last = hand_coded_optimizations(_merged_features(ast, caps), caps)
   for plan in better:
     try:
       return _lower(ast, caps, plan, extra_rules, checker, acc_block)
@@ -652,7 +655,7 @@ def _lower_symbolic(ast: UOp, caps: Capabilities, extra_rules: list[PatternMatch
   """`lower` of a kernel with Variables: it serves every value, so only Opts on its concrete sizes apply (an
   amount cannot divide a symbolic size); the first of the heuristic's plans that applies, else the plain one."""
   try:
-    plans = hand_coded_optimizations(kernel_features(ast, caps), caps)
+    plans = hand_coded_optimizations(_merged_features(ast, caps), caps)
   except TypeError:  # a size the heuristic had to compare with a Variable's
     plans = []
   for plan in plans:
