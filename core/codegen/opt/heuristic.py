@@ -59,8 +59,8 @@ SHORT_ROW_MIN_LANES = 8  # the fewest lanes `_short_row_lanes` takes along a red
 #: the lanes written out (`_tap_unrolls`), lanes along the output channels (`_channel_tile`)
 WIDE_REGISTER_FILE = 32
 TRANSPOSE_UPCAST = 8  # outputs per thread along the dim a transposed read runs along (_transpose_tile)
-COLUMN_VECTORS = 8  # vectors per thread along dim 0 of a reduction tiled along it alone (_tiles)
 TRANSPOSE_MIN_SIZE = 1 << 16  # ... in an elementwise kernel of this many outputs or more
+COLUMN_VECTORS = 8  # vectors per thread along dim 0 of a reduction tiled along it alone (_tiles)
 
 
 def _accumulator_budget(caps: Capabilities) -> int:
@@ -153,6 +153,14 @@ def _gpu_tiles(k: KernelFeatures, reduce: bool) -> list[Opt]:
   return []
 
 
+def _vector_copies(k: KernelFeatures, width: int, most: int) -> int:
+  """Vectors of `width` lanes per thread along launch dim 0: the largest power of two up to `most` whose vectors
+  divide the dim."""
+  copies = 1
+  while 2 * copies <= most and k.dims[0][1] % (width * copies * 2) == 0: copies *= 2
+  return copies
+
+
 def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool = True, channels_ok: bool = True
            ) -> list[Opt]:
   """Register tiles over the first two launch dimensions: each factor the largest power of two up to
@@ -181,19 +189,15 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
     # vectors along dim 0 alone (a column sum, a matrix-vector product): several per thread, each its own
     # accumulator, so the loop over the sum reads a longer stretch of each row and its adds overlap (4096x4096
     # summed over axis 0, AVX-512: one vector 4.65 ms, 8 vectors 1.41 ms)
-    copies = 1
-    while 2 * copies <= min(COLUMN_VECTORS, _accumulator_budget(caps)) and k.dims[0][1] % (factors[0] * copies * 2) == 0:
-      copies *= 2
-    if copies > 1: out.insert(1, Opt(OptOps.UPCAST, 0, copies))
+    if (copies := _vector_copies(k, factors[0], min(COLUMN_VECTORS, _accumulator_budget(caps)))) > 1:
+      out.insert(1, Opt(OptOps.UPCAST, 0, copies))
   if vector and len(factors) > 1 and factors[0] > 1 and factors[1] > 1:
     # a 2-D tile gets more vectors along dim 0 while the accumulators fill at most 3/4 of the vector
     # registers (the rest hold loaded operands): 2 x 8 with AVX-512's 32, each broadcast feeding 2 FMAs
-    copies, budget = 1, _accumulator_budget(caps)
+    budget = _accumulator_budget(caps)
     # (a matmul only: a convolution, whose rows are output channels, runs 25-40% faster with 16 rows of one vector
     # than with 8 rows of two on AVX-512: 32->64 channels at 64x64, 295 -> 407 GFLOP/s)
-    while row_dim == 1 and 2 * copies * factors[1] <= budget and k.dims[0][1] % (factors[0] * copies * 2) == 0 \
-        and copies < 4:
-      copies *= 2
+    copies = _vector_copies(k, factors[0], min(4, budget // factors[1])) if row_dim == 1 else 1
     if copies > 1: out.insert(1, Opt(OptOps.UPCAST, 0, copies))
     elif row_dim != 1:
       out = (_channel_tile(k, caps, row_dim) if channels_ok else []) or _conv_tile(k, caps, row_dim, factors, masked_ok)
