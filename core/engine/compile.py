@@ -224,8 +224,10 @@ def searched_plan(device: Device, ast: UOp) -> tuple[Opt, ...]:
   disk cache when an earlier process searched it already (plugrad.codegen.opt.search)."""
   cache, key = _plan_cache(device), plan_key(ast, device.name, device.caps)
   if (plan := cache.get(key)) is not None:
+    if _programs.get(device, ast, plan) is not None: return plan  # lowered with it before: it applies
     try:
-      lower(ast, device.caps, device.rewrite_rules, opts=plan)
+      # lowered once here for the caller (`_program`) to find, not again
+      _programs.put(device, ast, plan, *render_for(device, ast, plan))
       return plan
     except OptError:
       pass  # saved by an earlier build whose lowering numbered the kernel's axes otherwise: searched again
