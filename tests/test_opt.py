@@ -295,6 +295,16 @@ def test_heuristic_choices_are_pinned():
   assert _plans(to_channels_last, AVX512) == [(Opt(U, 1, 4),), ()]  # a row of 20: 4 per thread divide it
   assert _plans(Tensor.empty(64, 64, device="PYTHON").T + 1, AVX512) == [()]  # too small to gain
   assert _plans(big + Tensor.empty(1024, 1, device="PYTHON"), AVX512) == [()]  # a broadcast is no transpose
+  # ... or computes a sin (whose branch for far arguments keeps the compiler's loop vectoriser out): vectors along
+  # dim 0, a whole masked one where the width does not divide it; not where dim 0 reads nothing contiguous
+  assert _plans(Tensor.empty(64, 64, device="PYTHON").sin(), AVX512) == [(Opt(V, 0, 16),), ()]
+  assert _plans(Tensor.empty(64, 64, device="PYTHON").sin(), AVX2) == [(Opt(V, 0, 8),), ()]
+  assert _plans(Tensor.empty(1000, device="PYTHON").sin() * 2, replace(AVX512, masked_loads=True)) == \
+    [(Opt(V, 0, 16),), ()]
+  assert _plans(Tensor.empty(1000, device="PYTHON").sin(), AVX512) == [(Opt(V, 0, 8),), ()]
+  assert _plans(Tensor.empty(6, device="PYTHON").sin(), AVX512) == [(Opt(V, 0, 2),), ()]
+  assert _plans(big.T.sin(), AVX512) == [(Opt(U, 1, 8),), ()]
+  assert _plans(Tensor.empty(64, 64, device="PYTHON").sin(), SCALAR) == [()]
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)
   # the input's vector loads do not move with the output channel (launch dim 2): the tile's rows go there
   assert _plans(conv, AVX512)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 8))

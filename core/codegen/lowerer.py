@@ -448,7 +448,8 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         innermost=tuple(i for i, (r, ax) in enumerate(axes) if last[r] == ax), reuse_dims=reuse,
                         contiguous_dims=contiguous, body_ops=body_ops,
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded,
-                        unit_dims=unit_dims, lane_strided=lane_strided)
+                        unit_dims=unit_dims, lane_strided=lane_strided,
+                        computes_sin=any(n.op is Ops.SIN for n in ast.toposort))
 
 
 def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]

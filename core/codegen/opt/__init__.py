@@ -79,6 +79,8 @@ class KernelFeatures:
     some load reads neighbouring elements along.
   :param lane_strided: (the same) some load moves with launch dim 0 without reading neighbouring elements along it
     (a transposed read).
+  :param computes_sin: the kernel computes a sin (on a CPU, one of unknown bounds branches to a library call for far
+    arguments, which keeps a compiler's loop vectoriser out: the heuristic vectorises such an elementwise kernel).
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -103,6 +105,7 @@ class KernelFeatures:
   padded_taps: tuple[int, ...] = ()
   unit_dims: tuple[int, ...] = ()
   lane_strided: bool = False
+  computes_sin: bool = False
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

@@ -468,15 +468,19 @@ def test_float_log2_is_inline_and_within_three_ulp():
                                                                               np.nan, np.nan])
 
 
-def _rendered(t: Tensor) -> str:
+def _rendered(t: Tensor) -> str: return _render(t)[1]
+
+
+def _render(t: Tensor):
+  """(program, LLVM IR) of the last kernel realizing `t` would run."""
   item = [it for it in t.schedule() if not it.is_copy][-1]
-  return render_for(get_registry().device("CPU"), item.ast)[1]
+  return render_for(get_registry().device("CPU"), item.ast)
 
 
 def test_sin_of_a_bounded_argument_is_inline_and_within_two_ulp():
   # an angle computed from indices or random bits (Box-Muller's) lies within +-SIN_FAST_LIMIT: its sin is a
-  # polynomial after a three-part reduction by pi/2 (randn of 1M: 13.7 -> 1.5 ms); a loaded value may be anything
-  # (1e30), so its sin stays LLVM's, which is accurate for every float
+  # polynomial after a three-part reduction by pi/2 (randn of 1M: 13.7 -> 1.5 ms), with no branch; a loaded value may
+  # be anything (1e30), so its sin keeps LLVM's (accurate for every float) for the lanes beyond the limit
   n = 1 << 16
   def angles(): return Tensor.arange(1, 2600, device="CPU").cast(dtypes.float32) * 3.1415927  # noqa: E306
   for x in (Tensor.arange(n, device="CPU").cast(dtypes.float32) * (16384.0 / n) - 8192.0, angles(), angles() * 0.5):
@@ -490,6 +494,28 @@ def test_sin_of_a_bounded_argument_is_inline_and_within_two_ulp():
   assert "llvm.sin" in _rendered(loaded.sin())
   np.testing.assert_allclose(loaded.sin().numpy()[:2], np.sin(np.array([1e30, -4000.3], np.float32).astype(np.float64)),
                              rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [16, 1000, 4103])
+def test_sin_of_a_loaded_value_takes_libm_only_for_the_lanes_beyond_the_limit(n):
+  # values from memory: the polynomial for every lane, LLVM's sin behind a rarely taken branch for lanes beyond
+  # +-SIN_FAST_LIMIT, infinite or NaN; the elementwise kernel takes vector lanes (with a masked last vector)
+  rng = np.random.default_rng(n)
+  x = (rng.standard_normal(n) * 50).astype(np.float32)
+  far = rng.choice(n, 9, replace=False)
+  x[far] = [1e30, -1e30, 8192.5, -9000.0, 3.4e38, np.inf, -np.inf, np.nan, -0.0]
+  t = Tensor(x, device="CPU").realize()
+  prog, src = _render(t.sin())
+  assert ".far:" in src and any(o.op is OptOps.VECTORIZE for o in prog.opts), prog.opts
+  got, want = t.sin().numpy(), np.sin(x.astype(np.float64))
+  finite = np.isfinite(x)
+  ulp = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32)).astype(np.float64)
+  assert ulp.max() <= 2, ulp.max()
+  assert np.isnan(got[~finite]).all()
+  assert np.signbit(got[far[-1]]) and got[far[-1]] == 0  # sin(-0.0) is -0.0
+  # cos (from three sins) within a few units in the last place of torch's, a gradient through it too
+  np.testing.assert_allclose(Tensor(x[finite], device="CPU").cos().numpy(), np.cos(x[finite].astype(np.float64)),
+                             rtol=1e-6, atol=1e-7)
 
 
 def test_a_first_run_compiles_on_the_compile_thread_in_schedule_order(monkeypatch):
