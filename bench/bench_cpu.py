@@ -103,11 +103,12 @@ def bench_softmax(n: int, repeat: int) -> None:
 
 
 def bench_transcendentals(n: int, repeat: int) -> None:
-  """Elementwise exp2-, log2- and sin-based kernels: randn (Box-Muller: a log and a cos per value), and a log, a sin
-  and a cos of realized values (whose bounds the renderer cannot know), against numpy's and torch's."""
+  """Elementwise exp2-, log2- and sin-based kernels: randn (Box-Muller: a log and a cos per value), and a log, an exp,
+  a sin and a cos of realized values (whose bounds the renderer cannot know), against numpy's and torch's."""
   an = np.random.default_rng(4).uniform(0.1, 10.0, (n, n)).astype(np.float32)
   a = realized(an)
   np.testing.assert_allclose(a.log().numpy(), np.log(an), rtol=1e-6)
+  np.testing.assert_allclose(a.exp().numpy(), np.exp(an), rtol=1e-6)
   np.testing.assert_allclose(a.sin().numpy(), np.sin(an), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(a.cos().numpy(), np.cos(an), rtol=1e-5, atol=1e-6)
   at = torch.from_numpy(an) if torch is not None else None
@@ -115,6 +116,7 @@ def bench_transcendentals(n: int, repeat: int) -> None:
   for name, fp, fn, ft in [(f"Tensor.randn({n}, {n})", lambda: Tensor.randn(n, n).realize(),
                             lambda: rng.standard_normal((n, n), dtype=np.float32), lambda: torch.randn(n, n)),
                            (f"a.log() {n}x{n}", lambda: a.log().realize(), lambda: np.log(an), lambda: at.log()),
+                           (f"a.exp() {n}x{n}", lambda: a.exp().realize(), lambda: np.exp(an), lambda: at.exp()),
                            (f"a.sin() {n}x{n}", lambda: a.sin().realize(), lambda: np.sin(an), lambda: at.sin()),
                            (f"a.cos() {n}x{n}", lambda: a.cos().realize(), lambda: np.cos(an), lambda: at.cos())]:
     tp, tn = median_time(fp, repeat), median_time(fn, repeat)

@@ -83,6 +83,20 @@ _PI_2_PARTS = [_f32(_PI_2)]
 for _ in range(2): _PI_2_PARTS.append(_f32(_PI_2 - sum(map(decimal.Decimal, _PI_2_PARTS))))
 _SIN_POLY = [-0.16666656732559204, 0.008332310244441032, -0.00019535435421857983]
 _COS_POLY = [0.04166664928197861, -0.0013887508539482951, 2.4454982849420048e-05]
+# e**x: x = n ln 2 + r with n = rint(x log2 e), ln 2 in two float32 parts (with FMAs the reduction is exact to far below
+# an ulp for |n| <= 160), |r| <= ln 2 / 2; e**r by its degree-7 Taylor polynomial (truncation 5e-9), 1/k! rounded
+_LN2_PARTS = [_f32(math.log(2)), _f32(math.log(2) - _f32(math.log(2)))]
+_EXP_POLY = [_f32(1 / math.factorial(k)) for k in range(8)]
+_LOG2E = 1 / math.log(2)  # what Tensor.exp multiplies by before its exp2
+
+
+def _times_log2e(u: UOp) -> tuple[UOp, bool] | None:
+  """(x, negated) where `u` is x * log2(e) or x * -log2(e) (what Tensor.exp hands exp2), else None."""
+  if u.op is not Ops.MUL: return None
+  for x, c in (u.src, u.src[::-1]):
+    if c.op is Ops.VECTORIZE and all(s is c.src[0] for s in c.src): c = c.src[0]
+    if c.op is Ops.CONST and isinstance(c.arg, float) and abs(abs(c.arg) - _LOG2E) < 1e-6: return x, c.arg < 0
+  return None
 
 
 def reg_type(dt: DType) -> str:
@@ -716,6 +730,10 @@ class _Kernel:
   # ---------------------------------------------------------------- arithmetic
 
   def alu(self, op: Ops, dt: DType, srcs: list[UOp], node: UOp | None = None, reduce: bool = False) -> str:
+    if op is Ops.EXP2 and dt.scalar() == dtypes.float32 and (exp := _times_log2e(srcs[0])) is not None:
+      # Tensor.exp's exp2(x log2 e): e**x from x itself, so the rounding of the product (|x| ulps of error at
+      # exp(80): 60 ulp) never reaches the result
+      return self.exp_f32(self.val(exp[0]), reg_type(dt), negate=exp[1])
     if op is Ops.SIN and dt.scalar() == dtypes.float32:
       if max(map(abs, self.interval(srcs[0]))) <= SIN_FAST_LIMIT: return self.sin_f32(self.val(srcs[0]), reg_type(dt))
       return self.sin_f32_checked(self.val(srcs[0]), reg_type(dt))
@@ -871,14 +889,42 @@ class _Kernel:
     2**n is applied as two exponent-field scalings 2**(n//2) * 2**(n - n//2) so that results in the
     subnormal range round once; x is clamped to [-160, 160] first (beyond it the result is 0 or inf
     anyway) and NaN gives NaN. `ty` is float or a vector of floats (`sfx` its intrinsic suffix)."""
-    lanes, fdt, idt, ity, bty = _f32_types(ty)
-    c = self.intrinsic(f"llvm.maxnum.{sfx}", ty, [(ty, x), (ty, render_const(-160.0, fdt))])
-    c = self.intrinsic(f"llvm.minnum.{sfx}", ty, [(ty, c), (ty, render_const(160.0, fdt))])
+    c = self.clamp_f32(x, ty, sfx, 160.0)
     n = self.intrinsic(f"llvm.rint.{sfx}", ty, [(ty, c)])
-    f = self.op(f"fsub {ty} {c}, {n}")
-    p = render_const(_EXP2_POLY[-1], fdt)
-    for coef in reversed(_EXP2_POLY[:-1]):
-      p = self.op(f"fadd {ty} {self.op(f'fmul {ty} {p}, {f}')}, {render_const(coef, fdt)}")
+    return self.times_pow2(x, self.poly_f32(self.op(f"fsub {ty} {c}, {n}"), _EXP2_POLY, ty, sfx), n, ty)
+
+  def exp_f32(self, x: str, ty: str, negate: bool = False) -> str:
+    """e**x (e**-x with `negate`) for a float or a vector of floats, inline: as `exp2_f32`, the reduction to
+    |r| <= ln 2 / 2 taken from x itself in two parts of ln 2 (see _LN2_PARTS), so the result is within about an ulp
+    where exp2(x log2 e) of the rounded product was off by up to |x| ulps. x is clamped to [-111, 111] (e**111 is
+    inf in float32, e**-111 is 0)."""
+    lanes, fdt, _, _, _ = _f32_types(ty)
+    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+    if negate: x = self.op(f"fneg {ty} {x}")
+    c = self.clamp_f32(x, ty, sfx, 111.0)
+    n = self.intrinsic(f"llvm.rint.{sfx}", ty, [(ty, self.op(f"fmul {ty} {c}, {render_const(_f32(_LOG2E), fdt)}"))])
+    nn = self.op(f"fneg {ty} {n}")
+    r = c
+    for part in _LN2_PARTS: r = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, nn), (ty, render_const(part, fdt)), (ty, r)])
+    return self.times_pow2(x, self.poly_f32(r, _EXP_POLY, ty, sfx), n, ty)
+
+  def clamp_f32(self, x: str, ty: str, sfx: str, limit: float) -> str:
+    _, fdt, _, _, _ = _f32_types(ty)
+    c = self.intrinsic(f"llvm.maxnum.{sfx}", ty, [(ty, x), (ty, render_const(-limit, fdt))])
+    return self.intrinsic(f"llvm.minnum.{sfx}", ty, [(ty, c), (ty, render_const(limit, fdt))])
+
+  def poly_f32(self, f: str, coefs: list[float], ty: str, sfx: str) -> str:
+    """The polynomial with coefficients `coefs` (lowest degree first) at f, by Horner's rule in FMAs."""
+    _, fdt, _, _, _ = _f32_types(ty)
+    p = render_const(coefs[-1], fdt)
+    for coef in reversed(coefs[:-1]):
+      p = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, p), (ty, f), (ty, render_const(coef, fdt))])
+    return p
+
+  def times_pow2(self, x: str, p: str, n: str, ty: str) -> str:
+    """p * 2**n (n a whole float in [-160, 160]) as two exponent-field scalings 2**(n//2) * 2**(n - n//2), so that
+    results in the subnormal range round once; NaN where the argument x is NaN."""
+    lanes, _, idt, ity, bty = _f32_types(ty)
     ni = self.op(f"fptosi {ty} {n} to {ity}")
     n1 = self.op(f"ashr {ity} {ni}, {render_const(1, idt)}")
     n2 = self.op(f"sub {ity} {ni}, {n1}")

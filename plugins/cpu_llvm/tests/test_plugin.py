@@ -448,6 +448,29 @@ def test_float_exp2_is_inline_and_within_two_ulp():
   assert ulp.max() <= 2, ulp.max()
 
 
+@pytest.mark.parametrize("negate", [False, True])
+def test_exp_reduces_its_own_argument_and_is_within_one_ulp(negate):
+  # Tensor.exp hands exp2 the product x * log2(e), whose rounding put |x| ulps of error into the result (60 at
+  # exp(80)); the renderer computes e**x from x itself (e**-x for x * -log2(e): sigmoid's, a negated exp's)
+  x = np.concatenate([np.linspace(-110, 110, 40001, dtype=np.float32),
+                      np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, 88.73, -87.33, -103.9, -104.0, 1e-30],
+                               np.float32)])
+  t = Tensor(x, device="CPU")
+  t = (-t).exp() if negate else t.exp()
+  assert "0x3FE62E4300000000" in _rendered(t)  # ln 2's first float32 part: the argument reduced by ln 2
+  with np.errstate(over="ignore"):
+    want = np.exp(-x.astype(np.float64) if negate else x.astype(np.float64))
+    w32 = want.astype(np.float32)
+  got = t.numpy()
+  assert np.array_equal(np.isnan(got), np.isnan(want))
+  normal = np.isfinite(w32) & (np.abs(w32) >= np.finfo(np.float32).tiny)
+  ulp = np.abs(got[normal] - want[normal]) / np.spacing(np.abs(w32[normal])).astype(np.float64)
+  assert ulp.max() <= 1, ulp.max()
+  rest = ~normal & np.isfinite(w32)  # 0 and the subnormals: within one subnormal step
+  assert np.all(np.abs(got[rest].astype(np.float64) - want[rest]) <= np.finfo(np.float32).smallest_subnormal)
+  assert np.array_equal(got[np.isinf(w32)], w32[np.isinf(w32)])
+
+
 def test_float_log2_is_inline_and_within_three_ulp():
   # log2 of float32 is inline too (a libm call per element before: Box-Muller's randn spent a third of its time
   # there), from normal and subnormal inputs, exact at powers of two and at the special values
