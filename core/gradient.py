@@ -157,6 +157,7 @@ def _inside(x: UOp, low: float, high: float) -> UOp:
 #: by plugrad.tensor, which builds convolutions), or NaN where the function is not (1/(1 + e^-x) below x = -88).
 custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   "sigmoid": lambda ctx, s: (mul(ctx, mul(s, add(neg(s), 1.0))),),                     # s(1 - s), from s itself
+  "tanh": lambda ctx, t: (mul(ctx, add(neg(mul(t, t)), 1.0)),),                        # 1 - t², from t itself
   "atan": lambda ctx, ret: (div(ctx, add(mul(ret.src[1], ret.src[1]), 1.0)),),         # 1 / (1 + x²)
   "cos": lambda ctx, ret: (neg(mul(ctx, UOp(Ops.SIN, ret.dtype, (ret.src[1],)))),),     # -sin x
   "hardtanh": lambda ctx, ret: (where(_inside(ret.src[1], *ret.arg[1:]), ctx, 0.0),),   # 1 strictly inside (low, high)
