@@ -2028,19 +2028,13 @@ class Tensor(metaclass=_TensorMeta):
     if num_classes < 0: raise ValueError(f"num_classes must be -1 or nonnegative, got {num_classes}")
     return self.unsqueeze(-1)._one_hot_along_dim(num_classes).where(1, 0).cast(dtypes.int32)
 
-  def _log1p_small(self) -> Tensor:
-    # log(1 + u) for u in [0, 1], exact for small u: log(w) * u / (w - 1) with w = 1 + u rounded (Goldberg's trick)
-    w = 1 + self
-    one = w == 1
-    return one.where(self, w.log() * self / one.where(1, w - 1))
-
   def logsigmoid(self) -> Tensor:
     """log(sigmoid(x)), without overflow for any x: x - log(1 + e^x) below 0, -log(1 + e^-x) from 0 on.
     Each branch sees only its own half of x, so neither overflows, nor does its gradient."""
     x = self._float()
     neg = x < 0
     xn, xp = neg.where(x, 0), neg.where(0, x)
-    return neg.where(xn - xn.exp()._log1p_small(), -(-xp).exp()._log1p_small())
+    return neg.where(xn - xn.exp()._log1p(), -(-xp).exp()._log1p())
 
   @staticmethod
   def _check_reduction(reduction: str) -> None:
@@ -2392,9 +2386,13 @@ class Tensor(metaclass=_TensorMeta):
   def __delitem__(self, index) -> None: raise TypeError("a Tensor does not support deleting items")
 
   def _log1p(self) -> Tensor:
-    """log(1 + x), exact for tiny x where 1 + x would round to 1."""
+    """log(1 + x) within a few ulp for every x >= -1: log(w) * (x / (w - 1)) with w = 1 + x rounded (Goldberg's
+    trick: the rounding of 1 + x cancels out), x itself where w rounds to 1, inf at inf. log(1 + x) alone lost the
+    digits of x that 1 + x rounded away (softplus: 8000 ulps of error near x = -9)."""
     x = self._float()
-    return (x.abs() < 1e-4).where(x * (1 - x * 0.5), (1 + x).log())
+    w = 1 + x
+    one = w == 1
+    return one.where(x, (x == math.inf).where(x, w.log() * (x / one.where(1, w - 1))))
 
   def _odd_series(self, coeffs: Sequence[float]) -> Tensor:
     """x * (c0 + c1 x^2 + c2 x^4 + ...): the Taylor series of an odd function near 0."""
