@@ -32,6 +32,8 @@ What it decides:
   outputs (a matmul reading B along its rows: x @ W.T), a register tile of up to 4 x 4 outputs instead;
 - a reduction nested in another (a convolution pooled in the same kernel) takes the outer one's innermost
   axis as lanes and several outputs per thread;
+- an elementwise kernel computing a sin (whose argument's unknown bounds need a rarely taken branch, which the
+  compiler's loop vectoriser does not take) gets vector lanes along dim 0;
 - where vectors would only gather and the loads index dim 0 as x // c and x % c for a small c (a stride-2
   pooling's gradient), c outputs per thread along dim 0 turn both into constants in each copy.
 """

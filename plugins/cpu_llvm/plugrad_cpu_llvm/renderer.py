@@ -909,6 +909,8 @@ class _Kernel:
     return self.times_pow2(x, self.poly_f32(r, _EXP_POLY, ty, sfx), n, ty)
 
   def clamp_f32(self, x: str, ty: str, sfx: str, limit: float) -> str:
+    """x clamped to [-limit, limit]; NaN becomes a bound (maxnum and minnum return the other operand): `times_pow2`
+    gives NaN back."""
     _, fdt, _, _, _ = _f32_types(ty)
     c = self.intrinsic(f"llvm.maxnum.{sfx}", ty, [(ty, x), (ty, render_const(-limit, fdt))])
     return self.intrinsic(f"llvm.minnum.{sfx}", ty, [(ty, c), (ty, render_const(limit, fdt))])

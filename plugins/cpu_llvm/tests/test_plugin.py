@@ -536,7 +536,7 @@ def test_sin_of_a_loaded_value_takes_libm_only_for_the_lanes_beyond_the_limit(n)
   assert ulp.max() <= 2, ulp.max()
   assert np.isnan(got[~finite]).all()
   assert np.signbit(got[far[-1]]) and got[far[-1]] == 0  # sin(-0.0) is -0.0
-  # cos (from three sins) within a few units in the last place of torch's, a gradient through it too
+  # cos, from three sins of the loaded values, within torch's tolerance
   np.testing.assert_allclose(Tensor(x[finite], device="CPU").cos().numpy(), np.cos(x[finite].astype(np.float64)),
                              rtol=1e-6, atol=1e-7)
 
