@@ -1420,7 +1420,7 @@ class Tensor(metaclass=_TensorMeta):
     # differentiated as s(1 - s): the chain rule through 1/(1 + e^-x) multiplies 0 by e^-x = inf below x = -88
     return (1 + (-xw).exp()).reciprocal()._with_gradient("sigmoid", xw).cast(x.dtype)
   def tanh(self) -> Tensor:
-    """tanh within about an ulp, as torch's: x (1 + x² P(x²)) below |x| = TANH_POLY_BELOW (P a fit of tanh(x)/x),
+    """tanh within 2 ulp (torch's: 0.5): x (1 + x² P(x²)) below |x| = TANH_POLY_BELOW (P a fit of tanh(x)/x),
     1 - 2 / (e^2|x| + 1) with x's sign above, where the result is at least 0.55 (2 sigmoid(2x) - 1 cancelled: 900
     ulps of error at x = 0.001). Differentiated as 1 - tanh², from the output."""
     f = self._float()
@@ -2404,35 +2404,53 @@ class Tensor(metaclass=_TensorMeta):
     """Base-10 logarithm."""
     return self.log2() * math.log10(2)
 
+  def _half_exp_pair(self) -> tuple[Tensor, Tensor]:
+    """(e^a / 2, e^-a / 2) for a = |x| >= 0, finite wherever cosh is: e^a overflows from a = 88.7, cosh only from
+    89.4, so from 88 on e^a / 2 is e^(a - 88) (e^88 / 2) (a - 88 exact), and e^-a / 2 that of 88 (under 1e-76 of the
+    other). exp(a - ln 2) rounded a - ln 2 first: |a| ulps of error."""
+    a = self._float().abs()
+    # e^a of a clamped below 88: an inf in the branch not taken would make its gradient 0 * inf = NaN
+    e = a.minimum(88).exp()
+    return (a < 88).where(e * 0.5, (a - 88).exp() * (math.exp(88) / 2)), 0.5 / e
+
   def sinh(self) -> Tensor:
-    """Hyperbolic sine; a series near 0 (no cancellation), exp(|x| - ln 2) for large |x| (no early overflow)."""
+    """Hyperbolic sine: its Taylor series below |x| = 0.5 (no cancellation), (e^|x| - e^-|x|) / 2 with x's sign
+    above, finite wherever the result is."""
     x = self._float()
-    a = x.abs()
-    big = x.sign() * ((a - math.log(2)).exp() - (-a - math.log(2)).exp())
-    return (a < 0.1).where(x._odd_series([1, 1 / 6, 1 / 120, 1 / 5040]), big)
+    up, down = x._half_exp_pair()
+    series = x._odd_series([1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800])
+    return (x.abs() < 0.5).where(series, (x < 0).where(down - up, up - down))
 
   def cosh(self) -> Tensor:
     """Hyperbolic cosine, finite wherever the result is."""
-    a = self._float().abs()
-    return (a - math.log(2)).exp() + (-a - math.log(2)).exp()
+    up, down = self._half_exp_pair()
+    return up + down
 
   def asinh(self) -> Tensor:
     """Inverse hyperbolic sine."""
     x = self._float()
     a = x.abs()
-    # log(2|x|) past 1e9, where |x|^2 + 1 would overflow or round to |x|^2
-    big = (a > 1e9).where((a * 2).log(), (a + (a * a + 1).sqrt()).log())
+    # log(2|x|) past 1e9, where |x|^2 + 1 would overflow or round to |x|^2; below, log1p(a + a^2 / (1 + sqrt(1 + a^2)))
+    # (log(a + sqrt(a^2 + 1)) near 1 lost digits: 15 ulps)
+    big = (a > 1e9).where((a * 2).log(), (a + a * a / (1 + (a * a + 1).sqrt()))._log1p())
     return (a < 0.1).where(x._odd_series([1, -1 / 6, 3 / 40, -5 / 112]), x.sign() * big)
 
   def acosh(self) -> Tensor:
     """Inverse hyperbolic cosine (NaN below 1)."""
     x = self._float()
-    return (x > 1e9).where((x * 2).log(), (x + (x - 1).sqrt() * (x + 1).sqrt()).log())
+    # log1p(t + sqrt(t) sqrt(x + 1)) with t = x - 1 (exact near 1): log(x + sqrt(x^2 - 1)) lost digits there (8 ulps);
+    # sqrt(t) is NaN below 1 (the product t (x + 1) is positive again below -1)
+    t = x - 1
+    return (x > 1e9).where((x * 2).log(), (t + t.sqrt() * (x + 1).sqrt())._log1p())
 
   def atanh(self) -> Tensor:
     """Inverse hyperbolic tangent (+-inf at +-1, NaN outside [-1, 1])."""
     x = self._float()
-    return (x.abs() < 0.1).where(x._odd_series([1, 1 / 3, 1 / 5, 1 / 7, 1 / 9]), ((1 + x) / (1 - x)).log() * 0.5)
+    # log1p(2a / (1 - a)) / 2 with x's sign, a = |x|: log((1 + x) / (1 - x)) rounded the quotient near 1 (8 ulps),
+    # and for x < 0 the quotient 2x / (1 - x) nears -1, where log1p magnifies its rounding
+    a = x.abs()
+    big = (2 * a / (1 - a))._log1p() * 0.5
+    return (a < 0.1).where(x._odd_series([1, 1 / 3, 1 / 5, 1 / 7, 1 / 9]), (x < 0).where(-big, big))
 
   def atan(self) -> Tensor:
     """Inverse tangent: Cephes' range reduction to |x| <= tan(pi/8) and its minimax polynomial."""

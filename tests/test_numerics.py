@@ -221,6 +221,29 @@ def test_log1p_based_functions_keep_their_digits(device):
   np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-6, atol=1e-12)
 
 
+def test_hyperbolic_functions_keep_their_digits(device):
+  # sinh and cosh took exp(|x| - ln 2), whose argument rounded (10 ulps at |x| = 10, more further out); asinh, acosh
+  # and atanh took log of a value near 1 (15, 8 and 8 ulps): now log1p of what exceeds 1
+  x = np.concatenate([np.linspace(-89.4, 89.4, 40001), np.geomspace(1e-6, 2, 5000)]).astype(np.float32)
+  xd = x.astype(np.float64)
+  u = np.linspace(-0.999, 0.999, 20001, dtype=np.float32)
+  c = 1 + np.abs(x)  # acosh's domain, from 1 on
+  for got, want, rtol in [(Tensor(x, device=device).sinh(), np.sinh(xd), 4e-7),
+                          (Tensor(x, device=device).cosh(), np.cosh(xd), 4e-7),
+                          (Tensor(x * 1000, device=device).asinh(), np.arcsinh(xd * 1000), 4e-7),
+                          (Tensor(u, device=device).atanh(), np.arctanh(u.astype(np.float64)), 4e-7),
+                          (Tensor(c, device=device).acosh(), np.arccosh(c.astype(np.float64)), 4e-7)]:
+    if device != "CPU": rtol = max(rtol, 8e-6)  # exp2 of the rounded x log2 e: |x| ulps at most (the CPU reduces x)
+    np.testing.assert_allclose(got.numpy(), want, rtol=rtol, atol=0)
+  # the gradients are torch's up to where the functions overflow (89.4): no inf or NaN from a branch not taken
+  xs = np.array([-89.3, -50, -3, -0.4, 0, 0.3, 0.6, 2, 87.9, 88.1, 89.3, 90], np.float32)
+  for name in ("sinh", "cosh"):
+    t, tt = Tensor(xs, device=device, requires_grad=True), torch.tensor(xs, requires_grad=True)
+    getattr(t, name)().sum().backward()
+    getattr(torch, name)(tt).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=4e-7 if device == "CPU" else 8e-6)
+
+
 def test_relu_gradient_at_special_values_equals_torch(device):
   # 0 where the output is ±0, the incoming gradient elsewhere: NaN inputs pass it on, as torch's threshold_backward
   x = np.array(SPECIAL, np.float32)
