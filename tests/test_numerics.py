@@ -244,6 +244,21 @@ def test_hyperbolic_functions_keep_their_digits(device):
     np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=4e-7 if device == "CPU" else 8e-6)
 
 
+def test_square_roots_by_pow_are_torchs(device):
+  # x ** 0.5 and x ** -0.5 are sqrt and 1 / sqrt, as torch's: exp2(0.5 log2 x) was off by up to 4 ulps, and gave
+  # IEEE pow's +0.0 and inf at -0.0 and -inf where torch gives -0.0 and NaN
+  x = np.array([-0.0, 0.0, -np.inf, np.inf, -1.0, 4.0, np.nan, 2.0, 1e-40, 3e38], np.float32)
+  for e in (0.5, -0.5):
+    got, want = (Tensor(x, device=device) ** e).numpy(), (torch.from_numpy(x) ** e).numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1.2e-7)
+    assert np.array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+  y = np.geomspace(1e-30, 1e30, 20001, dtype=np.float32)
+  got, want = (Tensor(y, device=device) ** 0.5).numpy(), np.sqrt(y.astype(np.float64))
+  assert (np.abs(got - want) / np.spacing(want.astype(np.float32))).max() <= 0.5
+
+
 def test_relu_gradient_at_special_values_equals_torch(device):
   # 0 where the output is ±0, the incoming gradient elsewhere: NaN inputs pass it on, as torch's threshold_backward
   x = np.array(SPECIAL, np.float32)
