@@ -88,6 +88,18 @@ _COS_POLY = [0.04166664928197861, -0.0013887508539482951, 2.4454982849420048e-05
 _LN2_PARTS = [_f32(math.log(2)), _f32(math.log(2) - _f32(math.log(2)))]
 _EXP_POLY = [_f32(1 / math.factorial(k)) for k in range(8)]
 _LOG2E = 1 / math.log(2)  # what Tensor.exp multiplies by before its exp2
+# ln(1 + f) = 2 atanh(s) with s = f / (2 + f): 2s + s R(s^2), R(z) = 2z/3 + 2z^2/5 + 2z^3/7 + 2z^4/9 (|s| <= 0.172: the
+# next term is under 1e-9 of the result), its coefficients rounded to float32
+_LN_POLY = [0.0] + [_f32(2 / k) for k in (3, 5, 7, 9)]
+
+
+def _log2_times_ln2(srcs: list[UOp]) -> UOp | None:
+  """x where the operands are log2(x) and ln 2 (Tensor.log's product), else None."""
+  for lg, c in (srcs, srcs[::-1]):
+    if c.op is Ops.VECTORIZE and all(s is c.src[0] for s in c.src): c = c.src[0]
+    if lg.op is Ops.LOG2 and c.op is Ops.CONST and isinstance(c.arg, float) and abs(c.arg - math.log(2)) < 1e-7:
+      return lg.src[0]
+  return None
 
 
 def _times_log2e(u: UOp) -> tuple[UOp, bool] | None:
@@ -734,6 +746,9 @@ class _Kernel:
       # Tensor.exp's exp2(x log2 e): e**x from x itself, so the rounding of the product (|x| ulps of error at
       # exp(80): 60 ulp) never reaches the result
       return self.exp_f32(self.val(exp[0]), reg_type(dt), negate=exp[1])
+    if op is Ops.MUL and dt.scalar() == dtypes.float32 and (ln := _log2_times_ln2(srcs)) is not None:
+      # Tensor.log's log2(x) ln 2: ln x directly, within an ulp where the product of the two rounded values was not
+      return self.log_f32(self.val(ln), reg_type(dt))
     if op is Ops.SIN and dt.scalar() == dtypes.float32:
       if max(map(abs, self.interval(srcs[0]))) <= SIN_FAST_LIMIT: return self.sin_f32(self.val(srcs[0]), reg_type(dt))
       return self.sin_f32_checked(self.val(srcs[0]), reg_type(dt))
@@ -943,6 +958,40 @@ class _Kernel:
     from the bits (a subnormal x scaled by 2**23 first), then e + `_LOG2_POLY` in t = (m - 1) / (m + 1), whose
     m - 1 is exact: a few units in the last place, relative, near x = 1 too. 0 gives -inf, a negative x or NaN
     NaN, inf inf. `ty` is float or a vector of floats."""
+    _, fdt, _, ity, _ = _f32_types(ty)
+    e, f = self.log_reduce(x, ty)
+    t = self.op(f"fdiv {ty} {f}, {self.op(f'fadd {ty} {f}, {render_const(2.0, fdt)}')}")
+    t2 = self.op(f"fmul {ty} {t}, {t}")
+    p = render_const(_f32(_LOG2_POLY[-1]), fdt)
+    for coef in reversed(_LOG2_POLY[:-1]):
+      p = self.op(f"fadd contract {ty} {self.op(f'fmul contract {ty} {p}, {t2}')}, {render_const(_f32(coef), fdt)}")
+    r = self.op(f"fadd {ty} {self.op(f'sitofp {ity} {e} to {ty}')}, {self.op(f'fmul {ty} {t}, {p}')}")
+    return self.log_specials(x, r, ty)
+
+  def log_f32(self, x: str, ty: str) -> str:
+    """ln x for a float or a vector of floats, inline: x = 2**e (1 + f) as `log2_f32` reduces it (f exact), and
+    ln(1 + f) = f - (f²/2 - s (f²/2 + R)) with s = f / (2 + f) (see _LN_POLY): f itself carries the result, the rounded
+    s only a correction, and e ln 2 is added in two parts, the larger by an FMA: within an ulp, where log2(x) ln 2
+    (the product of two rounded values) was off by up to 2.6."""
+    lanes, fdt, _, ity, _ = _f32_types(ty)
+    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+
+    def c(v: float) -> str: return render_const(v, fdt)
+    e, f = self.log_reduce(x, ty)
+    ef = self.op(f"sitofp {ity} {e} to {ty}")
+    s = self.op(f"fdiv {ty} {f}, {self.op(f'fadd {ty} {f}, {c(2.0)}')}")
+    r = self.op(f"fmul {ty} {s}, {s}")
+    r = self.op(f"fmul {ty} {r}, {self.poly_f32(r, _LN_POLY[1:], ty, sfx)}")
+    hfsq = self.op(f"fmul {ty} {self.op(f'fmul {ty} {f}, {f}')}, {c(0.5)}")
+    corr = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, s), (ty, self.op(f"fadd {ty} {hfsq}, {r}")),
+                                                  (ty, self.op(f"fmul {ty} {ef}, {c(_LN2_PARTS[1])}"))])
+    low = self.op(f"fsub {ty} {f}, {self.op(f'fsub {ty} {hfsq}, {corr}')}")
+    out = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, ef), (ty, c(_LN2_PARTS[0])), (ty, low)])
+    return self.log_specials(x, out, ty)
+
+  def log_reduce(self, x: str, ty: str) -> tuple[str, str]:
+    """(e, f) with x = 2**e (1 + f), e an integer (`ity`), 1 + f in [sqrt(1/2), sqrt(2)) from the bits (a subnormal x
+    scaled by 2**23 first); f = m - 1 is exact."""
     _, fdt, idt, ity, bty = _f32_types(ty)
 
     def f(v: float) -> str: return render_const(_f32(v), fdt)
@@ -958,13 +1007,14 @@ class _Kernel:
     big = self.op(f"fcmp ogt {ty} {m}, {f(1.4142135)}")
     m = self.op(f"select {bty} {big}, {ty} {self.op(f'fmul {ty} {m}, {f(0.5)}')}, {ty} {m}")
     e = self.op(f"add {ity} {e}, {self.op(f'zext {bty} {big} to {ity}')}")
-    t = self.op(f"fdiv {ty} {self.op(f'fsub {ty} {m}, {f(1.0)}')}, {self.op(f'fadd {ty} {m}, {f(1.0)}')}")
-    t2 = self.op(f"fmul {ty} {t}, {t}")
-    p = f(_LOG2_POLY[-1])
-    for coef in reversed(_LOG2_POLY[:-1]):
-      p = self.op(f"fadd contract {ty} {self.op(f'fmul contract {ty} {p}, {t2}')}, {f(coef)}")
-    r = self.op(f"fadd {ty} {self.op(f'sitofp {ity} {e} to {ty}')}, {self.op(f'fmul {ty} {t}, {p}')}")
-    # the special values, in the order that makes each win: inf (its m is 1), then 0, then negatives and NaN
+    return e, self.op(f"fsub {ty} {m}, {f(1.0)}")
+
+  def log_specials(self, x: str, r: str, ty: str) -> str:
+    """A logarithm `r` of x with the special values, in the order that makes each win: inf (its m is 1), then 0,
+    then negatives and NaN."""
+    _, fdt, _, _, bty = _f32_types(ty)
+
+    def f(v: float) -> str: return render_const(v, fdt)
     r = self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(math.inf)}')}, {ty} {f(math.inf)}, {ty} {r}")
     r = self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(0.0)}')}, {ty} {f(-math.inf)}, {ty} {r}")
     return self.op(f"select {bty} {self.op(f'fcmp ult {ty} {x}, {f(0.0)}')}, {ty} {f(math.nan)}, {ty} {r}")
