@@ -54,9 +54,6 @@ WIDE_TILE_ACCUMULATORS = 16
 BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
 # 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
 _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
-# log2(m) = 2 atanh(t) / ln 2 with t = (m - 1) / (m + 1), m in [sqrt(1/2), sqrt(2)): the odd series' coefficients
-# 2 / (k ln 2) for t, t**3, .., t**9 (|t| <= 0.172: the next term is under 1e-9 of the result), rounded to float32
-_LOG2_POLY = [float(struct.unpack("f", struct.pack("f", 2 / (k * math.log(2))))[0]) for k in (1, 3, 5, 7, 9)]
 
 
 def _f32(v: Any) -> float:
@@ -91,6 +88,7 @@ _LOG2E = 1 / math.log(2)  # what Tensor.exp multiplies by before its exp2
 # ln(1 + f) = 2 atanh(s) with s = f / (2 + f): 2s + s R(s^2), R(z) = 2z/3 + 2z^2/5 + 2z^3/7 + 2z^4/9 (|s| <= 0.172: the
 # next term is under 1e-9 of the result), its coefficients rounded to float32
 _LN_POLY = [0.0] + [_f32(2 / k) for k in (3, 5, 7, 9)]
+_INV_LN2_PARTS = [_f32(_LOG2E), _f32(_LOG2E - _f32(_LOG2E))]  # 1 / ln 2 in two float32 parts
 
 
 def _log2_times_ln2(srcs: list[UOp]) -> UOp | None:
@@ -954,19 +952,33 @@ class _Kernel:
 
   def log2_f32(self, x: str, ty: str = "float") -> str:
     """log2 of a float, inline (LLVM's is a call into libm per element, which the loop vectoriser cannot
-    vectorise: Box-Muller's randn spent a third of its time there). x = 2**e * m with m in [sqrt(1/2), sqrt(2))
-    from the bits (a subnormal x scaled by 2**23 first), then e + `_LOG2_POLY` in t = (m - 1) / (m + 1), whose
-    m - 1 is exact: a few units in the last place, relative, near x = 1 too. 0 gives -inf, a negative x or NaN
-    NaN, inf inf. `ty` is float or a vector of floats."""
-    _, fdt, _, ity, _ = _f32_types(ty)
+    vectorise: Box-Muller's randn spent a third of its time there). x = 2**e (1 + f) (`log_reduce`), then
+    e + ln(1 + f) / ln 2 (`ln_1p`, the quotient in two parts of 1 / ln 2, each added by an FMA): within an ulp,
+    relative, near x = 1 too (an odd series in (m - 1) / (m + 1) with coefficients over ln 2 was off by 2.7). 0 gives
+    -inf, a negative x or NaN NaN, inf inf. `ty` is float or a vector of floats."""
+    lanes, fdt, _, ity, _ = _f32_types(ty)
+    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
     e, f = self.log_reduce(x, ty)
-    t = self.op(f"fdiv {ty} {f}, {self.op(f'fadd {ty} {f}, {render_const(2.0, fdt)}')}")
-    t2 = self.op(f"fmul {ty} {t}, {t}")
-    p = render_const(_f32(_LOG2_POLY[-1]), fdt)
-    for coef in reversed(_LOG2_POLY[:-1]):
-      p = self.op(f"fadd contract {ty} {self.op(f'fmul contract {ty} {p}, {t2}')}, {render_const(_f32(coef), fdt)}")
-    r = self.op(f"fadd {ty} {self.op(f'sitofp {ity} {e} to {ty}')}, {self.op(f'fmul {ty} {t}, {p}')}")
+    low = self.ln_1p(f, ty, sfx)
+    # e + ln(1 + f) / ln 2, the quotient as ln(1 + f) times 1/ln 2 in two parts
+    r = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, low), (ty, render_const(_INV_LN2_PARTS[1], fdt)),
+                                               (ty, self.op(f"sitofp {ity} {e} to {ty}"))])
+    r = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, low), (ty, render_const(_INV_LN2_PARTS[0], fdt)), (ty, r)])
     return self.log_specials(x, r, ty)
+
+  def ln_1p(self, f: str, ty: str, sfx: str, extra: str | None = None) -> str:
+    """ln(1 + f) for the exact f of `log_reduce`: f - (f²/2 - s (f²/2 + R)) with s = f / (2 + f) and R(s²) the rest of
+    2 atanh(s) (_LN_POLY), so f carries the result and the rounded s only a correction; `extra` (a small value: ln's
+    e times ln 2's second part) is added inside the correction."""
+    _, fdt, _, _, _ = _f32_types(ty)
+
+    def c(v: float) -> str: return render_const(v, fdt)
+    s = self.op(f"fdiv {ty} {f}, {self.op(f'fadd {ty} {f}, {c(2.0)}')}")
+    r = self.op(f"fmul {ty} {s}, {s}")
+    r = self.op(f"fmul {ty} {r}, {self.poly_f32(r, _LN_POLY[1:], ty, sfx)}")
+    hfsq = self.op(f"fmul {ty} {self.op(f'fmul {ty} {f}, {f}')}, {c(0.5)}")
+    corr = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, s), (ty, self.op(f"fadd {ty} {hfsq}, {r}")), (ty, extra or c(0.0))])
+    return self.op(f"fsub {ty} {f}, {self.op(f'fsub {ty} {hfsq}, {corr}')}")
 
   def log_f32(self, x: str, ty: str) -> str:
     """ln x for a float or a vector of floats, inline: x = 2**e (1 + f) as `log2_f32` reduces it (f exact), and
@@ -975,18 +987,10 @@ class _Kernel:
     (the product of two rounded values) was off by up to 2.6."""
     lanes, fdt, _, ity, _ = _f32_types(ty)
     sfx = "f32" if lanes == 1 else f"v{lanes}f32"
-
-    def c(v: float) -> str: return render_const(v, fdt)
     e, f = self.log_reduce(x, ty)
     ef = self.op(f"sitofp {ity} {e} to {ty}")
-    s = self.op(f"fdiv {ty} {f}, {self.op(f'fadd {ty} {f}, {c(2.0)}')}")
-    r = self.op(f"fmul {ty} {s}, {s}")
-    r = self.op(f"fmul {ty} {r}, {self.poly_f32(r, _LN_POLY[1:], ty, sfx)}")
-    hfsq = self.op(f"fmul {ty} {self.op(f'fmul {ty} {f}, {f}')}, {c(0.5)}")
-    corr = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, s), (ty, self.op(f"fadd {ty} {hfsq}, {r}")),
-                                                  (ty, self.op(f"fmul {ty} {ef}, {c(_LN2_PARTS[1])}"))])
-    low = self.op(f"fsub {ty} {f}, {self.op(f'fsub {ty} {hfsq}, {corr}')}")
-    out = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, ef), (ty, c(_LN2_PARTS[0])), (ty, low)])
+    low = self.ln_1p(f, ty, sfx, self.op(f"fmul {ty} {ef}, {render_const(_LN2_PARTS[1], fdt)}"))
+    out = self.intrinsic(f"llvm.fma.{sfx}", ty, [(ty, ef), (ty, render_const(_LN2_PARTS[0], fdt)), (ty, low)])
     return self.log_specials(x, out, ty)
 
   def log_reduce(self, x: str, ty: str) -> tuple[str, str]:
