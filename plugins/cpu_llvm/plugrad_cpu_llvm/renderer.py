@@ -91,12 +91,16 @@ _LN_POLY = [_f32(2 / k) for k in (3, 5, 7, 9)]
 _INV_LN2_PARTS = [_f32(_LOG2E), _f32(_LOG2E - _f32(_LOG2E))]  # 1 / ln 2 in two float32 parts
 
 
+def _float_const(u: UOp) -> float | None:
+  """The value of a float constant, or of a vector of one float constant in every lane; None for anything else."""
+  if u.op is Ops.VECTORIZE and all(s is u.src[0] for s in u.src): u = u.src[0]
+  return u.arg if u.op is Ops.CONST and isinstance(u.arg, float) else None
+
+
 def _log2_times_ln2(srcs: list[UOp]) -> UOp | None:
   """x where the operands are log2(x) and ln 2 (Tensor.log's product), else None."""
   for lg, c in (srcs, srcs[::-1]):
-    if c.op is Ops.VECTORIZE and all(s is c.src[0] for s in c.src): c = c.src[0]
-    if lg.op is Ops.LOG2 and c.op is Ops.CONST and isinstance(c.arg, float) and abs(c.arg - math.log(2)) < 1e-7:
-      return lg.src[0]
+    if lg.op is Ops.LOG2 and (v := _float_const(c)) is not None and abs(v - math.log(2)) < 1e-7: return lg.src[0]
   return None
 
 
@@ -104,8 +108,7 @@ def _times_log2e(u: UOp) -> tuple[UOp, bool] | None:
   """(x, negated) where `u` is x * log2(e) or x * -log2(e) (what Tensor.exp hands exp2), else None."""
   if u.op is not Ops.MUL: return None
   for x, c in (u.src, u.src[::-1]):
-    if c.op is Ops.VECTORIZE and all(s is c.src[0] for s in c.src): c = c.src[0]
-    if c.op is Ops.CONST and isinstance(c.arg, float) and abs(abs(c.arg) - _LOG2E) < 1e-6: return x, c.arg < 0
+    if (v := _float_const(c)) is not None and abs(abs(v) - _LOG2E) < 1e-6: return x, v < 0
   return None
 
 
@@ -781,8 +784,8 @@ class _Kernel:
 
   def sin_f32(self, x: str, ty: str) -> str:
     """sin of a float (or vector of floats) known to lie within +-SIN_FAST_LIMIT, inline (see _SIN_POLY)."""
-    lanes, fdt, idt, ity, bty = _f32_types(ty)
-    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+    _, fdt, idt, ity, bty = _f32_types(ty)
+    sfx = _float_suffix(fdt)
 
     def f(v: float) -> str: return render_const(_f32(v), fdt)
 
@@ -813,7 +816,7 @@ class _Kernel:
     a branch. Values from memory (x.sin(), the angles of positional encodings) are almost always within the limit:
     2**20 normal floats took 3.1 ms through libm, lane by lane."""
     lanes, fdt, _, _, bty = _f32_types(ty)
-    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+    sfx = _float_suffix(fdt)
     far = self.op(f"fcmp ugt {ty} {self.intrinsic(f'llvm.fabs.{sfx}', ty, [(ty, x)])}, "
                   f"{render_const(SIN_FAST_LIMIT, fdt)}")  # unordered: NaN is far too
     # far lanes take 0 into the polynomial (never an out-of-range conversion); their value comes from libm
@@ -911,8 +914,8 @@ class _Kernel:
     |r| <= ln 2 / 2 taken from x itself in two parts of ln 2 (see _LN2_PARTS), so the result is within about an ulp
     where exp2(x log2 e) of the rounded product was off by up to |x| ulps. x is clamped to [-111, 111] (e**111 is
     inf in float32, e**-111 is 0)."""
-    lanes, fdt, _, _, _ = _f32_types(ty)
-    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+    _, fdt, _, _, _ = _f32_types(ty)
+    sfx = _float_suffix(fdt)
     if negate: x = self.op(f"fneg {ty} {x}")
     c = self.clamp_f32(x, ty, sfx, 111.0)
     n = self.intrinsic(f"llvm.rint.{sfx}", ty, [(ty, self.op(f"fmul {ty} {c}, {render_const(_f32(_LOG2E), fdt)}"))])
@@ -956,8 +959,8 @@ class _Kernel:
     e + ln(1 + f) / ln 2 (`ln_1p`, the quotient in two parts of 1 / ln 2, each added by an FMA): within 1.5 ulps,
     relative, near x = 1 too (an odd series in (m - 1) / (m + 1) with coefficients over ln 2 was off by 2.7). 0 gives
     -inf, a negative x or NaN NaN, inf inf. `ty` is float or a vector of floats."""
-    lanes, fdt, _, ity, _ = _f32_types(ty)
-    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+    _, fdt, _, ity, _ = _f32_types(ty)
+    sfx = _float_suffix(fdt)
     e, f = self.log_reduce(x, ty)
     low = self.ln_1p(f, ty, sfx)
     # e + ln(1 + f) / ln 2, the quotient as ln(1 + f) times 1/ln 2 in two parts
@@ -985,8 +988,8 @@ class _Kernel:
     ln(1 + f) = f - (f²/2 - s (f²/2 + R)) with s = f / (2 + f) (see _LN_POLY): f itself carries the result, the rounded
     s only a correction, and e ln 2 is added in two parts, the larger by an FMA: within an ulp, where log2(x) ln 2
     (the product of two rounded values) was off by up to 2.6."""
-    lanes, fdt, _, ity, _ = _f32_types(ty)
-    sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+    _, fdt, _, ity, _ = _f32_types(ty)
+    sfx = _float_suffix(fdt)
     e, f = self.log_reduce(x, ty)
     ef = self.op(f"sitofp {ity} {e} to {ty}")
     low = self.ln_1p(f, ty, sfx, self.op(f"fmul {ty} {ef}, {render_const(_LN2_PARTS[1], fdt)}"))
