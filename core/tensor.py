@@ -1428,11 +1428,9 @@ class Tensor(metaclass=_TensorMeta):
     ulps of error at x = 0.001). Differentiated as 1 - tanh², from the output."""
     f = self._float()
     x = f._wide()
-    x2 = x * x
-    poly = TANH_POLY[-1]
-    for c in reversed(TANH_POLY[:-1]): poly = x2 * poly + c
     big = 1 - 2 / ((2 * x.abs()).exp() + 1)  # e^2|x| = inf above 44: exactly 1
-    out = (x.abs() < TANH_POLY_BELOW).where(x * (1 + x2 * poly), (x < 0).where(-big, big))  # x * (..): keeps -0.0
+    # x * (...), not x + x * (...): -0.0 stays -0.0
+    out = (x.abs() < TANH_POLY_BELOW).where(x._odd_series([1, *TANH_POLY]), (x < 0).where(-big, big))
     return out._with_gradient("tanh", x).cast(f.dtype)
   # a where, not maximum(x, 0) (whose gradient splits at the tie); differentiated by core/gradient.py's "relu" rule
   def relu(self) -> Tensor:
