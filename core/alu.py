@@ -41,7 +41,7 @@ def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
 _NP_ALU: dict[Ops, Callable[..., np.ndarray]] = {
   Ops.NEG: lambda a: np.logical_not(a) if a.dtype == np.bool_ else np.negative(a),
   Ops.RECIP: lambda a: np.reciprocal(a), Ops.SQRT: np.sqrt, Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin,
-  Ops.TRUNC: np.trunc,
+  Ops.COS: np.cos, Ops.TRUNC: np.trunc,
   Ops.ADD: lambda a, b: np.logical_or(a, b) if a.dtype == np.bool_ else a + b,
   Ops.SUB: lambda a, b: a - b,
   Ops.MUL: lambda a, b: np.logical_and(a, b) if a.dtype == np.bool_ else a * b,

@@ -48,6 +48,8 @@ class Capabilities:
   :param supports_images: whether the device has 2D images the scheduler may place tensors in.
   :param max_image2d: the largest image (height, width) in pixels.
   :param unsupported_ops: ops the device cannot run (their conformance tests skip).
+  :param optional_ops: the optional ops (`OPTIONAL_OPS`) the renderer takes: on a device without one, the lowering
+    writes it in ops every device has (cos from sin: three of them, where a native cos is one).
   """
   max_buffers: int | None = None
   dtypes: frozenset[DType] = frozenset(ALL_DTYPES)
@@ -64,6 +66,16 @@ class Capabilities:
   supports_images: bool = False
   max_image2d: tuple[int, int] = (16384, 16384)
   unsupported_ops: frozenset[str] = frozenset()
+  optional_ops: frozenset[str] = frozenset()
+
+  def __post_init__(self) -> None:
+    if unknown := sorted(set(self.optional_ops) - OPTIONAL_OPS):
+      raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the optional "
+                       f"ops are {', '.join(sorted(OPTIONAL_OPS))}")
+
+
+#: Ops a renderer may take or leave (`Capabilities.optional_ops`): a plugin written before one existed never sees it.
+OPTIONAL_OPS = frozenset({"COS"})
 
 
 @dataclass(frozen=True)

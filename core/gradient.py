@@ -116,11 +116,6 @@ def _mod_gradient(ctx: UOp, ret: UOp) -> tuple[UOp, UOp]:
   return ctx, neg(mul(ctx, UOp(Ops.TRUNC, a.dtype, (div(a, b),))))
 
 
-def _sin_gradient(ctx: UOp, ret: UOp) -> tuple[UOp]:
-  x = ret.src[0]
-  return (mul(ctx, UOp(Ops.SIN, x.dtype, (add(neg(x), math.pi / 2),))),)  # cos x = sin(pi/2 - x)
-
-
 def _pad_gradient(ctx: UOp, ret: UOp) -> tuple[UOp]:
   return (UOp(Ops.SHRINK, ctx.dtype, (ctx,), tuple((b, b + s) for (b, _), s in zip(ret.arg[0], ret.src[0].shape))),)
 
@@ -159,7 +154,6 @@ custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   "sigmoid": lambda ctx, s: (mul(ctx, mul(s, add(neg(s), 1.0))),),                     # s(1 - s), from s itself
   "tanh": lambda ctx, t: (mul(ctx, add(neg(mul(t, t)), 1.0)),),                        # 1 - t², from t itself
   "atan": lambda ctx, ret: (div(ctx, add(mul(ret.src[1], ret.src[1]), 1.0)),),         # 1 / (1 + x²)
-  "cos": lambda ctx, ret: (neg(mul(ctx, UOp(Ops.SIN, ret.dtype, (ret.src[1],)))),),     # -sin x
   "hardtanh": lambda ctx, ret: (where(_inside(ret.src[1], *ret.arg[1:]), ctx, 0.0),),   # 1 strictly inside (low, high)
   "relu": lambda ctx, ret: (where(_alu(Ops.CMPEQ, ret, 0.0), 0.0, ctx),),              # 0 where the output is ±0
 }
@@ -183,7 +177,8 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (div(ctx, mul(ret, 2.0)),)),              # d√x = 1/(2√x)
   (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (mul(ctx, mul(ret, LN2)),)),             # d 2^x = 2^x ln2
   (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (div(ctx, mul(ret.src[0], LN2)),)),      # d log2 x = 1/(x ln2)
-  (UPat(Ops.SIN, name="ret"), _sin_gradient),                                             # d sin x = cos x
+  (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (mul(ctx, UOp(Ops.COS, ret.dtype, ret.src)),)),  # d sin x = cos x
+  (UPat(Ops.COS, name="ret"), lambda ctx, ret: (neg(mul(ctx, UOp(Ops.SIN, ret.dtype, ret.src))),)),  # d cos x = -sin x
   (UPat(Ops.MAX, name="ret"), _max_gradient),                                             # to the larger, ties halved
   (UPat(Ops.MIN, name="ret"), _min_gradient),                                             # to the smaller, ties halved
   (UPat(Ops.WHERE, name="ret"), lambda ctx, ret: (None, where(ret.src[0], ctx, 0.0), where(ret.src[0], 0.0, ctx))),

@@ -35,6 +35,7 @@ class Ops(Enum):
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
   # ALU unary
   NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); TRUNC = auto()  # noqa: E702
+  COS = auto()  # optional: a device renders it when its Capabilities list it, others get it from SIN (lowering)
   CAST = auto(); BITCAST = auto()  # noqa: E702
   # ALU binary
   ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
@@ -68,7 +69,8 @@ class GroupOp:
   Buffer = frozenset({Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.LOAD, Ops.STORE, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN,
                       Ops.KERNEL, Ops.SINK})
   Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
-  Unary = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.CAST, Ops.BITCAST})
+  Unary = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TRUNC, Ops.CAST,
+                     Ops.BITCAST})
   Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE,
                       Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
   Ternary = frozenset({Ops.WHERE})

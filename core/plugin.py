@@ -6,8 +6,8 @@ names keep their meaning; the conformance suite (`python -m plugrad conformance 
 against them.
 
 - contract: `CONTRACT_VERSION`, `hookimpl`, `DevicePlugin` (the base whose hooks answer only for the
-  device names a plugin owns), `DeviceDecl`, `Capabilities`, `default_dtypes_without`, `Config`,
-  `ConfigOption`;
+  device names a plugin owns), `DeviceDecl`, `Capabilities` (with `OPTIONAL_OPS`, the ops its renderer may take or
+  leave), `default_dtypes_without`, `Config`, `ConfigOption`;
 - roles: `Renderer`, `CStyleRenderer` (the C-family base; `var_name` the C name of a Variable's parameter),
   `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Collective` (with `REDUCE_OPS`, the reductions it takes),
   `Graph` and `GraphLaunch` (optional native replay of a TinyJit capture), `Runtime`, `Program`, `Buffer`,
@@ -31,9 +31,9 @@ from plugrad.codegen.cstyle import CStyleRenderer, var_name
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
-from plugrad.device import (REDUCE_OPS, Allocator, Buffer, Capabilities, Collective, CompileError, Compiler, DeviceDecl,
-                            DeviceError, Graph, GraphLaunch, ImageSpec, LRUAllocator, Program, Runtime, Transfer,
-                            UnsupportedError, default_dtypes_without)
+from plugrad.device import (OPTIONAL_OPS, REDUCE_OPS, Allocator, Buffer, Capabilities, Collective, CompileError, Compiler,
+                            DeviceDecl, DeviceError, Graph, GraphLaunch, ImageSpec, LRUAllocator, Program, Runtime,
+                            Transfer, UnsupportedError, default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.uops import INTERVAL_OPS, GroupOp, Ops, PatternMatcher, UOp, UPat, interval_alu
@@ -117,6 +117,6 @@ class DevicePlugin:
 
 __all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
            "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective",
-           "REDUCE_OPS", "Graph", "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp",
+           "REDUCE_OPS", "OPTIONAL_OPS", "Graph", "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp",
            "Ops", "GroupOp", "PatternMatcher", "UPat", "DType", "dtypes", "CompileError", "DeviceError",
            "UnsupportedError", "var_name", "interval_alu", "INTERVAL_OPS"]

@@ -504,7 +504,8 @@ def _split_for_recomputed_chains(nodes: tuple[UOp, ...], realized: set[UOp]) -> 
 #: the costly element operations, in cheap ones (an add, a compare, a select): a vector exp2 or log2 is a polynomial
 #: of about ten instructions, sin a longer one, a division or square root has the throughput of several multiplies.
 #: Cheap operations count nothing: a matmul evaluates what it reads once per tile of outputs, where they vanish
-_OP_COST = {Ops.EXP2: 10, Ops.LOG2: 10, Ops.SIN: 20, Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 4, Ops.IDIV: 8, Ops.MOD: 8}
+_OP_COST = {Ops.EXP2: 10, Ops.LOG2: 10, Ops.SIN: 20, Ops.COS: 20, Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 4, Ops.IDIV: 8,
+            Ops.MOD: 8}
 RECOMPUTE_READ_COST = 8  # a value read back from a buffer, in cheap operations (a load and its share of the write)
 RECOMPUTE_MIN_SAVED = 1 << 17  # operations a cut must save to pay for the launch it adds
 _COST_CAP = 1 << 20  # a fused expression's cost is counted up to this (shared subexpressions count once per use)

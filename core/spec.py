@@ -10,7 +10,7 @@ from plugrad.codegen.program import LoopProgram
 from plugrad.dtype import DType, dtypes
 from plugrad.uops import GroupOp, Ops, PatternMatcher, SpecError, UOp, UPat
 
-FLOAT_ONLY = {Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.FDIV}
+FLOAT_ONLY = {Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TRUNC, Ops.FDIV}
 INT_ONLY = {Ops.SHL, Ops.SHR}
 NUMERIC = {Ops.IDIV, Ops.MOD}  # ints and floats (on floats trunc(a / b) and fmod), never bool
 BITWISE = {Ops.AND, Ops.OR, Ops.XOR}

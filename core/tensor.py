@@ -1397,15 +1397,9 @@ class Tensor(metaclass=_TensorMeta):
     return (x._wide().log2() * math.log(2)).cast(x.dtype)
   def sin(self) -> Tensor: return self._float()._alu(Ops.SIN)
   def cos(self) -> Tensor:
-    """cos from the device's sin, never rounding x first (sin(pi/2 - x) loses every digit of a large x):
-    1 - 2 sin²(x/2) where |cos x| >= 1/2, and sin(2x) / (2 sin x) near the zeros, where the first is only
-    accurate to an absolute 1e-7. Halves compute in float32."""
-    x = self._float()._wide()
-    half = (x * 0.5).sin()
-    c = 1 - 2 * (half * half)
-    near_zero = (c.abs() < 0.5) & ((x * 2).abs() < math.inf)
-    # differentiated as -sin x: the branch not taken is 0/0 at x = 0, and its zero gradient NaN
-    return near_zero.where((x * 2).sin() / (2 * x.sin()), c)._with_gradient("cos", x).cast(self._float().dtype)
+    """cos: the device's own where its renderer takes COS (the CPU's is one polynomial after the reduction, as its sin),
+    else made of sins without rounding x first (`plugrad.codegen.lowerer.cos_from_sin`)."""
+    return self._float()._alu(Ops.COS)
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._alu(Ops.TRUNC)
   def floor(self) -> Tensor:

@@ -1,6 +1,7 @@
 """No silent wrong answers: accumulation accuracy, sum dtypes, `//` and `%`, special values (NaN,
 inf, -0.0) and Python int conversion, each checked against torch's own result."""
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -329,3 +330,29 @@ def test_half_math_rounds_once_like_torch(device, dtype, rtol, name):
   got = getattr(Tensor(tx.float().numpy(), device=device).cast(dtype), name)().cast(dtypes.float32).numpy()
   ok = np.isclose(got, want, rtol=rtol, atol=1e-3) | (np.isnan(got) & np.isnan(want)) | (got == want)
   assert ok.all(), f"{name} differs from torch at {tx.float().numpy()[~ok][:5]}: {got[~ok][:5]} vs {want[~ok][:5]}"
+
+
+@pytest.mark.parametrize("caps", [CPU_LIKE, GPU_LIKE], ids=["loops", "gpu"])
+def test_cos_on_a_renderer_without_cos_is_made_of_sins(caps):
+  # COS is an optional op: a device whose Capabilities do not list it never sees one, and gets cos from three sins
+  # that never round x (sin(pi/2 - x) lost every digit of a large x); halves compute in float32
+  x = np.concatenate([np.random.default_rng(5).standard_normal(61) * 30,
+                      [0.0, -0.0, 1e-8, np.pi / 2, 4000.3, -1e4 - 0.7, 3e7, np.inf, -np.inf, np.nan]]).astype(np.float32)
+  got, progs = run_lowered(Tensor(x, device="PYTHON").cos(), caps)
+  ops = [u.op for p in progs for u in p.uops]
+  assert Ops.COS not in ops and ops.count(Ops.SIN) == 3, ops
+  finite = np.isfinite(x)
+  np.testing.assert_allclose(got[finite], np.cos(x[finite].astype(np.float64)), rtol=1e-6, atol=1e-7)
+  assert np.isnan(got[~finite]).all()
+  got16, _ = run_lowered(Tensor(x[finite][:64].astype(np.float16), device="PYTHON").cos(), caps)
+  assert got16.dtype == np.float16
+  np.testing.assert_allclose(got16, np.cos(x[finite][:64].astype(np.float16).astype(np.float64)), rtol=1e-3, atol=1e-3)
+  # a device that lists it renders it as it is
+  _, progs = run_lowered(Tensor(x, device="PYTHON").cos(), replace(caps, optional_ops=frozenset({"COS"})))
+  ops = [u.op for p in progs for u in p.uops]
+  assert Ops.COS in ops and Ops.SIN not in ops
+
+
+def test_capabilities_refuse_an_optional_op_plugrad_does_not_know():
+  with pytest.raises(ValueError, match="TAN, which plugrad does not know; the optional ops are COS"):
+    Capabilities(optional_ops=frozenset({"TAN", "COS"}))

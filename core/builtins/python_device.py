@@ -136,7 +136,7 @@ class PythonDevicePlugin(DevicePlugin):
                        count=lambda: VIRTUAL_DEVICES)]
 
   def capabilities(self, device: str, config: Config) -> Capabilities:
-    return Capabilities(vector_ops=True, masked_loads=True)
+    return Capabilities(vector_ops=True, masked_loads=True, optional_ops=frozenset({"COS"}))
   def renderer(self, device: str, config: Config) -> Renderer: return PythonRenderer(device)
   def compiler(self, device: str, config: Config) -> Compiler: return PythonCompiler()
   def allocator(self, device: str, config: Config) -> Allocator: return PythonAllocator()

@@ -126,8 +126,8 @@ class CStyleRenderer(Renderer):
     return f"({{ {self.ctype(src)} _s = {x}; {self.ctype(dtype)} _d; memcpy(&_d, &_s, sizeof(_d)); _d; }})"
 
   def render_math(self, op: Ops, x: str, dtype: DType) -> str:
-    """sqrt, exp2, log2, sin and trunc; C picks the float or double function by suffix."""
-    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}[op]
+    """sqrt, exp2, log2, sin, cos and trunc; C picks the float or double function by suffix."""
+    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}[op]
     return f"{name}{'f' if self.ctype(dtype) == 'float' else ''}({x})"
 
   def round_storage(self, expr: str, op: Ops, dtype: DType) -> str:
@@ -182,7 +182,7 @@ class CStyleRenderer(Renderer):
     a = srcs[0]
     if op is Ops.CAST: return self.render_cast(a, dtype, src_dtypes[0])
     if op is Ops.BITCAST: return self.render_bitcast(a, dtype, src_dtypes[0])
-    if op in (Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC): return self.render_math(op, a, dtype)
+    if op in (Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TRUNC): return self.render_math(op, a, dtype)
     if op is Ops.NEG: return f"(!{a})" if dtype == dtypes.bool else f"(-{a})"
     if op is Ops.RECIP: return f"(({self.ctype(dtype)})1/{a})"
     if op is Ops.WHERE: return f"({a} ? {srcs[1]} : {srcs[2]})"

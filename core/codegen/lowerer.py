@@ -58,6 +58,7 @@ class _Lowering:
   unroll: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> iterations written out
   lanes: dict[tuple[UOp, int], int] = field(default_factory=dict)  # (REDUCE_AXIS, axis) -> vector lanes
   masked: bool = False  # the device takes masked vector loads (Capabilities.masked_loads)
+  native_cos: bool = True  # the renderer takes COS (Capabilities.optional_ops); else it is made of SINs
   # reductions over the same loops at the same index -> [(the reductions sharing them, their RANGEs)]
   siblings: dict[tuple, list[tuple[list[UOp], list[UOp]]]] = field(default_factory=dict)
 
@@ -126,6 +127,7 @@ class _Lowering:
           body = term if body is None else UOp(op, n.dtype, (body, term))
         ret = self._lanes_reduce(op, n.dtype, body, ranges, *lane) if lane else \
           UOp(Ops.REDUCE, n.dtype, (body, *ranges), op) if ranges else body
+    elif n.op is Ops.COS and not self.native_cos: ret = cos_from_sin(self.lower(n.src[0], idx, valid, memo))
     elif n.op in GroupOp.ALU:
       ret = UOp(n.op, n.dtype, tuple(self.lower(s, idx, valid, memo) for s in n.src), n.arg)
     else:
@@ -173,6 +175,18 @@ class _Lowering:
     out = UOp(Ops.GEP, dtype, (red,), 0)
     for k in range(1, width): out = UOp(op, dtype, (out, UOp(Ops.GEP, dtype, (red,), k)))
     return out
+
+
+def cos_from_sin(x: UOp) -> UOp:
+  """cos x for a renderer without COS, from SIN and never from a rounded x (sin(pi/2 - x) loses every digit of a
+  large x): 1 - 2 sin²(x/2) where |cos x| >= 1/2, and sin(2x) / (2 sin x) near its zeros, where the first is only
+  accurate to an absolute 1e-7. Halves compute in float32."""
+  w = x.cast(dtypes.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+  half = (w * 0.5).alu(Ops.SIN)
+  c = UOp.const(w.dtype, 1.0) - half * half * 2.0
+  twice = w * 2.0
+  near_zero = c.maximum(-c).lt(0.5).logical_and(twice.maximum(-twice).lt(float("inf")))  # not at inf or NaN
+  return near_zero.where(twice.alu(Ops.SIN).alu(Ops.FDIV, w.alu(Ops.SIN) * 2.0), c).cast(x.dtype)
 
 
 def _selects_by_equality(u: UOp) -> bool:
@@ -449,7 +463,7 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         contiguous_dims=contiguous, body_ops=body_ops,
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded,
                         unit_dims=unit_dims, lane_strided=lane_strided,
-                        computes_sin=any(n.op is Ops.SIN for n in ast.toposort))
+                        computes_sin=any(n.op in (Ops.SIN, Ops.COS) for n in ast.toposort))
 
 
 def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]
@@ -711,7 +725,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   axes_list = reduce_axes(ast)
   _check_opts(opts, axes_list, caps)
   lw = _Lowering(idx_dtype, unroll={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.UNROLL},
-                 lanes={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.LANES}, masked=caps.masked_loads)
+                 lanes={axes_list[o.axis]: o.amount for o in opts if o.op is OptOps.LANES}, masked=caps.masked_loads,
+                 native_cos="COS" in caps.optional_ops)
   shape = value.shape
   threads = next((o.amount for o in opts if o.op is OptOps.GROUP), 0)
   if threads:

@@ -750,9 +750,10 @@ class _Kernel:
     if op is Ops.MUL and dt.scalar() == dtypes.float32 and (ln := _log2_times_ln2(srcs)) is not None:
       # Tensor.log's log2(x) ln 2: ln x directly, within an ulp where the product of the two rounded values was not
       return self.log_f32(self.val(ln), reg_type(dt))
-    if op is Ops.SIN and dt.scalar() == dtypes.float32:
-      if max(map(abs, self.interval(srcs[0]))) <= SIN_FAST_LIMIT: return self.sin_f32(self.val(srcs[0]), reg_type(dt))
-      return self.sin_f32_checked(self.val(srcs[0]), reg_type(dt))
+    if op in (Ops.SIN, Ops.COS) and dt.scalar() == dtypes.float32:
+      cos = op is Ops.COS
+      if max(map(abs, self.interval(srcs[0]))) <= SIN_FAST_LIMIT: return self.sin_f32(self.val(srcs[0]), reg_type(dt), cos)
+      return self.sin_f32_checked(self.val(srcs[0]), reg_type(dt), cos)
     return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node,
                          reduce or node in self.reduce_adds)
 
@@ -782,8 +783,9 @@ class _Kernel:
     self.intervals[u] = b
     return b
 
-  def sin_f32(self, x: str, ty: str) -> str:
-    """sin of a float (or vector of floats) known to lie within +-SIN_FAST_LIMIT, inline (see _SIN_POLY)."""
+  def sin_f32(self, x: str, ty: str, cos: bool = False) -> str:
+    """sin (or `cos`) of a float (or vector of floats) known to lie within +-SIN_FAST_LIMIT, inline (see _SIN_POLY):
+    cos x is sin x a quarter turn on, the same reduction with its quadrant one further."""
     _, fdt, idt, ity, bty = _f32_types(ty)
     sfx = _float_suffix(fdt)
 
@@ -803,16 +805,18 @@ class _Kernel:
     sin_r = fma(self.op(f"fmul {ty} {r}, {r2}"), poly(_SIN_POLY), r)
     cos_r = fma(self.op(f"fmul {ty} {r2}, {r2}"), poly(_COS_POLY), fma(r2, f(-0.5), f(1.0)))
     qi = self.op(f"fptosi {ty} {q} to {ity}")
+    if cos: qi = self.op(f"add {ity} {qi}, {render_const(1, idt)}")
     odd = self.op(f"icmp ne {ity} {self.op(f'and {ity} {qi}, {render_const(1, idt)}')}, {render_const(0, idt)}")
     neg = self.op(f"icmp ne {ity} {self.op(f'and {ity} {qi}, {render_const(2, idt)}')}, {render_const(0, idt)}")
     v = self.op(f"select {bty} {odd}, {ty} {cos_r}, {ty} {sin_r}")
     v = self.op(f"select {bty} {neg}, {ty} {self.op(f'fneg {ty} {v}')}, {ty} {v}")
+    if cos: return v
     # sin(-0.0) is -0.0: the polynomial's sum would give +0.0
     return self.op(f"select {bty} {self.op(f'fcmp oeq {ty} {x}, {f(0.0)}')}, {ty} {x}, {ty} {v}")
 
-  def sin_f32_checked(self, x: str, ty: str) -> str:
-    """sin of a float (or vector of floats) of unknown bounds: the inline polynomial (`sin_f32`) for every lane,
-    and, only when some lane lies beyond +-SIN_FAST_LIMIT or is not finite, LLVM's sin (libm) for those lanes behind
+  def sin_f32_checked(self, x: str, ty: str, cos: bool = False) -> str:
+    """sin (or `cos`) of a float (or vector of floats) of unknown bounds: the inline polynomial (`sin_f32`) for every
+    lane, and, only when some lane lies beyond +-SIN_FAST_LIMIT or is not finite, LLVM's (libm) for those lanes behind
     a branch. Values from memory (x.sin(), the angles of positional encodings) are almost always within the limit:
     2**20 normal floats took 3.1 ms through libm, lane by lane."""
     lanes, fdt, _, _, bty = _f32_types(ty)
@@ -820,14 +824,14 @@ class _Kernel:
     far = self.op(f"fcmp ugt {ty} {self.intrinsic(f'llvm.fabs.{sfx}', ty, [(ty, x)])}, "
                   f"{render_const(SIN_FAST_LIMIT, fdt)}")  # unordered: NaN is far too
     # far lanes take 0 into the polynomial (never an out-of-range conversion); their value comes from libm
-    fast = self.sin_f32(self.op(f"select {bty} {far}, {ty} {render_const(0.0, fdt)}, {ty} {x}"), ty)
+    fast = self.sin_f32(self.op(f"select {bty} {far}, {ty} {render_const(0.0, fdt)}, {ty} {x}"), ty, cos)
     any_far = far if lanes == 1 else \
         self.op(f"icmp ne i{lanes} {self.op(f'bitcast {bty} {far} to i{lanes}')}, 0")
     n = self.new_label()
     pre = self.block
     self.emit(f"br i1 {any_far}, label %sin{n}.far, label %sin{n}.done, !prof !4")
     self.label(f"sin{n}.far")
-    exact = self.intrinsic(f"llvm.sin.{sfx}", ty, [(ty, x)])
+    exact = self.intrinsic(f"llvm.{'cos' if cos else 'sin'}.{sfx}", ty, [(ty, x)])
     mixed = self.op(f"select {bty} {far}, {ty} {exact}, {ty} {fast}")
     far_end = self.block
     self.emit(f"br label %sin{n}.done")
@@ -884,7 +888,7 @@ class _Kernel:
     if op in binary: return self.op(f"{binary[op]} {flags}{ty} {v[0]}, {v[1]}")
     if op is Ops.EXP2 and (ty == "float" or ty.endswith(" x float>")): return self.exp2_f32(v[0], ty, sfx)
     if op is Ops.LOG2 and (ty == "float" or ty.endswith(" x float>")): return self.log2_f32(v[0], ty)
-    unary = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
+    unary = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
     if op in unary: return self.intrinsic(f"llvm.{unary[op]}.{sfx}", ty, [(ty, v[0])])
     if op is Ops.NEG: return self.op(f"fneg {ty} {v[0]}")
     if op is Ops.RECIP: return self.op(f"fdiv {ty} {render_const(1.0, dtypes.float32 if ty != 'half' else dtypes.float16)}, {v[0]}")

@@ -31,7 +31,7 @@ DRIVER_MISSING = "no NVIDIA driver: libcuda.so.1 not found"
 #: what the lowering may assume when no GPU can be asked (an sm_80-class GPU)
 DEFAULT_CAPS = Capabilities(max_buffers=None, launch_dims=3, max_global_size=(2**31 - 1, 65535, 65535),
                             max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024,
-                            max_vector_bytes=16)
+                            max_vector_bytes=16, optional_ops=frozenset({"COS"}))
 
 
 def probe() -> str | None:
@@ -68,7 +68,7 @@ def _gpu_caps(index: int) -> tuple[Capabilities, str]:
                       max_global_size=(min(2**31 - 1, a("MAX_GRID_DIM_X")), a("MAX_GRID_DIM_Y"), a("MAX_GRID_DIM_Z")),
                       max_local_size=(a("MAX_BLOCK_DIM_X"), a("MAX_BLOCK_DIM_Y"), a("MAX_BLOCK_DIM_Z")),
                       max_workgroup_threads=a("MAX_THREADS_PER_BLOCK"), local_memory=a("MAX_SHARED_MEMORY_PER_BLOCK"),
-                      max_vector_bytes=16)
+                      max_vector_bytes=16, optional_ops=frozenset({"COS"}))
   return caps, ctx.arch
 
 

@@ -26,7 +26,7 @@ CUDA_TYPES: dict[DType, str] = {
 # half add/sub/mul with an explicit rounding, which the compiler may not fuse into an FMA (plain
 # operators may be contracted, rounding once where the reference rounds twice)
 _HALF_RN = {Ops.ADD: "__hadd_rn", Ops.SUB: "__hsub_rn", Ops.MUL: "__hmul_rn"}
-_MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
+_MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
 # reinterpreting bits between floats and same-size integers: CUDA's intrinsics, no memcpy needed
 _FLOAT_FROM_BITS = {dtypes.float32: "__int_as_float((int)({}))", dtypes.float64: "__longlong_as_double((long long)({}))",
                     dtypes.float16: "__short_as_half((short)({}))",

@@ -52,7 +52,7 @@ def capabilities(kind: str, info: DeviceInfo) -> Capabilities:
   return Capabilities(max_buffers=buffer_limit(info), dtypes=default_dtypes_without(*missing), launch_dims=3,
                       max_global_size=(2**31 - 1, 2**31 - 1, 2**31 - 1), max_local_size=local,
                       max_workgroup_threads=threads, local_memory=info.local_mem_size, max_vector_bytes=16,
-                      supports_images=kind == QCOM and info.images, **extra)
+                      supports_images=kind == QCOM and info.images, optional_ops=frozenset({"COS"}), **extra)
 
 
 class OpenCLPlugin(DevicePlugin):
