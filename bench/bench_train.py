@@ -5,13 +5,17 @@ measured in the same run.
 
 Both start from the same weights and data, and the first step's losses are checked to agree before
 anything is timed. Prints the median step time of each (timed in blocks of steps, as a training loop runs them)
-and the ratio (>1: plugrad is faster).
+and the ratio (>1: plugrad is faster); then the LM's eager mean step time (the collector's pauses included) with
+Python's garbage collector as it comes and after gc.freeze().
 Run: `python bench/bench_train.py` (options: --repeat N, --batch N). Needs torch (the test extra).
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -139,6 +143,38 @@ def torch_twin(name: str) -> torch.nn.Module:
   return m
 
 
+def train_step_of(model, opt: nn.optim.Optimizer, xt: Tensor, yt: Tensor) -> Callable[[], Tensor]:
+  """One training step of `model` on (xt, yt), returning the loss."""
+  def train_step() -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(xt).sparse_categorical_crossentropy(yt)
+      loss.backward()
+      # the loss runs with the update, in one realize (as opt.step() would do; tinygrad's form)
+      Tensor.realize(loss, *opt.schedule_step())
+    return loss
+  return train_step
+
+
+def bench_gc(model: TinyLM, steps: int) -> None:
+  """Eager steps of the LM, mean wall time of `steps` in a row (the median hides the collector's pauses): with
+  Python's garbage collector as it comes, then after gc.freeze() (what exists now is left out of its scans)."""
+  rng = np.random.default_rng(1)
+  tokens = rng.integers(0, TinyLM.vocab, (16, TinyLM.context + 1)).astype(np.int32)
+  step = train_step_of(model, nn.optim.AdamW(get_parameters(model), lr=1e-3), Tensor(tokens[:, :-1]),
+                       Tensor(tokens[:, 1:]))
+  means = []
+  for freeze in (False, True):
+    if freeze: gc.freeze()
+    for _ in range(3): step().item()
+    st = time.perf_counter()
+    for _ in range(steps): step().item()
+    means.append((time.perf_counter() - st) / steps)
+  gc.unfreeze()
+  print(f"{'tiny_lm adamw eager, mean of ' + str(steps):<24}  plugrad {means[0] * 1e3:8.2f} ms/step  after gc.freeze() "
+        f"{means[1] * 1e3:8.2f} ms/step  ({means[0] / means[1]:.2f}x)", flush=True)
+
+
 def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = False) -> None:
   rng = np.random.default_rng(0)
   if name == "tiny_lm":  # token windows: each position predicts the next token
@@ -162,14 +198,7 @@ def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = 
   # torch takes token indices (and class labels) as int64
   xtt, ytt = torch.tensor(x).long() if x.dtype == np.int32 else torch.tensor(x), torch.tensor(y).long()
 
-  def train_step() -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(xt).sparse_categorical_crossentropy(yt)
-      loss.backward()
-      # the loss runs with the update, in one realize (as opt.step() would do; tinygrad's form)
-      Tensor.realize(loss, *opt.schedule_step())
-    return loss
+  train_step = train_step_of(model, opt, xt, yt)
   run = TinyJit(train_step) if jit else train_step
 
   def step() -> float: return run().item()
@@ -209,6 +238,7 @@ def main() -> None:
   bench("tiny_lm", lm, "adamw", 16, args.repeat)
   bench("tiny_lm", lm, "adamw_fused", 16, args.repeat)
   bench("tiny_lm", lm, "adamw", 16, args.repeat, jit=True)
+  bench_gc(lm, 5 * args.repeat)
 
 
 if __name__ == "__main__":
