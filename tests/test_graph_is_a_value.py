@@ -13,7 +13,7 @@ from plugrad.dtype import DType
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
 from plugrad.scheduler import Kernel, buffer_node, buffer_of
-from plugrad.uops import UOp
+from plugrad.uops import Ops, UOp
 
 
 def _plain(x, seen) -> bool:
@@ -22,7 +22,7 @@ def _plain(x, seen) -> bool:
   if isinstance(x, UOp):
     seen.append(x)
     return True
-  if x is None or isinstance(x, (bool, int, float, str, DType, enum.Enum)): return True
+  if x is None or isinstance(x, (bool, int, float, str, DType, Ops, enum.Enum)): return True
   if isinstance(x, (tuple, frozenset)): return all(_plain(v, seen) for v in x)
   if dataclasses.is_dataclass(x) and x.__dataclass_params__.frozen:
     return all(_plain(getattr(x, f.name), seen) for f in dataclasses.fields(x))
