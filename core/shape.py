@@ -45,9 +45,16 @@ def _sint(x):
   return x if isinstance(x, int) else x.ssimplify()
 
 
+#: the ops whose value has their first source's shape (the common case, tested first: every tensor op asks)
+_SHAPE_OF_SOURCE = GroupOp.ALU | {Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD,
+                                  Ops.CUSTOM_GRADIENT, Ops.ASSIGN}
+
+
 def infer_shape(u: UOp) -> Shape:
   """The shape of a tensor-graph node (movement ops carry their output shape or enough to derive it)."""
   op, arg = u.op, u.arg
+  if op in _SHAPE_OF_SOURCE: return u.src[0].shape
+  if op is Ops.RESHAPE or op is Ops.EXPAND: return tuple(arg)
   if op is Ops.BUFFER: return (arg[2],)  # arg: (uid, device, size)
   if op is Ops.KERNEL: return (arg.out.arg[2],)
   if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
@@ -57,16 +64,11 @@ def infer_shape(u: UOp) -> Shape:
     first, axis = u.src[0].shape, arg[1]
     if axis is None: return first
     return first[:axis] + (sum(s.shape[axis] for s in u.src),) + first[axis + 1:]
-  if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
   if op is Ops.PAD: return tuple(_sint(s + b + a) for s, (b, a) in zip(src, arg[0]))
   if op is Ops.SHRINK: return tuple(_sint(e - b) for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
-  if op is Ops.ASSIGN: return u.src[0].shape
-  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD,
-                                 Ops.CUSTOM_GRADIENT):
-    return src
   raise ValueError(f"{op} has no tensor shape")
 
 
