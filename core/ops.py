@@ -43,7 +43,7 @@ class Ops(metaclass=_OpsType):
   PARAM = _op()       # the n-th buffer argument of a kernel (arg: index)
   CONST = _op()       # a scalar constant (arg: value)
   ARANGE = _op()      # tensor graph: the values 0, 1, ..., arg - 1 of dtype, shape (arg,); like CONST, computed
-                       # in the kernels that read it (lowering: the index of its axis), never a buffer
+                      # in the kernels that read it (lowering: the index of its axis), never a buffer
   LOAD = _op()        # src: (PARAM, index[, gate]) -> value, or 0 where gate is false
   STORE = _op()       # src: (PARAM, index, value[, gate])
   COPY = _op()        # tensor graph: move src to the device in arg

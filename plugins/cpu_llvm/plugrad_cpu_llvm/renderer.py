@@ -69,11 +69,12 @@ def _f32_types(ty: str) -> tuple[int, DType, DType, str, str]:
   return lanes, fdt, idt, reg_type(idt), "i1" if lanes == 1 else f"<{lanes} x i1>"
 
 
-# sin of an argument known to lie within +-SIN_FAST_LIMIT (its bounds, from the expression: Box-Muller's angle) is
-# inline: x = q pi/2 + r with |r| <= pi/4, pi/2 in three float32 parts (each product with q exact under an FMA up to
-# this limit), then sin r or cos r by q. The polynomials' coefficients are a least-squares fit of (sin r - r) / r**3
-# and (cos r - 1 + r**2 / 2) / r**4 in r**2 on [0, pi/4], weighted for relative error: within 0.8 and 1.3 units in
-# the last place of float32 there. Any other argument takes LLVM's sin (libm, accurate for every float)
+# sin (and cos, its quadrant one on) of an argument known to lie within +-SIN_FAST_LIMIT (its bounds, from the
+# expression: Box-Muller's angle) is inline: x = q pi/2 + r with |r| <= pi/4, pi/2 in three float32 parts (each product
+# with q exact under an FMA up to this limit), then sin r or cos r by q. The polynomials' coefficients are a
+# least-squares fit of (sin r - r) / r**3 and (cos r - 1 + r**2 / 2) / r**4 in r**2 on [0, pi/4], weighted for relative
+# error: within 0.8 and 1.3 units in the last place of float32 there. Any other argument takes LLVM's sin or cos (libm,
+# accurate for every float)
 SIN_FAST_LIMIT = 8192.0
 _PI_2 = decimal.Decimal("1.57079632679489661923132169163975144209858469968755291")
 _PI_2_PARTS = [_f32(_PI_2)]
