@@ -76,6 +76,8 @@ def _f32_types(ty: str) -> tuple[int, DType, DType, str, str]:
 # error: within 0.8 and 1.3 units in the last place of float32 there. Any other argument takes LLVM's sin or cos (libm,
 # accurate for every float)
 SIN_FAST_LIMIT = 8192.0
+#: the math a half or bfloat16 value takes in float32 (then rounded once, as torch's CPU kernels do)
+_WIDENED_MATH = frozenset({Ops.SIN, Ops.COS, Ops.EXP2, Ops.LOG2, Ops.SQRT})
 _PI_2 = decimal.Decimal("1.57079632679489661923132169163975144209858469968755291")
 _PI_2_PARTS = [_f32(_PI_2)]
 for _ in range(2): _PI_2_PARTS.append(_f32(_PI_2 - sum(map(decimal.Decimal, _PI_2_PARTS))))
@@ -744,6 +746,12 @@ class _Kernel:
   # ---------------------------------------------------------------- arithmetic
 
   def alu(self, op: Ops, dt: DType, srcs: list[UOp], node: UOp | None = None, reduce: bool = False) -> str:
+    if op in _WIDENED_MATH and dt.scalar() in (dtypes.float16, dtypes.bfloat16):
+      # in float32, rounded once (torch's opmath): LLVM's half sin called libm element by element (1M: 7.6 ms, 0.15 ms
+      # this way), and its half sqrt, exp2 and log2 converted each element on its own (0.8-1.1 ms)
+      wide = dtypes.float32.vec(dt.count) if dt.count > 1 else dtypes.float32
+      x = self.alu_vals(Ops.CAST, wide, [self.val(srcs[0])], [srcs[0].dtype])
+      return self.alu_vals(Ops.CAST, dt, [self.float32_math(op, x, wide, srcs[0])], [wide])
     if op is Ops.EXP2 and dt.scalar() == dtypes.float32 and (exp := _times_log2e(srcs[0])) is not None:
       # Tensor.exp's exp2(x log2 e): e**x from x itself, so the rounding of the product (|x| ulps of error at
       # exp(80): 60 ulp) never reaches the result
@@ -751,12 +759,19 @@ class _Kernel:
     if op is Ops.MUL and dt.scalar() == dtypes.float32 and (ln := _log2_times_ln2(srcs)) is not None:
       # Tensor.log's log2(x) ln 2: ln x directly, within an ulp where the product of the two rounded values was not
       return self.log_f32(self.val(ln), reg_type(dt))
-    if op in (Ops.SIN, Ops.COS) and dt.scalar() == dtypes.float32:
-      cos = op is Ops.COS
-      if max(map(abs, self.interval(srcs[0]))) <= SIN_FAST_LIMIT: return self.sin_f32(self.val(srcs[0]), reg_type(dt), cos)
-      return self.sin_f32_checked(self.val(srcs[0]), reg_type(dt), cos)
+    if op in (Ops.SIN, Ops.COS) and dt.scalar() == dtypes.float32: return self.float32_math(op, self.val(srcs[0]), dt, srcs[0])
     return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node,
                          reduce or node in self.reduce_adds)
+
+  def float32_math(self, op: Ops, x: str, dt: DType, src: UOp) -> str:
+    """`op` (_WIDENED_MATH) of the float32 value `x` of `src`, inline where the op has a polynomial."""
+    ty = reg_type(dt)
+    if op in (Ops.SIN, Ops.COS):
+      inside = max(map(abs, self.interval(src))) <= SIN_FAST_LIMIT
+      return (self.sin_f32 if inside else self.sin_f32_checked)(x, ty, op is Ops.COS)
+    if op is Ops.EXP2: return self.exp2_f32(x, ty, _float_suffix(dt))
+    if op is Ops.LOG2: return self.log2_f32(x, ty)
+    return self.intrinsic(f"llvm.sqrt.{_float_suffix(dt)}", ty, [(ty, x)])
 
   def chain_terms(self, acc: str, terms: list[UOp], dt: DType) -> str:
     """`acc` plus each term in turn, a product as one llvm.fmuladd (reassociable, like the tree's adds)."""
