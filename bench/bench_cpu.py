@@ -124,6 +124,27 @@ def bench_transcendentals(n: int, repeat: int) -> None:
     report(name, tp, tn, tt, n * n * 4, "GB/s")
 
 
+def bench_topk(rows: int, n: int, k: int, repeat: int) -> None:
+  """topk along a vocabulary-sized axis (a sampler's top-k of a model's logits), against numpy's argpartition and
+  sort of the k, and torch's topk."""
+  xn = np.random.default_rng(6).standard_normal((rows, n), dtype=np.float32)
+  x = realized(xn)
+  values, _ = x.topk(k)
+  np.testing.assert_array_equal(values.numpy(), -np.sort(-np.partition(xn, n - k, axis=1)[:, n - k:], axis=1))
+
+  def np_topk():
+    part = np.argpartition(xn, n - k, axis=1)[:, n - k:]
+    vals = np.take_along_axis(xn, part, 1)
+    order = np.argsort(-vals, axis=1, kind="stable")
+    return np.take_along_axis(vals, order, 1), np.take_along_axis(part, order, 1)
+  tp, tn = median_time(lambda: Tensor.realize(*x.topk(k)), repeat), median_time(np_topk, repeat)
+  tt = None
+  if torch is not None:
+    xt = torch.from_numpy(xn)
+    tt = median_time(lambda: torch.topk(xt, k), repeat)
+  report(f"topk({k}) of {rows}x{n}", tp, tn, tt, rows * n * 4, "GB/s")
+
+
 def bench_cat(parts: int, total: int, repeat: int) -> None:
   """An update through a cat of many parts (a fused optimizer's flat gradient): m = 0.9 m + 0.1 cat(parts) under
   TinyJit, each part its own buffer, against numpy's and torch's concatenate-then-update."""
@@ -355,6 +376,7 @@ def main() -> None:
   bench_sibling_reductions(n, args.repeat)
   bench_softmax(n, args.repeat)
   bench_transcendentals(1024, args.repeat)
+  bench_topk(8, 50257, 50, args.repeat)
   bench_cat(32, 100_000, args.repeat)
   bench_cat_columns(n, args.repeat)
   bench_layout(args.repeat)

@@ -59,6 +59,12 @@ TANH_POLY = (-0.3333333134651184, 0.13333211839199066, -0.05394745245575905, 0.0
 SORT_RANK_MAX = 256
 #: topk of at most TOPK_PASSES_MAX along an axis of TOPK_PASSES_FROM or more: k passes of a max (`_top_by_passes`)
 TOPK_PASSES_MAX, TOPK_PASSES_FROM = 8, 64
+#: topk of more than TOPK_PASSES_MAX along an axis longer than SORT_RANK_MAX and at least this many times k: the k-th
+#: value by a bisection of its bits (`_top_by_threshold`), O(n k) work instead of a sort's O(n log^2 n) in log^2 n kernels
+TOPK_THRESHOLD_FRACTION = 4
+#: the dtypes whose values map to int32 keys in the same order (the others sort)
+_TOPK_KEYED = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.int16, dtypes.int8,
+                         dtypes.uint16, dtypes.uint8})
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
@@ -2769,6 +2775,8 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"topk k={k!r} is out of range for dimension {dim} of size {n}")
     if 1 <= k <= TOPK_PASSES_MAX and n >= TOPK_PASSES_FROM and self.dtype != dtypes.bool:
       return self._top_by_passes(d, k, largest)
+    if k > TOPK_PASSES_MAX and n > SORT_RANK_MAX and k * TOPK_THRESHOLD_FRACTION <= n and self.dtype in _TOPK_KEYED:
+      return self._top_by_threshold(d, k, largest)
     values, idx = self.sort(d, descending=largest)
     if self.ndim == 0: return values, idx
     keep = tuple((0, k) if i == d else None for i in range(self.ndim))
@@ -2799,6 +2807,37 @@ class Tensor(metaclass=_TensorMeta):
       idxs.append(i)
       left = left & (pos != i)
     return Tensor.cat(*values, dim=d), Tensor.cat(*idxs, dim=d)
+
+  def _top_by_threshold(self, d: int, k: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """topk of many along a long axis without sorting it: each element's value as an int32 key in the same order, the
+    k-th largest key found bit by bit (32 passes over the axis: the largest key that at least k elements reach), the
+    elements above it and the first ones equal to it taken (k exactly, in position order), their positions counted
+    out of the running count of those taken, and only those k sorted (values, then positions: the stable sort's
+    order). 8x50257, k = 50: 114-283 ms as a bitonic sort, 8.8-13.5 ms so (torch: 0.18-0.27 ms)."""
+    x = self.transpose(d, -1)
+    if x.dtype.is_float:
+      f = x.cast(dtypes.float32)
+      bits = (f == 0).where(0.0, f).bitcast(dtypes.int32)  # -0.0 and 0.0 are equal values: one key
+      key = f.isnan().where(2**31 - 1, bits ^ ((bits >> 31) & 0x7FFFFFFF))  # negatives' magnitudes run backwards; NaN last
+    else: key = x.cast(dtypes.int32)
+    if not largest: key = ~key
+    # the threshold, bit by bit from the top of (key - INT_MIN): a candidate is kept when k or more keys reach it (one
+    # candidate a pass: 15 a pass, four bits at once, took 8 passes of 0.32 ms against 32 of 0.03 ms)
+    t = Tensor.full(key.shape[:-1] + (1,), -2**31, dtype=dtypes.int32, device=self.device)
+    for bit in range(31, -1, -1):
+      cand = t ^ (-2**31 if bit == 31 else 1 << bit)
+      t = ((key >= cand).cast(dtypes.int32).sum(-1, keepdim=True) >= k).where(cand, t)
+    above, tied = key > t, key == t
+    need = k - above.cast(dtypes.int32).sum(-1, keepdim=True)
+    # the scans read their inputs from buffers: a scan reads each element in 32 windows, and recomputed there the
+    # keys (and, for the second, the first scan) cost 20 ms
+    taken = above | (tied & (tied.cast(dtypes.int32).contiguous().cumsum(-1) <= need))
+    # the r-th one taken is at the position where the running count reaches r + 1: as many positions have one <= r
+    running = taken.cast(dtypes.int32).contiguous().cumsum(-1)
+    slots = Tensor.arange(k, dtype=running.dtype, device=self.device)
+    pos = (running.unsqueeze(-2) <= slots.unsqueeze(-1)).cast(dtypes.int32).sum(-1).cast(dtypes.int32)  # (..., k)
+    values, order = x.gather(-1, pos).sort(-1, descending=largest)
+    return values.transpose(d, -1), pos.gather(-1, order).transpose(d, -1)
 
   def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
     """`value` where `mask` is True, self elsewhere (dtype of self)."""

@@ -332,6 +332,25 @@ def test_topk_of_a_few_along_a_long_axis(k, largest, dev):
   np.testing.assert_array_equal(values.numpy(), torch.topk(torch.from_numpy(xi), k, 1, largest=largest).values.numpy())
 
 
+@pytest.mark.parametrize("k,dtype", [(9, "float32"), (75, "float32"), (40, "float16"), (40, "int32")])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_of_many_along_a_long_axis(k, dtype, largest, dev):
+  # more than TOPK_PASSES_MAX of at least 4k values: the k-th value by a bisection of its order key's bits, then only
+  # those k sorted; the values torch gives and the stable sort's first k positions, with NaN (the largest), infinities,
+  # -0.0 beside 0.0 (equal values: by position) and ties at the threshold
+  rng = np.random.default_rng(4)
+  x = np.round(rng.standard_normal((3, 300)) * (4 if dtype == "int32" else 2)) / (1 if dtype == "int32" else 2)
+  if dtype != "int32": x[0, ::9], x[1, ::13], x[2, 5], x[2, 7:40:3], x[2, 8:40:3] = np.nan, -np.inf, np.inf, -0.0, 0.0
+  a = x.astype(dtype)
+  for d, arr in ((1, a), (0, np.ascontiguousarray(a.T))):
+    values, idx = Tensor(arr, device=dev).topk(k, d, largest)
+    # torch's stable sort orders as plugrad's: NaN the largest, equal values (-0.0 and 0.0 too) by position
+    want = torch.sort(torch.from_numpy(arr), stable=True, dim=d, descending=largest)
+    keep = (slice(None), slice(0, k)) if d == 1 else (slice(0, k), slice(None))
+    np.testing.assert_array_equal(idx.numpy(), want.indices.numpy()[keep])
+    np.testing.assert_array_equal(values.numpy(), want.values.numpy()[keep])
+
+
 @pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, False), (2, 0, True), (0, 1, True)])
 def test_topk(k, dim, largest, dev):
   check(lambda t: torch.topk(t, k, dim, largest=largest), lambda t: t.topk(k, dim, largest), (4, 5), dev=dev)
