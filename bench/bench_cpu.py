@@ -126,7 +126,7 @@ def bench_transcendentals(n: int, repeat: int) -> None:
 
 def bench_topk(rows: int, n: int, k: int, repeat: int) -> None:
   """topk along a vocabulary-sized axis (a sampler's top-k of a model's logits), against numpy's argpartition and
-  sort of the k, and torch's topk."""
+  sort of the k, and torch's topk; then a whole sort of 1024x1024 along its rows."""
   xn = np.random.default_rng(6).standard_normal((rows, n), dtype=np.float32)
   x = realized(xn)
   values, _ = x.topk(k)
@@ -143,6 +143,13 @@ def bench_topk(rows: int, n: int, k: int, repeat: int) -> None:
     xt = torch.from_numpy(xn)
     tt = median_time(lambda: torch.topk(xt, k), repeat)
   report(f"topk({k}) of {rows}x{n}", tp, tn, tt, rows * n * 4, "GB/s")
+  # a whole sort of 1024 rows of 1024 (a bitonic network past 256 along the axis)
+  sn = np.random.default_rng(7).standard_normal((1024, 1024), dtype=np.float32)
+  s = realized(sn)
+  np.testing.assert_array_equal(s.sort(-1)[0].numpy(), np.sort(sn, axis=1))
+  tp, tn = median_time(lambda: Tensor.realize(*s.sort(-1)), repeat), median_time(lambda: np.sort(sn, axis=1), repeat)
+  tt = median_time(lambda: torch.sort(torch.from_numpy(sn), dim=1), repeat) if torch is not None else None
+  report("x.sort(-1) 1024x1024", tp, tn, tt, sn.nbytes, "GB/s")
 
 
 def bench_cat(parts: int, total: int, repeat: int) -> None:
