@@ -70,8 +70,8 @@ class Capabilities:
 
   def __post_init__(self) -> None:
     if unknown := sorted(set(self.optional_ops) - OPTIONAL_OPS):
-      raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the optional "
-                       f"ops are {', '.join(sorted(OPTIONAL_OPS))}")
+      raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the "
+                       f"optional ops are {', '.join(sorted(OPTIONAL_OPS))}")
 
 
 #: Ops a renderer may take or leave (`Capabilities.optional_ops`): a plugin written before one existed never sees it.

@@ -31,9 +31,9 @@ from plugrad.codegen.cstyle import CStyleRenderer, var_name
 from plugrad.codegen.program import LoopProgram, Param
 from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
-from plugrad.device import (OPTIONAL_OPS, REDUCE_OPS, Allocator, Buffer, Capabilities, Collective, CompileError, Compiler,
-                            DeviceDecl, DeviceError, Graph, GraphLaunch, ImageSpec, LRUAllocator, Program, Runtime,
-                            Transfer, UnsupportedError, default_dtypes_without)
+from plugrad.device import (OPTIONAL_OPS, REDUCE_OPS, Allocator, Buffer, Capabilities, Collective, CompileError,
+                            Compiler, DeviceDecl, DeviceError, Graph, GraphLaunch, ImageSpec, LRUAllocator, Program,
+                            Runtime, Transfer, UnsupportedError, default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.uops import INTERVAL_OPS, GroupOp, Ops, PatternMatcher, UOp, UPat, interval_alu
@@ -115,8 +115,8 @@ class DevicePlugin:
     return self.collective(devices, config) if all(self.owns(d) for d in devices) else None
 
 
-__all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without", "Config",
-           "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator", "Transfer", "Collective",
-           "REDUCE_OPS", "OPTIONAL_OPS", "Graph", "GraphLaunch", "Runtime", "Program", "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp",
-           "Ops", "GroupOp", "PatternMatcher", "UPat", "DType", "dtypes", "CompileError", "DeviceError",
-           "UnsupportedError", "var_name", "interval_alu", "INTERVAL_OPS"]
+__all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without",
+           "Config", "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator",
+           "Transfer", "Collective", "REDUCE_OPS", "OPTIONAL_OPS", "Graph", "GraphLaunch", "Runtime", "Program",
+           "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat", "DType",
+           "dtypes", "CompileError", "DeviceError", "UnsupportedError", "var_name", "interval_alu", "INTERVAL_OPS"]

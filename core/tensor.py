@@ -62,7 +62,8 @@ BITONIC_RUN = 16
 #: topk of at most TOPK_PASSES_MAX along an axis of TOPK_PASSES_FROM or more: k passes of a max (`_top_by_passes`)
 TOPK_PASSES_MAX, TOPK_PASSES_FROM = 8, 64
 #: topk of more than TOPK_PASSES_MAX along an axis longer than SORT_RANK_MAX and at least this many times k: the k-th
-#: value by a bisection of its bits (`_top_by_threshold`), O(n k) work instead of a sort's O(n log^2 n) in log^2 n kernels
+#: value by a bisection of its bits (`_top_by_threshold`), O(n k) work instead of a sort's O(n log^2 n) in log^2 n
+#: kernels
 TOPK_THRESHOLD_FRACTION = 4
 #: the dtypes whose values map to int32 keys in the same order (the others sort)
 _TOPK_KEYED = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.int16, dtypes.int8,
@@ -2835,7 +2836,8 @@ class Tensor(metaclass=_TensorMeta):
     if x.dtype.is_float:
       f = x.cast(dtypes.float32)
       bits = (f == 0).where(0.0, f).bitcast(dtypes.int32)  # -0.0 and 0.0 are equal values: one key
-      key = f.isnan().where(2**31 - 1, bits ^ ((bits >> 31) & 0x7FFFFFFF))  # negatives' magnitudes run backwards; NaN last
+      # the negatives' magnitude bits run backwards; NaN is the largest
+      key = f.isnan().where(2**31 - 1, bits ^ ((bits >> 31) & 0x7FFFFFFF))
     else: key = x.cast(dtypes.int32)
     if not largest: key = ~key
     # the threshold, bit by bit from the top of (key - INT_MIN): a candidate is kept when k or more keys reach it (one

@@ -127,7 +127,8 @@ class CStyleRenderer(Renderer):
 
   def render_math(self, op: Ops, x: str, dtype: DType) -> str:
     """sqrt, exp2, log2, sin, cos and trunc; C picks the float or double function by suffix."""
-    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}[op]
+    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos",
+            Ops.TRUNC: "trunc"}[op]
     return f"{name}{'f' if self.ctype(dtype) == 'float' else ''}({x})"
 
   def round_storage(self, expr: str, op: Ops, dtype: DType) -> str:

@@ -759,7 +759,8 @@ class _Kernel:
     if op is Ops.MUL and dt.scalar() == dtypes.float32 and (ln := _log2_times_ln2(srcs)) is not None:
       # Tensor.log's log2(x) ln 2: ln x directly, within an ulp where the product of the two rounded values was not
       return self.log_f32(self.val(ln), reg_type(dt))
-    if op in (Ops.SIN, Ops.COS) and dt.scalar() == dtypes.float32: return self.float32_math(op, self.val(srcs[0]), dt, srcs[0])
+    if op in (Ops.SIN, Ops.COS) and dt.scalar() == dtypes.float32:
+      return self.float32_math(op, self.val(srcs[0]), dt, srcs[0])
     return self.alu_vals(op, dt, [self.val(s) for s in srcs], [s.dtype for s in srcs], node,
                          reduce or node in self.reduce_adds)
 

@@ -41,8 +41,8 @@ def test_native_replay_matches_python_replay_and_numpy():
     np.testing.assert_allclose(a, (h * 2 + 1).sum(axis=1), rtol=1e-5)
     np.testing.assert_allclose(b, h.sum(), rtol=1e-5)
     z = np.arange(60000, dtype=np.float32) * 1e-4
-    np.testing.assert_allclose(c, (np.exp(np.sin(np.exp(np.sin(z * h.mean())))) * np.exp(np.cos(np.exp(np.cos(z))))).sum(),
-                               rtol=1e-4)
+    wave = np.exp(np.sin(np.exp(np.sin(z * h.mean())))) * np.exp(np.cos(np.exp(np.cos(z))))
+    np.testing.assert_allclose(c, wave.sum(), rtol=1e-4)
 
 
 def test_a_graph_shares_its_runs_between_threads_and_calls_split_reductions():

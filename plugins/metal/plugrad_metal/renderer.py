@@ -144,7 +144,8 @@ class MetalRenderer(CStyleRenderer):
     return f"as_type<{self.ctype(dtype)}>({x})"
 
   def render_math(self, op: Ops, x: str, dtype: DType) -> str:
-    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}[op]
+    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos",
+            Ops.TRUNC: "trunc"}[op]
     if op is Ops.TRUNC: return f"metal::trunc({x})"  # exact in every mode
     return f"{'precise' if self.ctype(dtype) == 'float' else 'metal'}::{name}({x})"
 

@@ -135,7 +135,8 @@ class OpenCLRenderer(CStyleRenderer):
     return f"as_{self.types[dtype]}({bits})"
 
   def render_math(self, op: Ops, x: str, dtype: DType) -> str:
-    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}[op]
+    name = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos",
+            Ops.TRUNC: "trunc"}[op]
     return f"{name}({x})"  # OpenCL's math builtins are overloaded for half, float and double
 
   def render_int_abs(self, x: str, dtype: DType) -> str:
