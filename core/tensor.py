@@ -2721,15 +2721,16 @@ class Tensor(metaclass=_TensorMeta):
       same = same | (na & nb)
     return first | (same & (ia < ib))
 
-  def _sort_by_rank(self, descending: bool) -> tuple[Tensor, Tensor]:
-    """Sort the last axis: each element goes to the count of elements that sort before it."""
+  def _sort_by_rank(self, descending: bool, idx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Sort the last axis: each element goes to the count of elements that sort before it. Equal values go by `idx`,
+    each element's index carried along (its position by default), which comes back in the new order."""
     n = self.shape[-1]
-    pos = Tensor.arange(n, dtype=dtypes.int32, device=self.device)
+    if idx is None: idx = Tensor.arange(n, dtype=dtypes.int32, device=self.device)
     # [i, j]: element j sorts before element i
-    before = Tensor._goes_first(self.unsqueeze(-2), pos.reshape(1, n), self.unsqueeze(-1), pos.reshape(n, 1),
+    before = Tensor._goes_first(self.unsqueeze(-2), idx.unsqueeze(-2), self.unsqueeze(-1), idx.unsqueeze(-1),
                                 descending)
     hits = before.cast(dtypes.int32).sum(-1)._index_hits(n)                     # [i, r]: element i goes to r
-    return Tensor._masked_pick(self.unsqueeze(-1), hits, -2), Tensor._masked_pick(pos.reshape(n, 1), hits, -2)
+    return Tensor._masked_pick(self.unsqueeze(-1), hits, -2), Tensor._masked_pick(idx.unsqueeze(-1), hits, -2)
 
   def _sort_bitonic(self, descending: bool) -> tuple[Tensor, Tensor]:
     """Sort the last axis with a bitonic network carrying each value's index (padded to a power of two with
@@ -2756,13 +2757,10 @@ class Tensor(metaclass=_TensorMeta):
         Tensor.stack(lo_i, hi_i, dim=-2).reshape(lead + (p,)).contiguous()
 
     def runs_sorted(v: Tensor, i: Tensor) -> tuple[Tensor, Tensor]:
-      # every run of BITONIC_RUN sorted at once, each pair going to the count of those in its run that go before it
+      # every run of BITONIC_RUN sorted at once by rank, the carried indices breaking ties
       shape = lead + (p // run, run)
-      vs, is_ = v.reshape(shape), i.reshape(shape)
-      before = Tensor._goes_first(vs.unsqueeze(-2), is_.unsqueeze(-2), vs.unsqueeze(-1), is_.unsqueeze(-1), descending)
-      hits = before.cast(dtypes.int32).sum(-1)._index_hits(run)  # [j, r]: pair j goes to r
-      return Tensor._masked_pick(vs.unsqueeze(-1), hits, -2).reshape(lead + (p,)).contiguous(), \
-        Tensor._masked_pick(is_.unsqueeze(-1), hits, -2).reshape(lead + (p,)).contiguous()
+      vs, is_ = v.reshape(shape)._sort_by_rank(descending, i.reshape(shape))
+      return vs.reshape(lead + (p,)).contiguous(), is_.reshape(lead + (p,)).contiguous()
 
     # the compare steps within a run of BITONIC_RUN (the first log2(run) stages whole, and each later stage's last
     # log2(run) steps) are one kernel sorting every run: 1024x1024 along rows took 55 kernels and 75-92 ms, and takes
@@ -2854,7 +2852,7 @@ class Tensor(metaclass=_TensorMeta):
     # the r-th one taken is at the position where the running count reaches r + 1: as many positions have one <= r
     running = taken.cast(dtypes.int32).contiguous().cumsum(-1)
     slots = Tensor.arange(k, dtype=running.dtype, device=self.device)
-    pos = (running.unsqueeze(-2) <= slots.unsqueeze(-1)).cast(dtypes.int32).sum(-1).cast(dtypes.int32)  # (..., k)
+    pos = (running.unsqueeze(-2) <= slots.unsqueeze(-1)).sum(-1, dtype=dtypes.int32)  # (..., k)
     values, order = x.gather(-1, pos).sort(-1, descending=largest)
     return values.transpose(d, -1), pos.gather(-1, order).transpose(d, -1)
 

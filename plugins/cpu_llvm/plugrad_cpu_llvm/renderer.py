@@ -765,14 +765,13 @@ class _Kernel:
                          reduce or node in self.reduce_adds)
 
   def float32_math(self, op: Ops, x: str, dt: DType, src: UOp) -> str:
-    """`op` (_WIDENED_MATH) of the float32 value `x` of `src`, inline where the op has a polynomial."""
+    """`op` (_WIDENED_MATH) of the float32 value `x` of `src`: sin and cos by their interval, the rest as float_alu
+    renders them (exp2 and log2 inline)."""
     ty = reg_type(dt)
     if op in (Ops.SIN, Ops.COS):
       inside = max(map(abs, self.interval(src))) <= SIN_FAST_LIMIT
       return (self.sin_f32 if inside else self.sin_f32_checked)(x, ty, op is Ops.COS)
-    if op is Ops.EXP2: return self.exp2_f32(x, ty, _float_suffix(dt))
-    if op is Ops.LOG2: return self.log2_f32(x, ty)
-    return self.intrinsic(f"llvm.sqrt.{_float_suffix(dt)}", ty, [(ty, x)])
+    return self.float_alu(op, ty, [x], sfx=_float_suffix(dt))
 
   def chain_terms(self, acc: str, terms: list[UOp], dt: DType) -> str:
     """`acc` plus each term in turn, a product as one llvm.fmuladd (reassociable, like the tree's adds)."""
