@@ -152,6 +152,18 @@ def bench_topk(rows: int, n: int, k: int, repeat: int) -> None:
   report("x.sort(-1) 1024x1024", tp, tn, tt, sn.nbytes, "GB/s")
 
 
+def bench_cumsum(repeat: int) -> None:
+  """Running sums along rows (scans: windows of 32 padded before each chunk, then the chunk totals scanned): a
+  sampler's cumsum over a vocabulary of probabilities, and a square one, against numpy's and torch's."""
+  for shape in [(8, 50257), (1024, 1024)]:
+    xn = np.random.default_rng(8).standard_normal(shape, dtype=np.float32)
+    x = realized(xn)
+    np.testing.assert_allclose(x.cumsum(1).numpy(), np.cumsum(xn, 1), rtol=1e-4, atol=2e-3)
+    tp, tn = median_time(lambda: x.cumsum(1).realize(), repeat), median_time(lambda: np.cumsum(xn, 1), repeat)
+    tt = median_time(lambda: torch.cumsum(torch.from_numpy(xn), 1), repeat) if torch is not None else None
+    report(f"x.cumsum(1) {shape[0]}x{shape[1]}", tp, tn, tt, 2 * xn.nbytes, "GB/s")
+
+
 def bench_cat(parts: int, total: int, repeat: int) -> None:
   """An update through a cat of many parts (a fused optimizer's flat gradient): m = 0.9 m + 0.1 cat(parts) under
   TinyJit, each part its own buffer, against numpy's and torch's concatenate-then-update."""
@@ -384,6 +396,7 @@ def main() -> None:
   bench_softmax(n, args.repeat)
   bench_transcendentals(1024, args.repeat)
   bench_topk(8, 50257, 50, args.repeat)
+  bench_cumsum(args.repeat)
   bench_cat(32, 100_000, args.repeat)
   bench_cat_columns(n, args.repeat)
   bench_layout(args.repeat)

@@ -52,6 +52,10 @@ FMA_CHAIN_ACCUMULATORS = 4
 #: the accumulators an innermost loop updates, at least, for LLVM not to unroll it further (`wide_tiles`)
 WIDE_TILE_ACCUMULATORS = 16
 BOOL_SELECTS = 4  # a bool vector of at most this many distinct run-time lanes is built from whole masks
+# bools as LLVM i1 (or vectors of them): arithmetic is the op's truth table (a sum of bools saturates: or)
+_BOOL_OPS = {Ops.ADD: "or", Ops.MAX: "or", Ops.OR: "or", Ops.MUL: "and", Ops.MIN: "and", Ops.AND: "and",
+             Ops.XOR: "xor", Ops.SUB: "xor"}
+_BOOL_CMP = {Ops.CMPLT: "ult", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
 # 2**f = e**(f ln 2) for |f| <= 1/2: the Taylor coefficients (ln 2)**k / k!, rounded to float32
 _EXP2_POLY = [float(struct.unpack("f", struct.pack("f", math.log(2) ** k / math.factorial(k)))[0]) for k in range(8)]
 
@@ -620,8 +624,10 @@ class _Kernel:
     return v
 
   def build_vector(self, lanes: list[str], dt: DType) -> str:
-    """A `<n x T>` of the lane values (a splat when they are all the same)."""
+    """A `<n x T>` of the lane values (a constant vector when they are constants, a splat when they are all the
+    same)."""
     ty, sty = reg_type(dt), reg_type(dt.scalar())
+    if not any(v.startswith("%") for v in lanes): return "<" + ", ".join(f"{sty} {v}" for v in lanes) + ">"
     if all(v == lanes[0] for v in lanes):
       one = self.op(f"insertelement {ty} poison, {sty} {lanes[0]}, i32 0")
       return self.op(f"shufflevector {ty} {one}, {ty} poison, <{dt.count} x i32> zeroinitializer")
@@ -863,6 +869,7 @@ class _Kernel:
                                [d.scalar() for d in src_dtypes], None, reduce) for k in range(dt.count)]
         return self.build_vector(lanes, dt)
       if op is Ops.WHERE: return self.op(f"select {reg_type(sdt)} {vals[0]}, {reg_type(dt)} {vals[1]}, {reg_type(dt)} {vals[2]}")
+      if sdt.scalar() == dtypes.bool: return self.bool_alu(op, vals, sdt.count)
       if sdt.is_float:
         return self.float_alu(op, reg_type(sdt), vals, reduce=reduce, contract=node in self.fma_muls,
                               sfx=_float_suffix(sdt))
@@ -880,19 +887,21 @@ class _Kernel:
   def vector_native(op: Ops, dt: DType, sdt: DType) -> bool:
     """Whether a vector op is one LLVM vector instruction with the scalar op's exact semantics."""
     if op is Ops.WHERE: return dt.scalar() not in (dtypes.bool, dtypes.bfloat16)
-    if sdt.scalar() in (dtypes.bool, dtypes.bfloat16): return False
+    if sdt.scalar() == dtypes.bool: return op in _BOOL_OPS or op in _BOOL_CMP or op is Ops.NEG  # a gate's lanes at once
+    if sdt.scalar() == dtypes.bfloat16: return False
     if op in (Ops.EXP2, Ops.LOG2): return sdt.scalar() == dtypes.float32  # exp2_f32, log2_f32: vectors too
     if sdt.is_float: return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MIN, Ops.SQRT,
                                    Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
     return op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
 
-  def bool_alu(self, op: Ops, v: list[str]) -> str:
-    simple = {Ops.ADD: "or", Ops.MAX: "or", Ops.OR: "or", Ops.MUL: "and", Ops.MIN: "and", Ops.AND: "and",
-              Ops.XOR: "xor", Ops.SUB: "xor"}
-    if op in simple: return self.op(f"{simple[op]} i1 {v[0]}, {v[1]}")
-    if op is Ops.NEG: return self.op(f"xor i1 {v[0]}, true")
-    cmp = {Ops.CMPLT: "ult", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
-    if op in cmp: return self.op(f"icmp {cmp[op]} i1 {v[0]}, {v[1]}")
+  def bool_alu(self, op: Ops, v: list[str], lanes: int = 1) -> str:
+    """`op` on bools (i1), or on vectors of `lanes` bools."""
+    ty = "i1" if lanes == 1 else f"<{lanes} x i1>"
+    if op in _BOOL_OPS: return self.op(f"{_BOOL_OPS[op]} {ty} {v[0]}, {v[1]}")
+    if op is Ops.NEG:
+      ones = "true" if lanes == 1 else self.build_vector(["true"] * lanes, dtypes.bool.vec(lanes))
+      return self.op(f"xor {ty} {v[0]}, {ones}")
+    if op in _BOOL_CMP: return self.op(f"icmp {_BOOL_CMP[op]} {ty} {v[0]}, {v[1]}")
     if op is Ops.TRUNC: return v[0]
     raise NotImplementedError(f"the CPU renderer has no {op} for bool")
 

@@ -94,6 +94,16 @@ def test_rendered_ir_golden_pieces():
   assert "@k_r_1_part(" in one and "@k_r_1_fin(" in one  # a reduction to one element splits its outer loop
 
 
+def test_a_padded_windows_lane_gates_are_whole_mask_operations():
+  # a cumsum's windows of 32 are padded before each chunk, so every lane of a vector has a gate of its own: compared
+  # as one <16 x i32> with a constant vector and and-ed as <16 x i1>, never built bit by bit
+  a = Tensor.rand(4, 1001, device="CPU").realize()
+  src = kernel_source(a.cumsum(1))
+  assert re.search(r"icmp slt <\d+ x i32> <i32 ", src) and re.search(r"and <\d+ x i1>", src)
+  assert not re.search(r"insertelement <\d+ x i1>", src) and not re.search(r"extractelement <\d+ x i1>", src)
+  np.testing.assert_allclose(a.cumsum(1).numpy(), np.cumsum(a.numpy(), 1), rtol=1e-5, atol=1e-4)
+
+
 def _render_with(out: Tensor, opts: tuple) -> str:
   dev = get_registry().device("CPU")
   item = [it for it in out.schedule() if not it.is_copy][-1]
