@@ -65,6 +65,8 @@ TOPK_PASSES_MAX, TOPK_PASSES_FROM = 8, 64
 #: value by a bisection of its bits (`_top_by_threshold`), O(n k) work instead of a sort's O(n log^2 n) in log^2 n
 #: kernels
 TOPK_THRESHOLD_FRACTION = 4
+#: `_first_reaching` finds a position by chunks of this many
+TOPK_CHUNK = 32
 #: the dtypes whose values map to int32 keys in the same order (the others sort)
 _TOPK_KEYED = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.int16, dtypes.int8,
                          dtypes.uint16, dtypes.uint8})
@@ -2827,9 +2829,10 @@ class Tensor(metaclass=_TensorMeta):
   def _top_by_threshold(self, d: int, k: int, largest: bool) -> tuple[Tensor, Tensor]:
     """topk of many along a long axis without sorting it: each element's value as an int32 key in the same order, the
     k-th largest key found bit by bit (32 passes over the axis: the largest key that at least k elements reach), the
-    elements above it and the first ones equal to it taken (k exactly, in position order), their positions counted
-    out of the running count of those taken, and only those k sorted (values, then positions: the stable sort's
-    order). 8x50257, k = 50: 114-283 ms as a bitonic sort, 8.8-13.5 ms so (torch: 0.18-0.27 ms)."""
+    elements above it and the first ones equal to it taken (k exactly, in position order: one scan counts both), their
+    positions found from the running count of those taken (`_first_reaching`), and only those k sorted (values, then
+    positions: the stable sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort, 6.4-7.4 ms so (3 of them
+    building the graph of the 32 passes; torch: 0.18-0.27 ms)."""
     x = self.transpose(d, -1)
     if x.dtype.is_float:
       f = x.cast(dtypes.float32)
@@ -2846,15 +2849,29 @@ class Tensor(metaclass=_TensorMeta):
       t = ((key >= cand).cast(dtypes.int32).sum(-1, keepdim=True) >= k).where(cand, t)
     above, tied = key > t, key == t
     need = k - above.cast(dtypes.int32).sum(-1, keepdim=True)
-    # the scans read their inputs from buffers: a scan reads each element in 32 windows, and recomputed there the
-    # keys (and, for the second, the first scan) cost 20 ms
-    taken = above | (tied & (tied.cast(dtypes.int32).contiguous().cumsum(-1) <= need))
-    # the r-th one taken is at the position where the running count reaches r + 1: as many positions have one <= r
-    running = taken.cast(dtypes.int32).contiguous().cumsum(-1)
-    slots = Tensor.arange(k, dtype=running.dtype, device=self.device)
-    pos = (running.unsqueeze(-2) <= slots.unsqueeze(-1)).sum(-1, dtype=dtypes.int32)  # (..., k)
+    # one scan counts both, those above in the low 32 bits and the tied ones in the high; it reads its input from a
+    # buffer: a scan reads each element in 32 windows, and recomputed there the keys cost 20 ms
+    both = (above.cast(dtypes.int64) + (tied.cast(dtypes.int64) << 32)).contiguous().cumsum(-1)
+    running = ((both & 0xFFFFFFFF) + (both >> 32).minimum(need)).cast(dtypes.int32)  # how many taken up to here
+    pos = Tensor._first_reaching(running, k)
     values, order = x.gather(-1, pos).sort(-1, descending=largest)
     return values.transpose(d, -1), pos.gather(-1, order).transpose(d, -1)
+
+  @staticmethod
+  def _first_reaching(running: Tensor, k: int) -> Tensor:
+    """For a running count along the last axis (nondecreasing, reaching k), the position where it first exceeds r, for
+    r = 0..k-1 (the r-th element counted): as many positions have a count <= r. Counted in chunks of TOPK_CHUNK: the
+    chunks whose last count is <= r, then the positions within the next chunk (gathered), so the work is k per chunk
+    and k * TOPK_CHUNK, not k per position (8x50257, k = 50: one kernel of 0.6 ms -> two of 0.03 ms)."""
+    n, chunk = running.shape[-1], TOPK_CHUNK
+    full = -(-n // chunk) * chunk
+    lead = ((0, 0),) * (running.ndim - 1)
+    blocks = running.pad(lead + ((0, full - n),), value=k).reshape(running.shape[:-1] + (full // chunk, chunk))
+    slots = Tensor.arange(k, dtype=dtypes.int32, device=running.device).reshape(k, 1)
+    ends = blocks[..., chunk - 1]  # (..., chunks)
+    whole = (ends.unsqueeze(-2) <= slots).sum(-1, dtype=dtypes.int32)  # (..., k): chunks wholly at or below r
+    inside = blocks.gather(-2, whole.unsqueeze(-1).expand(whole.shape + (chunk,)))  # (..., k, chunk)
+    return whole * chunk + (inside <= slots).sum(-1, dtype=dtypes.int32)
 
   def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
     """`value` where `mask` is True, self elsewhere (dtype of self)."""

@@ -351,6 +351,21 @@ def test_topk_of_many_along_a_long_axis(k, dtype, largest, dev):
     np.testing.assert_array_equal(values.numpy(), want.values.numpy()[keep])
 
 
+@pytest.mark.parametrize("n,k", [(300, 75), (64, 64), (33, 1), (1000, 37)])
+def test_the_r_th_counted_position_is_found_by_chunks(n, k, dev):
+  # topk's positions from its running count of elements taken: chunks of TOPK_CHUNK whose last count is at or below
+  # r, then the positions within the next one; plateaus (nothing taken) across chunk ends, a count reaching k only at
+  # the last position, and a length no multiple of the chunk
+  rng = np.random.default_rng(5)
+  taken = np.zeros((3, n), np.int32)
+  for row in taken: row[np.sort(rng.choice(n, k, replace=False))] = 1
+  taken[2] = 0
+  taken[2, n - k:] = 1
+  running = np.cumsum(taken, 1).astype(np.int32)
+  want = np.stack([np.searchsorted(r, np.arange(k), side="right") for r in running])
+  np.testing.assert_array_equal(Tensor._first_reaching(Tensor(running, device=dev), k).numpy(), want)
+
+
 @pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, False), (2, 0, True), (0, 1, True)])
 def test_topk(k, dim, largest, dev):
   check(lambda t: torch.topk(t, k, dim, largest=largest), lambda t: t.topk(k, dim, largest), (4, 5), dev=dev)
