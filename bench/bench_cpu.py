@@ -224,6 +224,41 @@ def bench_layout(repeat: int) -> None:
     report(f"{name} TinyJit", tp, tn, tt, nbytes, "GB/s")
 
 
+def bench_embedding_backward(repeat: int) -> None:
+  """An embedding's lookup and its weight gradient (a language model's token table): each token's gradient row summed
+  into the row it picked, against torch's embedding backward (numpy: np.add.at)."""
+  from plugrad import nn
+  rng = np.random.default_rng(9)
+  for vocab, width, tokens in [(10000, 256, 4096), (50257, 768, 1024)]:
+    idx = rng.integers(0, vocab, (8, tokens // 8)).astype(np.int32)
+    g = rng.standard_normal((8, tokens // 8, width), dtype=np.float32)
+    emb, it, gt = nn.Embedding(vocab, width), realized(idx), realized(g)
+    w = emb.weight.numpy()
+
+    def step() -> None:
+      emb.weight.grad = None
+      emb(it).backward(gt)
+      emb.weight.grad.realize()
+    step()
+    want = np.zeros_like(w)
+    np.add.at(want, idx.reshape(-1), g.reshape(-1, width))
+    np.testing.assert_allclose(emb.weight.grad.numpy(), want, rtol=1e-4, atol=1e-4)
+
+    def np_step() -> None:
+      out = np.zeros_like(w)
+      np.add.at(out, idx.reshape(-1), g.reshape(-1, width))
+    tt = None
+    if torch is not None:
+      tw, ti, tg = torch.tensor(w, requires_grad=True), torch.from_numpy(idx).long(), torch.from_numpy(g)
+
+      def torch_step() -> None:
+        tw.grad = None
+        torch.nn.functional.embedding(ti, tw).backward(tg)
+      tt = median_time(torch_step, repeat)
+    tp, tn = median_time(step, repeat), median_time(np_step, repeat)
+    report(f"embedding fwd+bwd {tokens} of {vocab}x{width}", tp, tn, tt, 2 * w.nbytes, "GB/s")
+
+
 def bench_conv(repeat: int) -> None:
   """The issue's 3x3 convolution, and padded 5x5 and 7x7 ones (whose kernel taps the heuristic writes out)."""
   for xs, ws, pad in [((16, 32, 56, 56), (64, 32, 3, 3), 1), ((128, 32, 20, 20), (32, 32, 5, 5), 2),
@@ -400,6 +435,7 @@ def main() -> None:
   bench_cat(32, 100_000, args.repeat)
   bench_cat_columns(n, args.repeat)
   bench_layout(args.repeat)
+  bench_embedding_backward(args.repeat)
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
   bench_linear(64, 784, 256, args.repeat)

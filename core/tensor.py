@@ -2859,17 +2859,18 @@ class Tensor(metaclass=_TensorMeta):
 
   @staticmethod
   def _first_reaching(running: Tensor, k: int) -> Tensor:
-    """For a running count along the last axis (nondecreasing, reaching k), the position where it first exceeds r, for
-    r = 0..k-1 (the r-th element counted): as many positions have a count <= r. Counted in chunks of TOPK_CHUNK: the
-    chunks whose last count is <= r, then the positions within the next chunk (gathered), so the work is k per chunk
-    and k * TOPK_CHUNK, not k per position (8x50257, k = 50: one kernel of 0.6 ms -> two of 0.03 ms)."""
+    """For nondecreasing values below k along the last axis (a running count), how many are <= r, for r = 0..k-1 (for
+    a count: the position of the r-th element counted; for sorted ids: where the ids past r start). Counted in chunks
+    of TOPK_CHUNK: the chunks whose last value is <= r, then the values within the next chunk (gathered; the last
+    chunk when every chunk is), so the work is k per chunk and k * TOPK_CHUNK, not k per position (topk of 8x50257,
+    k = 50: one kernel of 0.6 ms -> two of 0.03 ms)."""
     n, chunk = running.shape[-1], TOPK_CHUNK
     full = -(-n // chunk) * chunk
     lead = ((0, 0),) * (running.ndim - 1)
     blocks = running.pad(lead + ((0, full - n),), value=k).reshape(running.shape[:-1] + (full // chunk, chunk))
     slots = Tensor.arange(k, dtype=dtypes.int32, device=running.device).reshape(k, 1)
     ends = blocks[..., chunk - 1]  # (..., chunks)
-    whole = (ends.unsqueeze(-2) <= slots).sum(-1, dtype=dtypes.int32)  # (..., k): chunks wholly at or below r
+    whole = (ends.unsqueeze(-2) <= slots).sum(-1, dtype=dtypes.int32).minimum(full // chunk - 1)  # chunks all <= r
     inside = blocks.gather(-2, whole.unsqueeze(-1).expand(whole.shape + (chunk,)))  # (..., k, chunk)
     return whole * chunk + (inside <= slots).sum(-1, dtype=dtypes.int32)
 

@@ -124,6 +124,51 @@ def test_embedding_matches_torch():
   assert get_state_dict(emb).keys() == {"weight"}  # the lookup's arange is not a weight
 
 
+@pytest.mark.parametrize("segments", [True, False])
+@pytest.mark.parametrize("idx_dtype", ["int32", "int64"])
+def test_embedding_gradient_matches_torch(segments, idx_dtype, dev, monkeypatch):
+  # both ways to the weight's gradient: the running sums of the tokens ranked by index (_embedding_gradient) and the
+  # generic rules' one-hot sum; repeated indices (runs and scattered), every row but a few untouched, and indices
+  # outside the table (no row picked in the forward, so no gradient, where torch would raise)
+  monkeypatch.setattr(nn, "EMBEDDING_SEGMENT_MIN_WORK", 0 if segments else 1 << 62)
+  vocab, width = 37, 40  # 8 x tokens^2 <= vocab x tokens x width: the segment sums may be taken
+  idx = rng.integers(0, vocab, (3, 41))
+  idx[0, :9], idx[1, ::4], idx[2, 3], idx[2, 7] = 5, vocab - 1, -1, vocab + 3
+  emb = nn.Embedding(vocab, width)
+  emb.weight.to_(dev)
+  w0 = emb.weight.numpy()
+  g = randn(3, 41, width)
+  out = emb(Tensor(idx.astype(idx_dtype), device=dev))
+  assert (out.uop.op.name == "CUSTOM_GRADIENT") == segments
+  out.backward(Tensor(g, device=dev))
+  valid = (idx >= 0) & (idx < vocab)
+  tw = torch.tensor(w0, requires_grad=True)
+  torch.nn.functional.embedding(torch.tensor(np.where(valid, idx, 0)), tw).backward(torch.tensor(g * valid[..., None]))
+  np.testing.assert_allclose(emb.weight.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(out.numpy()[~valid], 0)
+
+
+def test_a_large_tables_gradient_takes_segment_sums_and_a_small_ones_the_one_hot_sum():
+  # the generic one-hot sum costs vocab x tokens x width: 64 x 512 x 64 is less than the segment sums' few extra
+  # kernels, 10000 x 4096 x 256 (74 ms one-hot, 5 ms in segments) is not
+  small, large = nn.Embedding(64, 64), nn.Embedding(10000, 256)
+  assert small(Tensor.zeros(16, 32, dtype=dtypes.int32)).uop.op.name != "CUSTOM_GRADIENT"
+  assert large(Tensor.zeros(16, 256, dtype=dtypes.int32)).uop.op.name == "CUSTOM_GRADIENT"
+
+
+def test_a_tied_embeddings_gradient_sums_both_uses(monkeypatch):
+  # a language model's head reusing the token table: the lookup's gradient and the matmul's add up
+  monkeypatch.setattr(nn, "EMBEDDING_SEGMENT_MIN_WORK", 0)
+  emb = nn.Embedding(50, 8)
+  idx = rng.integers(0, 50, (4, 16))
+  x = emb(Tensor(idx.astype(np.int32)))
+  (x @ emb.weight.T).sum().backward()
+  tw = torch.tensor(emb.weight.numpy(), requires_grad=True)
+  tx = torch.nn.functional.embedding(torch.tensor(idx), tw)
+  (tx @ tw.T).sum().backward()
+  np.testing.assert_allclose(emb.weight.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("shape,tcls", [((6, 3), torch.nn.BatchNorm1d), ((4, 3, 5), torch.nn.BatchNorm1d),
                                         ((2, 3, 4, 4), torch.nn.BatchNorm2d), ((2, 3, 2, 3, 2), torch.nn.BatchNorm3d)])
 def test_batchnorm_train_and_eval_match_torch(shape, tcls):

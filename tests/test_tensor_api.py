@@ -364,6 +364,10 @@ def test_the_r_th_counted_position_is_found_by_chunks(n, k, dev):
   running = np.cumsum(taken, 1).astype(np.int32)
   want = np.stack([np.searchsorted(r, np.arange(k), side="right") for r in running])
   np.testing.assert_array_equal(Tensor._first_reaching(Tensor(running, device=dev), k).numpy(), want)
+  # sorted ids of an embedding's tokens: values that stop short of k - 1 (every chunk is then <= the last r's)
+  ids = np.sort(rng.integers(0, max(k // 2, 1), (2, n)), axis=1).astype(np.int32)
+  want = np.stack([np.searchsorted(r, np.arange(k), side="right") for r in ids])
+  np.testing.assert_array_equal(Tensor._first_reaching(Tensor(ids, device=dev), k).numpy(), want)
 
 
 @pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, False), (2, 0, True), (0, 1, True)])
