@@ -112,6 +112,12 @@ def _fold_divmod(x: UOp, c: UOp, mod: bool) -> UOp | None:
   if x.vmax < n: return x if mod else UOp.const(x.dtype, 0)
   terms, const = split_terms(x)
   if any(t.vmin < 0 for t, _ in terms) or not _exact_sum(terms, const, x): return None
+  if terms and 1 < (d := math.gcd(n, *(k for _, k in terms))) and const % d:
+    # x = (a multiple of d) + r with 0 < r < d, d dividing n: x % n -> (x - r) % n + r, x // n -> (x - r) // n (the
+    # remainder of a multiple of d is one too, so adding r never carries). A vector lane k of 16g + k in chunks of
+    # 32 then reads chunk g // 2 at offset (g % 2) * 16 + k, the lanes consecutive, not a gather of 16
+    base = build_sum(terms, const - const % d, x)
+    if base.vmin >= 0: return base % n + const % d if mod else base // n
   g = math.gcd(n, const, *(k for _, k in terms))
   if 1 < g < n:
     # (g*a + g*b)//(g*m) -> (a + b)//m ; (g*a)%(g*m) -> (a%m)*g

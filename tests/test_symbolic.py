@@ -37,6 +37,19 @@ def test_divmod_by_bounds():
   assert simp((x + 12) // 6) is simp(x // 6 + 2)
 
 
+def test_divmod_of_a_multiple_plus_a_smaller_offset():
+  # 16g + k with 0 <= k < 16, in chunks of 32: chunk g // 2 at offset (g % 2)*16 + k for every k (vector lane k of
+  # the g-th vector of 16), not a form of its own per k
+  g = rng(100)
+  for k in range(16):
+    assert simp((g * 16 + k) // 32) is simp(g // 2)
+    assert simp((g * 16 + k) % 32) is simp((g % 2) * 16 + k)
+  for g_val in range(100):
+    for k in (0, 5, 15, 17, 31):
+      assert _eval(simp((g * 16 + k) % 32), {g: g_val}) == (g_val * 16 + k) % 32
+      assert _eval(simp((g * 16 + k) // 32), {g: g_val}) == (g_val * 16 + k) // 32
+
+
 def test_nested_div_and_mod():
   x = rng(100)
   assert simp((x // 4) // 5) is simp(x // 20)
