@@ -2627,7 +2627,9 @@ class Tensor(metaclass=_TensorMeta):
     64 are scanned in chunks of 32 and the chunk totals scanned again (recursively), so the work stays near n * 32, not
     n^2 (chunks of 256 measured 3-6x slower: 1024x1024 along axis 1 2.1 -> 0.64 ms, along axis 0 1.3 -> 0.22 ms). The
     totals are each chunk's own reduction, read along it, not the chunk scans' last column, one element in 32 of their
-    output (4096x4096 along rows: 20.7 -> 10 ms; 1024x1024 1.6-2.9 -> 0.7-1.2 ms)."""
+    output (4096x4096 along rows: 20.7 -> 10 ms; 1024x1024 1.6-2.9 -> 0.7-1.2 ms). The axis is padded at its end to
+    whole chunks, so a vector of outputs lies in one chunk (8x50257: padded at the start its lanes straddled chunks
+    and read them as gathers; 1.1 -> 0.73 ms with the lanes' index math folded, see codegen.vectorize)."""
     n = self.shape[ax]
     ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: self.dtype.min}[op]
     reduce = {Ops.ADD: Tensor.sum, Ops.MUL: Tensor.prod, Ops.MAX: Tensor.max}[op]
@@ -2638,14 +2640,14 @@ class Tensor(metaclass=_TensorMeta):
       return reduce(pad(self, n - 1, 0).transpose(ax, -1)._pool_last(n, 1, 1).transpose(ax, -2), -1)
     chunk = 32
     full = -(-n // chunk) * chunk
-    x = pad(self, full - n, 0)
+    x = pad(self, 0, full - n)
     x = x.reshape(x.shape[:ax] + (full // chunk, chunk) + x.shape[ax + 1:])
     inner = x._cum(ax + 1, op)
     # what the earlier chunks contribute: the scan of the chunks' totals, shifted by one chunk
     totals = reduce(x, ax + 1)
     before = pad(totals._cum(ax, op), 1, -1).unsqueeze(ax + 1)
     out = inner._bin(op, before).flatten(ax, ax + 1)
-    return out.shrink(tuple((full - n, full) if i == ax else None for i in range(out.ndim)))
+    return out.shrink(tuple((0, n) if i == ax else None for i in range(out.ndim)))
 
   def _cumulative(self, axis: int, op: Ops) -> Tensor:
     """The running `op` along `axis`, in the dtype the matching reduction returns."""

@@ -30,7 +30,9 @@ def _eval(u, env):
   if u.op is Ops.VECTORIZE: return a
   if u.op is Ops.GEP: return a[0][u.arg]
   fn = {Ops.ADD: lambda x, y: x + y, Ops.MUL: lambda x, y: x * y, Ops.CMPLT: lambda x, y: x < y,
-        Ops.AND: lambda x, y: x and y, Ops.OR: lambda x, y: x or y}[u.op]
+        Ops.AND: lambda x, y: x and y, Ops.OR: lambda x, y: x or y, Ops.IDIV: lambda x, y: x // y,
+        Ops.MOD: lambda x, y: x % y, Ops.CMPNE: lambda x, y: x != y, Ops.CMPEQ: lambda x, y: x == y,
+        Ops.XOR: lambda x, y: x ^ y}[u.op]
   if u.dtype.count == 1: return fn(*a)
   return [fn(*(x[k] if isinstance(x, list) else x for x in a)) for k in range(u.dtype.count)]
 
@@ -56,6 +58,30 @@ def test_lanes_of_gates_become_vector_ops_with_every_lane_unchanged(params):
   for iv, jv in itertools.product(range(32), range(8)):
     env = {i: iv, j: jv}
     assert _eval(got, env) == [_eval(x, env) for x in lanes], f"i={iv} j={jv}"
+
+
+window_gates = st.tuples(st.integers(0, 40), st.integers(1, 140), st.integers(0, 20), st.sampled_from([16, 32, 8]))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(window_gates)
+def test_window_gates_of_an_index_per_lane_keep_every_lanes_value(params):
+  # lane k of vector g reads j = 16g + k: its window's edge (c < j % m + w), the row's end (j < n) and start
+  # (j >= p), simplified per lane as `vectorize` does (divisions fold per lane, bounds drop from the lanes they
+  # always hold in), then put back together as vectors
+  c, n, start, m = params
+  g, w = rng(9, 0), rng(32, 1)
+  lanes = []
+  for k in range(16):
+    j = g * 16 + k
+    edge, first = UOp.const(dtypes.int32, c).lt(j % m + w), UOp.const(dtypes.int32, start - 1).lt(j)
+    gate = edge.logical_and(j.lt(n)).logical_and(first)
+    lanes.append(simp(gate))
+  vec = UOp(Ops.VECTORIZE, dtypes.bool.vec(16), tuple(lanes))
+  got = graph_rewrite(vec, symbolic + vector_rules)
+  for gv, wv in itertools.product(range(9), range(32)):
+    env = {g: gv, w: wv}
+    assert _eval(got, env) == [_eval(x, env) for x in lanes], f"g={gv} w={wv}"
 
 
 def test_a_gate_folded_in_some_lanes_is_one_vector_compare():

@@ -220,8 +220,8 @@ def _unfold(x: UOp, like: list[UOp]) -> UOp | None:
   if op in (Ops.AND, Ops.OR) and x.dtype == dtypes.bool and x.op is not op:
     for j in (0, 1):
       others = [y.src[j] for y in like]
-      shares = [s for s in x.src if s.op is not Ops.CONST and all(any(_same_value(s, t) for t in o.src) for o in others)]
-      if all(o.op is x.op for o in others) and shares:
+      def in_every(s: UOp) -> bool: return all(any(_same_value(s, t) for t in o.src) for o in others)
+      if all(o.op is x.op for o in others) and any(s.op is not Ops.CONST and in_every(s) for s in x.src):
         neutral = UOp.const(dtypes.bool, op is Ops.AND)
         return UOp(op, dtypes.bool, (x, neutral) if j == 0 else (neutral, x))
   return None
@@ -238,12 +238,54 @@ def _regular(xs: tuple[UOp, ...]) -> tuple[UOp, ...] | None:
   return None
 
 
+def _offset_lanes(xs: tuple[UOp, ...]) -> tuple[UOp, tuple[int, ...]] | None:
+  """(b, (c0, c1, ...)) when lane k is the integer b + ck (a lane whose ck is 0 is b itself, as the simplifier leaves
+  it), not every ck alike: an index per lane, one broadcast plus a constant vector."""
+  if not xs[0].dtype.is_int: return None
+  parts = [(x.src[0], x.src[1].arg) if x.op is Ops.ADD and x.src[1].op is Ops.CONST else (x, 0) for x in xs]
+  if len({c for _, c in parts}) == 1 or not _uniform([b for b, _ in parts]): return None
+  return parts[0][0], tuple(c for _, c in parts)
+
+
+def _conjuncts(x: UOp) -> list[UOp]:
+  """The terms of a chain of ANDs, in order (a lone bool is one)."""
+  return _conjuncts(x.src[0]) + _conjuncts(x.src[1]) if x.op is Ops.AND else [x]
+
+
+def _and_lanes(xs: tuple[UOp, ...], depth: int) -> UOp | None:
+  """Lanes that are ANDs of gates as an AND of vectors. A gate the same in every lane that has it (a lane's own
+  bound, `live`, which the simplifier dropped from the lanes it always holds in) becomes a vector of it and true;
+  the other gates, in order, must be as many in every lane and cheap as vectors (a window's edges per lane)."""
+  if not xs[0].dtype == dtypes.bool or not any(x.op is Ops.AND for x in xs): return None
+  lanes = [_conjuncts(x) for x in xs]
+  shared: list[UOp] = []  # one scalar in several lanes, in none twice
+  for c in (c for ls in lanes for c in ls):
+    if c.op is not Ops.CONST and not any(c is s for s in shared) and sum(1 for ls in lanes if c in ls) > 1 and \
+        all(sum(1 for d in ls if d is c) <= 1 for ls in lanes):
+      shared.append(c)
+  rest = [[c for c in ls if not any(c is s for s in shared)] for ls in lanes]
+  if len({len(r) for r in rest}) != 1 or not rest[0]: return None
+  groups = [tuple(r[j] for r in rest) for j in range(len(rest[0]))]
+  if not all(_cheap_lanes(g, depth - 1) for g in groups): return None
+  true = UOp.const(dtypes.bool, True)
+  vectors = [UOp(Ops.VECTORIZE, dtypes.bool.vec(len(xs)), g) for g in groups] + \
+    [UOp(Ops.VECTORIZE, dtypes.bool.vec(len(xs)), tuple(s if any(c is s for c in ls) else true for ls in lanes))
+     for s in shared]
+  out = vectors[0]
+  for vec in vectors[1:]: out = UOp(Ops.AND, out.dtype, (out, vec))
+  return out
+
+
 def _cheap_lanes(xs: tuple[UOp, ...], depth: int) -> bool:
   """Whether VECTORIZE(xs) costs no more than one vector instruction per op: the same scalar in every lane (a
   broadcast), a constant in every lane (a constant vector), a vector's lanes in order, or one op on such lanes."""
   if _uniform(xs) or all(x.op is Ops.CONST for x in xs): return True
   # the lanes of one vector in order (an operand already rewritten into a vector op)
   if all(x.op is Ops.GEP and x.arg == k and x.src[0] is xs[0].src[0] for k, x in enumerate(xs)): return True
+  if _offset_lanes(xs) is not None: return True
+  # one scalar in some lanes, constants in the others: the device selects whole masks (a gate some lanes drop)
+  if len({x for x in xs if x.op is not Ops.CONST}) == 1 and xs[0].dtype == dtypes.bool: return True
+  if depth > 0 and _and_lanes(xs, depth) is not None: return True
   return depth > 0 and (ys := _regular(xs)) is not None and \
     all(_cheap_lanes(tuple(y.src[j] for y in ys), depth - 1) for j in range(len(ys[0].src)))
 
@@ -253,10 +295,19 @@ def _lanewise(v: UOp) -> UOp | None:
   is one op whose operands are cheap as vectors (lanes the simplifier folded are written as that op again). The index
   math and gates `vectorize` keeps per lane end up here when a vector needs them: a padded window's gate per lane
   (i > 30 - k for lane k) is then one vector compare with a constant vector, not a compare and an insert per lane
-  (a cumsum's window kernel of 8x50257 float32: 1.2 -> 0.4 ms; the cumsum 1.9-3.1 -> 1.0-1.3 ms)."""
+  (a cumsum's window kernel of 8x50257 float32: 1.2 -> 0.4 ms; the cumsum 1.9-3.1 -> 1.0-1.3 ms). Lanes b, b + 1, ...
+  (an index per lane) are a broadcast plus a constant vector; ANDs of gates are taken gate by gate, a gate that some
+  lanes dropped (the row's end, always inside for the lanes before it) a vector of it and true (the same cumsum
+  with its rows' ends: its last kernel 492 -> 186 us; avg_pool2d 3x3, padding 1, of 16x16x28x28: 0.47-0.54 -> 0.30
+  ms)."""
   if all(x is v.src[0] for x in v.src): return None
   n = len(v.src)
   if _uniform(v.src): return UOp(Ops.VECTORIZE, v.dtype, (v.src[0],) * n)  # one value: a broadcast
+  if (offsets := _offset_lanes(v.src)) is not None:
+    base, consts = offsets
+    return UOp(Ops.ADD, v.dtype, (UOp(Ops.VECTORIZE, v.dtype, (base,) * n),
+                                  UOp(Ops.VECTORIZE, v.dtype, tuple(UOp.const(base.dtype, c) for c in consts))))
+  if (anded := _and_lanes(v.src, LANEWISE_DEPTH)) is not None: return anded
   if (xs := _regular(v.src)) is None or not _cheap_lanes(v.src, LANEWISE_DEPTH): return None
   operands = [tuple(x.src[j] for x in xs) for j in range(len(xs[0].src))]
   vectors = tuple(UOp(Ops.VECTORIZE, o[0].dtype.vec(n), (o[0],) * n if _uniform(o) else o) for o in operands)
