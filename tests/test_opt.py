@@ -303,6 +303,10 @@ def test_heuristic_choices_are_pinned():
     [(Opt(V, 0, 16),), ()]
   assert _plans(Tensor.empty(1000, device="PYTHON").sin(), AVX512) == [(Opt(V, 0, 8),), ()]
   assert _plans(Tensor.empty(6, device="PYTHON").sin(), AVX512) == [(Opt(V, 0, 2),), ()]
+  # ... or reads along dim 0 and divides it (a bitonic sort's step, each half against the other): vectors along dim 0,
+  # whose index math folds per lane
+  x = Tensor.empty(64, 64, device="PYTHON")
+  assert _plans(x.reshape(64, 2, 32).flip(1).reshape(64, 64) + x, AVX512) == [(Opt(V, 0, 16),), ()]
   assert _plans(big.T.sin(), AVX512) == [(Opt(U, 1, 8),), ()]
   assert _plans(Tensor.empty(64, 64, device="PYTHON").sin(), SCALAR) == [()]
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)

@@ -445,10 +445,12 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     body_ops = sum(1 for red in graph_rewrite(sink, symbolic).toposort if red.op is Ops.REDUCE
                    for n in red.src[0].toposort if n.op in GroupOp.ALU and n.dtype.is_float)
     if len(reduces) == 1: sliding, padded = _sliding_axes(sink, gids, terms)
-    if lane is not None:
-      loads = [u for u in sink.toposort if u.op is Ops.LOAD]
-      divisors = {int(u.src[1].arg) for ld in loads for u in ld.src[1].toposort
-                  if u.op in (Ops.IDIV, Ops.MOD) and u.src[1].op is Ops.CONST and u.src[1].arg > 1 and lane in u.src[0].toposort}
+  if caps.launch_dims == 0 and caps.vector_ops and lane is not None:
+    loads = [u for u in sink.toposort if u.op is Ops.LOAD]
+    # an elementwise kernel's merged axes divide its index only until it is simplified
+    indices = [ld.src[1] if reduces else graph_rewrite(ld.src[1], symbolic) for ld in loads]
+    divisors = {int(u.src[1].arg) for ix in indices for u in ix.toposort if u.op in (Ops.IDIV, Ops.MOD)
+                and u.src[1].op is Ops.CONST and u.src[1].arg > 1 and lane in u.src[0].toposort}
   axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse

@@ -70,7 +70,7 @@ class KernelFeatures:
   :param lane_contiguous: some load reads neighbouring elements for neighbouring outputs of launch dim 0.
   :param lane_divisors: constants c > 1 by which some load's index divides launch dim 0's index or takes its
     remainder (`x // 2`, `x % 2`: a stride-2 pooling's gradient); c outputs per thread along dim 0 make them
-    constants in each copy.
+    constants in each copy, and an elementwise kernel's vector lanes fold them per lane.
   :param sliding: (reduce axis, launch dim) pairs where some load moves alike with the axis's loop and the dim's
     index (a convolution's kernel rows slide along the image rows: row y + ky).
   :param padded_taps: the reduce axes of `sliding` whose load is gated (a padded convolution's kernel taps: whether

@@ -178,6 +178,16 @@ def _sin_lanes(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   return [Opt(OptOps.VECTORIZE, 0, lanes)] if lanes > 1 else []
 
 
+def _divided_lanes(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
+  """An elementwise kernel reading along launch dim 0 whose loads index it as x // c or x % c (a bitonic sort's
+  step pairing each half of a block with the other; a scan's chunk offsets): vector lanes along dim 0, whose index
+  math folds per lane (16g + k in blocks of 32 is block g // 2, at (g % 2)*16 + k). The compiler's loop vectoriser
+  left such a loop scalar (1024x1024 sorted along rows, AVX-512: 35 -> 23 ms; each compare step 0.64 -> 0.3 ms)."""
+  if not (caps.vector_ops and k.lane_divisors and 0 in k.unit_dims): return []
+  lanes = _dim0_lanes(k, caps, vector_lanes(caps, k.itemsize))
+  return [Opt(OptOps.VECTORIZE, 0, lanes)] if lanes > 1 else []
+
+
 def _vector_copies(k: KernelFeatures, width: int, most: int) -> int:
   """Vectors of `width` lanes per thread along launch dim 0: the largest power of two up to `most` whose vectors
   divide the dim."""
@@ -356,7 +366,8 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     tile = _gpu_tiles(k, reduce=k.reduces > 0)
     return [tuple(base + tile), tuple(base)] if tile else [tuple(base)]
   if k.reduces == 0:
-    return [tuple(base + tile) for tile in (_transpose_tile(k), _sin_lanes(k, caps)) if tile] + [tuple(base)]
+    tiles = (_transpose_tile(k), _sin_lanes(k, caps), _divided_lanes(k, caps))
+    return [tuple(base + tile) for tile in tiles if tile] + [tuple(base)]
   if caps.vector_ops and k.nested and (nested := _nested(k, caps)): return [tuple(base) + nested, tuple(base)]
   if caps.vector_ops and k.reduce_contiguous and k.lane_contiguous and (short := _short_row_lanes(k, caps)):
     return [tuple(base + short), tuple(base)]
