@@ -14,7 +14,7 @@ import math
 import threading
 import urllib.request
 import weakref
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -70,6 +70,8 @@ TOPK_CHUNK = 32
 #: the dtypes whose values map to int32 keys in the same order (the others sort)
 _TOPK_KEYED = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.int16, dtypes.int8,
                          dtypes.uint16, dtypes.uint8})
+#: what a bitonic network moves: one array, or values with their indices
+_Sorted = TypeVar("_Sorted")
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
@@ -2707,13 +2709,27 @@ class Tensor(metaclass=_TensorMeta):
   def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along `dim`; stable (equal values keep their order), NaN sorts as the largest.
     Up to SORT_RANK_MAX elements each one's rank is counted in one pass (n^2 work per row); longer axes go
-    through a bitonic network on (value, index) pairs (n log^2 n work, one kernel per compare step)."""
+    through a bitonic network (n log^2 n work, one kernel per compare step) on one int64 per element (its value's
+    order key above its position) where the values have 32 bits or fewer, else on (value, index) pairs."""
     if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     d = _norm_axis(dim, self.ndim)
     n = self.shape[d]
     if n <= 1: return self, self.zeros_like(dtype=dtypes.int32)
     x = self.transpose(d, -1)
-    values, idx = x._sort_by_rank(descending) if n <= SORT_RANK_MAX else x._sort_bitonic(descending)
+    if n <= SORT_RANK_MAX: values, idx = x._sort_by_rank(descending)
+    elif self.dtype in _TOPK_KEYED:
+      # one int64 per element, its order key above its position: the network compares and moves one array of
+      # distinct values, equal keys going by position by themselves, and the values are gathered by position at the
+      # end (1024x1024 along rows: 19 -> 15 ms, 11.5 with its runs' picks 16 outputs per thread; argsort of 4096
+      # 6.0 -> 3.2 ms)
+      p = 1 << (n - 1).bit_length()
+      key = x._order_key()
+      key = (~key if descending else key).pad(((0, 0),) * (x.ndim - 1) + ((0, p - n),), value=2**31 - 1)
+      pos = Tensor.arange(p, dtype=dtypes.int64, device=self.device)
+      packed = Tensor._bitonic_network((key.cast(dtypes.int64) << 32) + pos)  # the padding's positions sort last
+      idx = (packed.shrink((None,) * (x.ndim - 1) + ((0, n),)) & 0xFFFFFFFF).cast(dtypes.int32)
+      values = x.gather(-1, idx)
+    else: values, idx = x._sort_bitonic(descending)
     return values.transpose(d, -1), idx.transpose(d, -1)
 
   @staticmethod
@@ -2771,22 +2787,50 @@ class Tensor(metaclass=_TensorMeta):
       vs, is_ = v.reshape(shape)._sort_by_rank(descending, i.reshape(shape))
       return vs.reshape(lead + (p,)).contiguous(), is_.reshape(lead + (p,)).contiguous()
 
-    # the compare steps within a run of BITONIC_RUN (the first log2(run) stages whole, and each later stage's last
-    # log2(run) steps) are one kernel sorting every run: 1024x1024 along rows took 55 kernels and 75-92 ms, and takes
-    # 28 and 56-60 ms (runs of 32: 65-80 ms, their kernel counting 32 pairs per pair)
     run = min(p, BITONIC_RUN)
-    v, i = runs_sorted(v, i)
-    block = run
-    while block < p:
-      v, i = step(v, i, block, True)
-      half = block // 2
-      while half >= run:
-        v, i = step(v, i, half, False)
-        half //= 2
-      v, i = runs_sorted(v, i)  # each run is bitonic now, and in place among the others: sorting it ends the stage
-      block *= 2
+    v, i = Tensor._bitonic_stages(p, run, (v, i), lambda vi, half, mirror: step(*vi, half, mirror),
+                                  lambda vi: runs_sorted(*vi))
     keep = (None,) * len(lead) + ((0, n),)
     return v.shrink(keep), i.shrink(keep)
+
+  @staticmethod
+  def _bitonic_stages(p: int, run: int, arrays: _Sorted, step: Callable[[_Sorted, int, bool], _Sorted],
+                      runs_sorted: Callable[[_Sorted], _Sorted]) -> _Sorted:
+    """The bitonic network's schedule over `arrays` (p elements along the last axis): the compare steps within a run
+    of `run` (the first log2(run) stages whole, and each later stage's last log2(run) steps) are one kernel sorting
+    every run (`runs_sorted`), the others `step(arrays, half, mirror)`. 1024x1024 along rows took 55 kernels and
+    75-92 ms with a kernel per step, and 28 and 56-60 ms so (runs of 32: 65-80 ms, their kernel counting 32 pairs per
+    pair)."""
+    arrays = runs_sorted(arrays)
+    block = run
+    while block < p:
+      arrays = step(arrays, block, True)
+      half = block // 2
+      while half >= run:
+        arrays = step(arrays, half, False)
+        half //= 2
+      arrays = runs_sorted(arrays)  # each run is bitonic now, and in place among the others: sorting it ends the stage
+      block *= 2
+    return arrays
+
+  @staticmethod
+  def _bitonic_network(x: Tensor) -> Tensor:
+    """`x` (distinct values, a power of two along the last axis) sorted ascending along its last axis: each step keeps
+    the smaller of a pair in the first half, each run of BITONIC_RUN ranked by counting the values below each."""
+    lead, p = x.shape[:-1], x.shape[-1]
+    second = Tensor.arange(2, dtype=dtypes.int32, device=x.device).reshape(2, 1) == 1
+
+    def step(v: Tensor, half: int, mirror: bool) -> Tensor:
+      vs = v.reshape(lead + (p // (2 * half), 2, half))
+      pv = vs.flip((-2, -1) if mirror else (-2,))
+      return ((vs < pv) != second).where(vs, pv).reshape(lead + (p,)).contiguous()
+
+    def runs_sorted(v: Tensor) -> Tensor:
+      vs = v.reshape(lead + (p // run, run))
+      rank = (vs.unsqueeze(-2) < vs.unsqueeze(-1)).sum(-1, dtype=dtypes.int32)  # the values below each
+      return Tensor._masked_pick(vs.unsqueeze(-1), rank._index_hits(run), -2).reshape(lead + (p,)).contiguous()
+    run = min(p, BITONIC_RUN)
+    return Tensor._bitonic_stages(p, run, x, step, runs_sorted)
 
   def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
     """The indices that sort `dim` (stable)."""
@@ -2841,13 +2885,7 @@ class Tensor(metaclass=_TensorMeta):
     positions: the stable sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort, 6.4-7.4 ms so (3 of them
     building the graph of the 32 passes; torch: 0.18-0.27 ms)."""
     x = self.transpose(d, -1)
-    if x.dtype.is_float:
-      f = x.cast(dtypes.float32)
-      bits = (f == 0).where(0.0, f).bitcast(dtypes.int32)  # -0.0 and 0.0 are equal values: one key
-      # the negatives' magnitude bits run backwards; NaN is the largest
-      key = f.isnan().where(2**31 - 1, bits ^ ((bits >> 31) & 0x7FFFFFFF))
-    else: key = x.cast(dtypes.int32)
-    if not largest: key = ~key
+    key = x._order_key() if largest else ~x._order_key()
     # the threshold, bit by bit from the top of (key - INT_MIN): a candidate is kept when k or more keys reach it (one
     # candidate a pass: 15 a pass, four bits at once, took 8 passes of 0.32 ms against 32 of 0.03 ms)
     t = Tensor.full(key.shape[:-1] + (1,), -2**31, dtype=dtypes.int32, device=self.device)
@@ -2863,6 +2901,15 @@ class Tensor(metaclass=_TensorMeta):
     pos = Tensor._first_reaching(running, k)
     values, order = x.gather(-1, pos).sort(-1, descending=largest)
     return values.transpose(d, -1), pos.gather(-1, order).transpose(d, -1)
+
+  def _order_key(self) -> Tensor:
+    """Each value (a _TOPK_KEYED dtype) as an int32 in the same order: equal values one key (-0.0 and 0.0 too), NaN
+    the largest."""
+    if not self.dtype.is_float: return self.cast(dtypes.int32)
+    f = self.cast(dtypes.float32)
+    bits = (f == 0).where(0.0, f).bitcast(dtypes.int32)
+    # the negatives' magnitude bits run backwards
+    return f.isnan().where(2**31 - 1, bits ^ ((bits >> 31) & 0x7FFFFFFF))
 
   @staticmethod
   def _first_reaching(running: Tensor, k: int) -> Tensor:

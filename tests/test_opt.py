@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from plugrad import Tensor
+from plugrad import Tensor, dtypes
 from plugrad.codegen.lowerer import kernel_features, lower
 from plugrad.codegen.opt import Opt, OptError, OptOps
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
@@ -307,6 +307,10 @@ def test_heuristic_choices_are_pinned():
   # whose index math folds per lane
   x = Tensor.empty(64, 64, device="PYTHON")
   assert _plans(x.reshape(64, 2, 32).flip(1).reshape(64, 64) + x, AVX512) == [(Opt(V, 0, 16),), ()]
+  # a group of 16 outputs reading the same 16 values (a rank sort's pick of each run of 16): 16 per thread
+  runs = Tensor.empty(8, 4, 16, dtype=dtypes.int64, device="PYTHON")
+  hits = (runs.unsqueeze(-2) < runs.unsqueeze(-1)).sum(-1, dtype=dtypes.int32)._index_hits(16)
+  assert _plans(Tensor._masked_pick(runs.unsqueeze(-1), hits, -2).reshape(8, 64), AVX512)[0] == (Opt(U, 0, 16),)
   assert _plans(big.T.sin(), AVX512) == [(Opt(U, 1, 8),), ()]
   assert _plans(Tensor.empty(64, 64, device="PYTHON").sin(), SCALAR) == [()]
   conv = Tensor.empty(2, 8, 16, 16, device="PYTHON").conv2d(Tensor.empty(16, 8, 3, 3, device="PYTHON"), padding=1)

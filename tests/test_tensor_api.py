@@ -307,12 +307,13 @@ def test_sort_ties_nan_and_ints(dev):
 
 
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16", "int8", "float64"])
 def test_sort_long_axis_bitonic(descending, dtype):
-  # past SORT_RANK_MAX elements the sort is a bitonic network on (value, index) pairs: still stable (many ties), NaN
-  # the largest; 1500 pads to 2048, whose stages compare mirrored halves and then plain ones
-  x = np.random.default_rng(1).integers(0, 30, (2, 1500)).astype(dtype)
-  if dtype == "float32": x[0, ::7], x[1, ::11] = np.nan, -np.inf
+  # past SORT_RANK_MAX elements the sort is a bitonic network, on one int64 per element (its order key above its
+  # position) for values of 32 bits or fewer, on (value, index) pairs for the others: still stable (many ties), NaN
+  # the largest, -0.0 equal to 0.0; 1500 pads to 2048, whose stages compare mirrored halves and then plain ones
+  x = np.random.default_rng(1).integers(-30, 30, (2, 1500)).astype(dtype)
+  if dtype.startswith("float"): x[0, ::7], x[1, ::11], x[0, 1::9], x[1, 2::9] = np.nan, -np.inf, -0.0, 0.0
   check(lambda t: torch.sort(t, dim=1, descending=descending, stable=True), lambda t: t.sort(1, descending), x,
         dev="CPU")
   p = Tensor.randperm(1000, device="CPU").numpy()

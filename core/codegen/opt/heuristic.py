@@ -53,6 +53,7 @@ GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU nee
 OUTER_MIN_SHARE = 1 / 4
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
+MAX_PICK_GROUP = 16  # the largest group of outputs reading one group of inputs that one thread computes together
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
 CHANNEL_TILE_MIN_SUM = 256  # products summed into each output, at least, for lanes along the channels (_channel_tile)
 MAX_LANES = 16  # the widest vector a plan takes, in lanes (a 512-bit register of float32)
@@ -386,6 +387,12 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     if lanes and (tile := _dot_tile(k, caps)):
       # no UNROLL on the lanes: the tile's accumulators are independent chains already
       return [tuple(base + [o for o in lanes if o.op is OptOps.LANES] + tile), tuple(base + lanes), tuple(base)]
+    # each group of c outputs along dim 0 reading the same c values along a reduce loop of c (a rank sort's pick of
+    # each run of 16): c outputs per thread make the group's index math constants and share each load, where lanes
+    # along the 16 terms left every output summing its lanes (int64, 1024x1024 sorted: 14.2 -> 11.3 ms)
+    group = next((c for c in k.lane_divisors if c in k.reduce_axes and c <= MAX_PICK_GROUP and k.dims[0][0] == 1
+                  and k.dims[0][1] % c == 0), None)
+    if group: return [tuple(base + [Opt(OptOps.UPCAST, 0, group)])] + [tuple(base + lanes)] * bool(lanes) + [tuple(base)]
     if lanes: return [tuple(base + lanes), tuple(base)]
     # a contiguous reduce loop too short for lanes is left to the compiler's vectoriser, unless it is
     # unrolled away (a strided convolution's kernel width): then the outputs are tiled as below
