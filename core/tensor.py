@@ -2726,7 +2726,8 @@ class Tensor(metaclass=_TensorMeta):
       key = x._order_key()
       key = (~key if descending else key).pad(((0, 0),) * (x.ndim - 1) + ((0, p - n),), value=2**31 - 1)
       pos = Tensor.arange(p, dtype=dtypes.int64, device=self.device)
-      packed = Tensor._bitonic_network((key.cast(dtypes.int64) << 32) + pos)  # the padding's positions sort last
+      # (times 2**32, not << 32: a C-style device's shift of a negative value is undefined; the padding sorts last)
+      packed = Tensor._bitonic_network(key.cast(dtypes.int64) * 2**32 + pos)
       idx = (packed.shrink((None,) * (x.ndim - 1) + ((0, n),)) & 0xFFFFFFFF).cast(dtypes.int32)
       values = x.gather(-1, idx)
     else: values, idx = x._sort_bitonic(descending)
