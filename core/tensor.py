@@ -2773,8 +2773,8 @@ class Tensor(metaclass=_TensorMeta):
 
     def step(v: Tensor, i: Tensor, half: int, mirror: bool) -> tuple[Tensor, Tensor]:
       # each element against its partner in the other half (the mirrored one: the other half reversed), all at once:
-      # built with a third of the ops of picking the halves and stacking them again (argsort of 4096: 13.7 -> 5.8 ms
-      # in all, 11.3 -> 4.6 ms building it; 1024x1024 along rows 52 -> 36 ms)
+      # built with a third of the ops of picking the halves and stacking them again (float32, before it sorted packed
+      # keys: argsort of 4096 13.7 -> 5.8 ms in all, 11.3 -> 4.6 ms building it; 1024x1024 along rows 52 -> 36 ms)
       shape = lead + (p // (2 * half), 2, half)
       vs, is_ = v.reshape(shape), i.reshape(shape)
       axes = (-2, -1) if mirror else (-2,)
@@ -2883,7 +2883,7 @@ class Tensor(metaclass=_TensorMeta):
     k-th largest key found bit by bit (32 passes over the axis: the largest key that at least k elements reach), the
     elements above it and the first ones equal to it taken (k exactly, in position order: one scan counts both), their
     positions found from the running count of those taken (`_first_reaching`), and only those k sorted (values, then
-    positions: the stable sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort, 6.4-7.4 ms so (3 of them
+    positions: the stable sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort then, 4.5 ms so (3 of them
     building the graph of the 32 passes; torch: 0.18-0.27 ms)."""
     x = self.transpose(d, -1)
     key = x._order_key() if largest else ~x._order_key()
