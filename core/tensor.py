@@ -2621,7 +2621,7 @@ class Tensor(metaclass=_TensorMeta):
     """(std, mean) over `axis`."""
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-  def _cum(self, ax: int, op: Ops) -> Tensor:
+  def _cum(self, ax: int, op: Ops, acc: DType | None = None) -> Tensor:
     """The running `op` (ADD, MUL or MAX) along axis `ax`: every output is the reduction of a window of the input
     padded before it with the identity. The windows are made on the axis moved last and put back in place before the
     reduction, so the kernel writes the result in this tensor's layout and reads along its contiguous axis (a scan of
@@ -2631,10 +2631,11 @@ class Tensor(metaclass=_TensorMeta):
     totals are each chunk's own reduction, read along it, not the chunk scans' last column, one element in 32 of their
     output (4096x4096 along rows: 20.7 -> 10 ms; 1024x1024 1.6-2.9 -> 0.7-1.2 ms). The axis is padded at its end to
     whole chunks, so a vector of outputs lies in one chunk (8x50257: padded at the start its lanes straddled chunks
-    and read them as gathers; 1.1 -> 0.73 ms with the lanes' index math folded, see codegen.vectorize)."""
+    and read them as gathers; 1.1 -> 0.73 ms with the lanes' index math folded, see codegen.vectorize). `acc`: the
+    dtype a running sum accumulates in (the sum's own by default)."""
     n = self.shape[ax]
     ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: self.dtype.min}[op]
-    reduce = {Ops.ADD: Tensor.sum, Ops.MUL: Tensor.prod, Ops.MAX: Tensor.max}[op]
+    reduce = {Ops.ADD: lambda t, a: t.sum(a, dtype=acc), Ops.MUL: Tensor.prod, Ops.MAX: Tensor.max}[op]
 
     def pad(x: Tensor, before: int, after: int) -> Tensor:
       return x.pad(tuple((before, after) if i == ax else (0, 0) for i in range(x.ndim)), value=ident)
@@ -2644,10 +2645,10 @@ class Tensor(metaclass=_TensorMeta):
     full = -(-n // chunk) * chunk
     x = pad(self, 0, full - n)
     x = x.reshape(x.shape[:ax] + (full // chunk, chunk) + x.shape[ax + 1:])
-    inner = x._cum(ax + 1, op)
+    inner = x._cum(ax + 1, op, acc)
     # what the earlier chunks contribute: the scan of the chunks' totals, shifted by one chunk
     totals = reduce(x, ax + 1)
-    before = pad(totals._cum(ax, op), 1, -1).unsqueeze(ax + 1)
+    before = pad(totals._cum(ax, op, acc), 1, -1).unsqueeze(ax + 1)
     out = inner._bin(op, before).flatten(ax, ax + 1)
     return out.shrink(tuple((0, n) if i == ax else None for i in range(out.ndim)))
 
@@ -2658,6 +2659,13 @@ class Tensor(metaclass=_TensorMeta):
     if self.shape[ax] == 0:
       halves = (dtypes.float16, dtypes.bfloat16)
       return self if op is Ops.MAX or self.dtype in halves else self.cast(_sum_dtype(self.dtype))
+    if op is Ops.ADD and _sum_dtype(self.dtype) == dtypes.int64 and self.dtype.itemsize <= 2 and \
+        self.shape[ax] * max(abs(self.dtype.min), self.dtype.max) < 2**31:
+      # bools and small ints whose running sums fit int32 (a mask's cumsum: positions) sum in int32, twice the lanes
+      # of int64 (8x50257 bools: 1.5-1.8 -> 0.9 ms, 1024x1024 2.0 -> 0.86 ms), and the result is int64 as torch's
+      # (bools as int32 in a buffer first: a window's gated loads of bools take no vector lanes)
+      x = self.cast(dtypes.int32).contiguous() if self.dtype == dtypes.bool else self
+      return x._cum(ax, op, dtypes.int32).cast(dtypes.int64)
     return self._cum(ax, op)
 
   def cumsum(self, axis: int = 0) -> Tensor:

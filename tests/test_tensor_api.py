@@ -278,6 +278,20 @@ def test_cumsum_long_axis_in_chunks():
   check(lambda t: torch.cumprod(t, 0), lambda t: t.cumprod(0), (65, 4), dev="CPU", low=0.9, high=1.1, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype,n", [("bool", 1300), ("int8", 1300), ("uint8", 300), ("int16", 70000), ("uint16", 700)])
+def test_cumsum_of_small_ints_sums_in_int32_where_it_fits(dtype, n, dev):
+  # bools and 8- or 16-bit ints whose running sums fit int32 accumulate in int32 (int16 along 70000: not, int64),
+  # and the result is int64 as torch's; values at the dtype's extremes
+  rng = np.random.default_rng(6)
+  info = np.iinfo(np.int64 if dtype == "bool" else dtype)
+  x = (rng.random((2, n)) < 0.5) if dtype == "bool" else rng.integers(info.min, info.max, (2, n), endpoint=True)
+  x = x.astype(dtype)
+  if dtype != "bool": x[0, :40], x[1, :40] = info.max, info.min
+  got = Tensor(x, device=dev).cumsum(1)
+  assert got.dtype == dtypes.int64
+  np.testing.assert_array_equal(got.numpy(), np.cumsum(x.astype(np.int64), 1))
+
+
 def test_a_scan_is_written_in_the_tensors_layout():
   # the windows are put back in place before the reduction: its kernel writes (rows, columns), its loads run along
   # the columns, and no kernel copies a transposed result back
