@@ -252,10 +252,10 @@ def _conjuncts(x: UOp) -> list[UOp]:
   return _conjuncts(x.src[0]) + _conjuncts(x.src[1]) if x.op is Ops.AND else [x]
 
 
-def _and_lanes(xs: tuple[UOp, ...], depth: int) -> UOp | None:
-  """Lanes that are ANDs of gates as an AND of vectors. A gate the same in every lane that has it (a lane's own
-  bound, `live`, which the simplifier dropped from the lanes it always holds in) becomes a vector of it and true;
-  the other gates, in order, must be as many in every lane and cheap as vectors (a window's edges per lane)."""
+def _and_groups(xs: tuple[UOp, ...], depth: int) -> tuple[list[tuple[UOp, ...]], list[UOp], list[list[UOp]]] | None:
+  """Lanes that are ANDs of gates, gate by gate: (the gates in order, as many in every lane and cheap as vectors: a
+  window's edges per lane; the gates the same in every lane that has them: a lane's own bound, `live`, which the
+  simplifier dropped from the lanes it always holds in; each lane's gates), or None."""
   if not xs[0].dtype == dtypes.bool or not any(x.op is Ops.AND for x in xs): return None
   lanes = [_conjuncts(x) for x in xs]
   shared: list[UOp] = []  # one scalar in several lanes, in none twice
@@ -266,14 +266,29 @@ def _and_lanes(xs: tuple[UOp, ...], depth: int) -> UOp | None:
   rest = [[c for c in ls if not any(c is s for s in shared)] for ls in lanes]
   if len({len(r) for r in rest}) != 1 or not rest[0]: return None
   groups = [tuple(r[j] for r in rest) for j in range(len(rest[0]))]
-  if not all(_cheap_lanes(g, depth - 1) for g in groups): return None
-  true = UOp.const(dtypes.bool, True)
-  vectors = [UOp(Ops.VECTORIZE, dtypes.bool.vec(len(xs)), g) for g in groups] + \
-    [UOp(Ops.VECTORIZE, dtypes.bool.vec(len(xs)), tuple(s if any(c is s for c in ls) else true for ls in lanes))
-     for s in shared]
+  return (groups, shared, lanes) if all(_cheap_lanes(g, depth - 1) for g in groups) else None
+
+
+def _and_lanes(groups: list[tuple[UOp, ...]], shared: list[UOp], lanes: list[list[UOp]]) -> UOp:
+  """The AND of `_and_groups`' vectors: one per gate in order, one of each shared gate and true (where a lane lacks
+  it)."""
+  true, vec = UOp.const(dtypes.bool, True), dtypes.bool.vec(len(lanes))
+  vectors = [UOp(Ops.VECTORIZE, vec, g) for g in groups] + \
+    [UOp(Ops.VECTORIZE, vec, tuple(s if any(c is s for c in ls) else true for ls in lanes)) for s in shared]
   out = vectors[0]
-  for vec in vectors[1:]: out = UOp(Ops.AND, out.dtype, (out, vec))
+  for v in vectors[1:]: out = UOp(Ops.AND, out.dtype, (out, v))
   return out
+
+
+def _one_scalar_gate(xs: tuple[UOp, ...]) -> bool:
+  """One bool scalar in some lanes, constants in the others: the device selects whole masks (a gate some lanes
+  drop)."""
+  return len({x for x in xs if x.op is not Ops.CONST}) == 1 and xs[0].dtype == dtypes.bool
+
+
+def _cheap_operands(ys: tuple[UOp, ...], depth: int) -> bool:
+  """Whether every operand of the lanes `ys` (one op each) is cheap as a vector."""
+  return all(_cheap_lanes(tuple(y.src[j] for y in ys), depth - 1) for j in range(len(ys[0].src)))
 
 
 def _cheap_lanes(xs: tuple[UOp, ...], depth: int) -> bool:
@@ -282,12 +297,9 @@ def _cheap_lanes(xs: tuple[UOp, ...], depth: int) -> bool:
   if _uniform(xs) or all(x.op is Ops.CONST for x in xs): return True
   # the lanes of one vector in order (an operand already rewritten into a vector op)
   if all(x.op is Ops.GEP and x.arg == k and x.src[0] is xs[0].src[0] for k, x in enumerate(xs)): return True
-  if _offset_lanes(xs) is not None: return True
-  # one scalar in some lanes, constants in the others: the device selects whole masks (a gate some lanes drop)
-  if len({x for x in xs if x.op is not Ops.CONST}) == 1 and xs[0].dtype == dtypes.bool: return True
-  if depth > 0 and _and_lanes(xs, depth) is not None: return True
-  return depth > 0 and (ys := _regular(xs)) is not None and \
-    all(_cheap_lanes(tuple(y.src[j] for y in ys), depth - 1) for j in range(len(ys[0].src)))
+  if _offset_lanes(xs) is not None or _one_scalar_gate(xs): return True
+  if depth > 0 and _and_groups(xs, depth) is not None: return True
+  return depth > 0 and (ys := _regular(xs)) is not None and _cheap_operands(ys, depth)
 
 
 def _lanewise(v: UOp) -> UOp | None:
@@ -307,8 +319,11 @@ def _lanewise(v: UOp) -> UOp | None:
     base, consts = offsets
     return UOp(Ops.ADD, v.dtype, (UOp(Ops.VECTORIZE, v.dtype, (base,) * n),
                                   UOp(Ops.VECTORIZE, v.dtype, tuple(UOp.const(base.dtype, c) for c in consts))))
-  if (anded := _and_lanes(v.src, LANEWISE_DEPTH)) is not None: return anded
-  if (xs := _regular(v.src)) is None or not _cheap_lanes(v.src, LANEWISE_DEPTH): return None
+  if (anded := _and_groups(v.src, LANEWISE_DEPTH)) is not None: return _and_lanes(*anded)
+  # (what else makes these lanes cheap, `_cheap_lanes` asks: the cases above were no, and constants or a vector's
+  # lanes are no op)
+  if (xs := _regular(v.src)) is None or not (_one_scalar_gate(v.src) or _cheap_operands(xs, LANEWISE_DEPTH)):
+    return None
   operands = [tuple(x.src[j] for x in xs) for j in range(len(xs[0].src))]
   vectors = tuple(UOp(Ops.VECTORIZE, o[0].dtype.vec(n), (o[0],) * n if _uniform(o) else o) for o in operands)
   return UOp(xs[0].op, xs[0].dtype.vec(n), vectors, xs[0].arg)
