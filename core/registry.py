@@ -574,11 +574,15 @@ _registry_lock = threading.Lock()
 
 
 def get_registry() -> Registry:
-  """The registry of this process, built from the environment on first use."""
+  """The registry of this process, built from the environment on first use (which also raises the garbage
+  collector's threshold: `Config.raise_gc_threshold`)."""
   global _registry
   if _registry is None:
     with _registry_lock:
-      if _registry is None: _registry = Registry(Config.from_env())
+      if _registry is None:
+        config = Config.from_env()
+        config.raise_gc_threshold()
+        _registry = Registry(config)
   return _registry
 
 
