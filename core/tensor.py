@@ -135,6 +135,15 @@ def _norm_axis(axis: int, ndim: int) -> int:
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """The shape several shapes broadcast to (numpy rules); ValueError when they do not."""
+  if len(shapes) == 2:  # a binary op's operands, on every op that broadcasts: without a set per axis
+    a, b = shapes
+    if len(a) != len(b): a, b = (1,) * (len(b) - len(a)) + a, (1,) * (len(a) - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+      if x == y or y == 1: out.append(x)
+      elif x == 1: out.append(y)
+      else: raise ValueError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast together")
+    return tuple(out)
   nd = max(len(s) for s in shapes)
   padded = [(1,) * (nd - len(s)) + s for s in shapes]
   out = []
@@ -1185,26 +1194,37 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor._from(_const_at(dtype or self.dtype, value, self.shape), self.device)
 
   def _binary_operands(self, other: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
+    """The operands of a binary op (self first, unless `reverse`) in their common dtype and shape."""
+    if isinstance(other, Tensor) and other.dtype == self.dtype and other.shape == self.shape and \
+        other.device == self.device:
+      return (other, self) if reverse else (self, other)  # the common case: the tensors themselves
+    a, b = self._operand_nodes(other, reverse)
+    return Tensor._make(a, self.device), Tensor._make(b, self.device)
+
+  def _operand_nodes(self, other: Any, reverse: bool = False) -> tuple[UOp, UOp]:
+    """The nodes of `_binary_operands`, cast and broadcast without a tensor for each step (a step of eager code makes
+    many: a bias added, a norm's statistics applied, an optimizer's learning rate)."""
     if isinstance(other, Tensor):
       if other.device != self.device:
         fix = ("shard both over the same devices (.shard(devices, axis), or .to(devices) for a copy on each)"
                if isinstance(self.device, tuple) or isinstance(other.device, tuple) else "move one with .to()")
         raise ValueError(f"operands are on different devices ({self.device} and {other.device}); {fix}")
-      # the common case, nothing to cast or broadcast: no intermediate tensors (a step of eager code makes many)
-      if other.dtype == self.dtype and other.shape == self.shape: return (other, self) if reverse else (self, other)
-      dt = promote_types(self.dtype, other.dtype)
-      y = other
+      dt, y = promote_types(self.dtype, other.dtype), other._uop
+      if dt != self.dtype and dt != other.dtype: _check_dtype_on(self.device, dt)
     elif isinstance(other, (bool, int, float, np.generic)):
       dt = result_type_with_scalar(self.dtype, other)
       value = other.item() if isinstance(other, np.generic) else _check_py_int(other)
-      # the constant is made at the operand's shape at once: no tensors for its reshape and expand
-      y = Tensor._from(_const_at(dt, value, self.shape), self.device)
-      if dt == self.dtype: return (y, self) if reverse else (self, y)  # already alike: nothing to cast or broadcast
+      if dt != self.dtype: _check_dtype_on(self.device, dt)
+      # the constant is made at the operand's shape at once: no reshape and expand of it
+      y = _const_at(dt, value, self.shape)
     else:
       raise TypeError(f"unsupported operand type {type(other).__name__} for a Tensor operation")
-    x, y = self.cast(dt), y.cast(dt)
-    out = broadcast_shape(x.shape, y.shape)
-    x, y = x._broadcast_to(out), y._broadcast_to(out)
+    x = self._uop
+    if x.dtype != dt: x = UOp(Ops.CAST, dt, (x,))
+    if y.dtype != dt: y = UOp(Ops.CAST, dt, (y,))
+    if x.shape != y.shape:
+      out = broadcast_shape(x.shape, y.shape)
+      x, y = broadcast(x, out), broadcast(y, out)
     return (y, x) if reverse else (x, y)
 
   def _alu(self, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
@@ -1216,8 +1236,8 @@ class Tensor(metaclass=_TensorMeta):
       c = _const_at(dt, _check_py_int(other), self.shape)
       srcs = (c, self._uop) if reverse else (self._uop, c)
       return self._new(UOp(op, dtypes.bool if op in GroupOp.Comparison else dt, srcs))
-    a, b = self._binary_operands(other, reverse)
-    return a._alu(op, b, dtype=dtypes.bool if op in GroupOp.Comparison else None)
+    a, b = self._operand_nodes(other, reverse)
+    return self._new(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a, b)))
 
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert values to `dtype`."""
@@ -1242,20 +1262,22 @@ class Tensor(metaclass=_TensorMeta):
 
   def add(self, x: Any, reverse: bool = False) -> Tensor: return self._bin(Ops.ADD, x, reverse)
   def sub(self, x: Any, reverse: bool = False) -> Tensor:
-    a, b = self._binary_operands(x, reverse)
+    a, b = self._operand_nodes(x, reverse)
     if a.dtype == dtypes.bool: raise TypeError("subtraction of bool tensors is not supported; use ^ or logical_not")
-    return a._alu(Ops.SUB, b)
+    return self._new(UOp(Ops.SUB, a.dtype, (a, b)))
   def mul(self, x: Any, reverse: bool = False) -> Tensor: return self._bin(Ops.MUL, x, reverse)
 
   def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
     """True division (integers give float32); rounding_mode 'trunc' or 'floor' rounds the quotient."""
+    if rounding_mode is None:  # the common case: one node over the operands' (no tensor for a cast)
+      a, b = self._operand_nodes(x, reverse)
+      if not a.dtype.is_float: a, b = UOp(Ops.CAST, dtypes.default_float, (a,)), UOp(Ops.CAST, dtypes.default_float, (b,))
+      return self._new(UOp(Ops.FDIV, a.dtype, (a, b)))
+    if rounding_mode not in ("trunc", "floor"):
+      raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = self._binary_operands(x, reverse)
     if rounding_mode == "floor": return a._floordiv(b)
-    if rounding_mode == "trunc":
-      return a._alu(Ops.IDIV, b) if a.dtype.is_int else a._alu(Ops.FDIV, b).trunc()
-    if rounding_mode is not None: raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
-    a, b = a._float(), b._float()
-    return a._alu(Ops.FDIV, b)
+    return a._alu(Ops.IDIV, b) if a.dtype.is_int else a._alu(Ops.FDIV, b).trunc()
 
   def _floordiv(self, b: Tensor) -> Tensor:
     if self.dtype.is_float: return self._float_floordiv(b)
@@ -1369,17 +1391,18 @@ class Tensor(metaclass=_TensorMeta):
   def _cmp_or_equal(self, x: Any, reverse: bool) -> Tensor:
     """a <= b (reverse) or a >= b: not(b < a) for integers; on floats (b < a) or a == b, since NaN
     compares false with everything (NaN >= 1 is False, not "not less")."""
-    a, b = self._binary_operands(x)
+    a, b = self._operand_nodes(x)
     lo, hi = (a, b) if reverse else (b, a)
-    if not a.dtype.is_float: return hi._alu(Ops.CMPLT, lo, dtype=dtypes.bool).logical_not()
-    return lo._alu(Ops.CMPLT, hi, dtype=dtypes.bool) | a._alu(Ops.CMPEQ, b, dtype=dtypes.bool)
+    less = UOp(Ops.CMPLT, dtypes.bool, (hi, lo) if not a.dtype.is_float else (lo, hi))
+    if not a.dtype.is_float: return self._new(UOp(Ops.CMPNE, dtypes.bool, (less, _const_at(dtypes.bool, True, less.shape))))
+    return self._new(UOp(Ops.OR, dtypes.bool, (less, UOp(Ops.CMPEQ, dtypes.bool, (a, b)))))
   def __eq__(self, x): return self._bin(Ops.CMPEQ, x)  # type: ignore[override]
   def __ne__(self, x): return self._bin(Ops.CMPNE, x)  # type: ignore[override]
 
   def _logic(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
-    a, b = self._binary_operands(x, reverse)
+    a, b = self._operand_nodes(x, reverse)
     if a.dtype.is_float: raise TypeError(f"{op.name.lower()} is only defined for bool and integer tensors, not {a.dtype.name}")
-    return a._alu(op, b)
+    return self._new(UOp(op, a.dtype, (a, b)))
 
   def logical_not(self) -> Tensor:
     """True where the value is zero/False."""
@@ -1479,15 +1502,14 @@ class Tensor(metaclass=_TensorMeta):
     """Elementwise `x if self else y` (self is used as a condition)."""
     cond = self.cast(dtypes.bool)
     if (alike := cond._where_alike(x, y)) is not None: return alike
-    if isinstance(x, Tensor): xs, ys = x._binary_operands(y)
-    elif isinstance(y, Tensor): ys, xs = y._binary_operands(x)
+    if isinstance(x, Tensor): (xs, ys), device = x._operand_nodes(y), x.device
+    elif isinstance(y, Tensor): (ys, xs), device = y._operand_nodes(x), y.device
     else:
       dt = promote_types(dtypes.from_py(x), dtypes.from_py(y))
-      xs, ys = Tensor(x, device=self.device, dtype=dt), Tensor(y, device=self.device, dtype=dt)
-    if xs.device != self.device: raise ValueError(f"where: condition on {self.device}, values on {xs.device}")
+      xs, ys, device = Tensor(x, device=self.device, dtype=dt).uop, Tensor(y, device=self.device, dtype=dt).uop, self.device
+    if device != self.device: raise ValueError(f"where: condition on {self.device}, values on {device}")
     out = broadcast_shape(cond.shape, xs.shape)
-    return cond._broadcast_to(out)._new(UOp(Ops.WHERE, xs.dtype, (cond._broadcast_to(out).uop, xs._broadcast_to(out).uop,
-                                                                ys._broadcast_to(out).uop)))
+    return cond._new(UOp(Ops.WHERE, xs.dtype, (broadcast(cond.uop, out), broadcast(xs, out), broadcast(ys, out))))
 
   def _where_alike(self, x: Any, y: Any) -> Tensor | None:
     """`where` on the bool tensor self when the values are tensors of its shape and device and of one dtype, or
@@ -1518,23 +1540,23 @@ class Tensor(metaclass=_TensorMeta):
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
+    if not axes: return self
     u = self._uop
     n = prod(map(u.shape.__getitem__, axes))
-    if axes and op is not Ops.MUL and isinstance(n, int) and (u.op in _BROADCAST_OPS or u.op is Ops.CONST) and \
+    if op is not Ops.MUL and isinstance(n, int) and (u.op in _BROADCAST_OPS or u.op is Ops.CONST) and \
         (c := _broadcast_const(u)) is not None:
       # a constant broadcast (ones(10**12).sum()) reduces to c*n or c, rounded once: no kernel, on any device
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
-      ret = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
-                        dtype=self.dtype, device=self.device)
+      r = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
+                      dtype=self.dtype, device=self.device).uop
     elif isinstance(n, int) and n >= SPLIT_REDUCE_MIN and not isinstance(self.device, tuple) and \
-        (split := self._split_reduce(op, axes, n)) is not None: ret = split
-    else: ret = self._new(UOp(Ops.REDUCE_AXIS, self.dtype, (u,), (op, axes))) if axes else self
-    if keepdim: return ret
+        (split := self._split_reduce(op, axes, n)) is not None: r = split.uop
+    else: r = UOp(Ops.REDUCE_AXIS, self.dtype, (u,), (op, axes))
+    if keepdim: return self._new(r)
     out = tuple(s for i, s in enumerate(self.shape) if i not in axes)
-    # the same node reshape() makes, without its checks of a shape that is right by construction
-    if ret.shape == out: return ret
-    if any(isinstance(s, UOp) for s in out): return ret.reshape(out)  # a symbolic size: reshape checks it
-    return ret._new(UOp(Ops.RESHAPE, ret.dtype, (ret._uop,), out))
+    if any(isinstance(s, UOp) for s in out): return self._new(r).reshape(out)  # a symbolic size: reshape checks it
+    # the node reshape() makes, without a tensor for the reduction or checks of a shape right by construction
+    return self._new(UOp(Ops.RESHAPE, self.dtype, (r,), out) if r.shape != out else r)
 
   def _split_reduce(self, op: Ops, axes: tuple[int, ...], size: int) -> Tensor | None:
     """A large reduction to a few values, as two: `chunks` partial results (realized, so devices
