@@ -1464,11 +1464,11 @@ class Tensor(metaclass=_TensorMeta):
     return out._with_gradient("tanh", x).cast(f.dtype)
   # a where, not maximum(x, 0) (whose gradient splits at the tie); differentiated by core/gradient.py's "relu" rule
   def relu(self) -> Tensor:
-    """max(x, 0) as torch: NaN and -0.0 pass through (x * 0 keeps them). The gradient is torch's too: 0 where the
+    """max(x, 0) as torch: NaN and -0.0 pass through (0 only where x < 0). The gradient is torch's too: 0 where the
     output is 0 (x <= 0), the incoming one elsewhere (NaN included); taken from the output, so a kernel that makes x
     can write relu(x) alone (a convolution followed by relu: no second pass over x for the gradient's mask)."""
     if not self.dtype.is_float: return (self > 0).where(self, 0)
-    return (self > 0).where(self, (self < 0).where(0, self * 0))._with_gradient("relu", self)
+    return (self < 0).where(0, self)._with_gradient("relu", self)
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
     """x above 0, neg_slope * x elsewhere (so the gradient at 0 is neg_slope, as torch's)."""
     return (self > 0).where(self, self * neg_slope)
