@@ -253,19 +253,24 @@ class LAMB(Optimizer):
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
     # the bias corrections, once per step (the parameters' graphs share them); a step builds every op below for
-    # every parameter in Python each time, so none is made that changes nothing (x * 1.0, x + 0.0 * w)
+    # every parameter in Python each time (each some microseconds), so none is made that changes nothing (x * 1.0,
+    # x + 0.0 * w) and what depends on the step alone is made once
     c1, c2 = 1.0 - self.b1_t, 1.0 - self.b2_t
+    if self.adam:  # torch's form: w * (1 - lr * wd) - lr / c1 * m / (sqrt(v) / sqrt(c2) + eps)
+      step_size, c2_sqrt = self.lr / c1, c2.sqrt()
+      decay = 1.0 - self.lr * self.wd if self.wd else None
     out = []
     for i, w, g in zip(idx, params, grads):
       g = g.cast(dtypes.float32)
-      self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
-      self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
-      up = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + self.eps)
+      m = self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
+      v = self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
+      if self.adam:
+        out.append((w if decay is None else w * decay) - step_size * (m / (v.sqrt() / c2_sqrt + self.eps)))
+        continue
+      up = (m / c1) / ((v / c2).sqrt() + self.eps)
       if self.wd: up = up + self.wd * w
-      if self.adam: out.append(w - self.lr * up)
-      else:
-        r1, r2 = _l2(w), _l2(up)
-        out.append(w - self.lr * (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0) * up)
+      r1, r2 = _l2(w), _l2(up)
+      out.append(w - self.lr * (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0) * up)
     return out, [self.b1_t, self.b2_t] + self.m + self.v
 
 
