@@ -58,25 +58,29 @@ class DType:
     """The numpy dtype with this type's bit layout, used for raw buffer contents."""
     return np.dtype("uint16") if self.name == "bfloat16" else self.np
 
+  # the limits are asked on every arange and constant made: computed once per dtype (np.iinfo costs microseconds)
   @property
-  def min(self) -> int | float:
-    if self.kind == "b": return False
-    if self.is_int: return int(np.iinfo(self.np).min)
-    return -float("inf")
+  def min(self) -> int | float: return self._limits()[0]
   @property
-  def max(self) -> int | float:
-    if self.kind == "b": return True
-    if self.is_int: return int(np.iinfo(self.np).max)
-    return float("inf")
+  def max(self) -> int | float: return self._limits()[1]
   @property
   def exact_int_max(self) -> int:
     """The largest integer up to which this type holds every integer exactly (a float: 2 ** its significand bits)."""
-    if self.kind == "b": return 1
-    if self.is_int: return int(np.iinfo(self.np).max)
-    return 1 << {2: 8 if self.name == "bfloat16" else 11, 4: 24, 8: 53}[self.itemsize]
+    return self._limits()[2]
+
+  def _limits(self) -> tuple[int | float, int | float, int]:
+    """(min, max, exact_int_max) of one lane."""
+    if (limits := _LIMITS.get(self)) is None:
+      s = self.scalar()
+      if s.kind == "b": limits = (False, True, 1)
+      elif s.is_int: limits = (int(np.iinfo(s.np).min), int(np.iinfo(s.np).max), int(np.iinfo(s.np).max))
+      else: limits = (-float("inf"), float("inf"), 1 << {2: 8 if s.name == "bfloat16" else 11, 4: 24, 8: 53}[s.itemsize])
+      _LIMITS[self] = limits
+    return limits
 
 
 _INTERNED: dict[tuple, DType] = {}
+_LIMITS: dict[DType, tuple[int | float, int | float, int]] = {}  # per dtype: (min, max, exact_int_max)
 _NP_NAMES = {"bfloat16": "float32", "bool": "bool"}
 
 
