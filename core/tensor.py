@@ -3588,8 +3588,9 @@ class Tensor(metaclass=_TensorMeta):
     if is_causal:
       if attn_mask is not None:
         raise ArgumentError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
-      attn_mask = Tensor.ones(qk.shape[-2:], dtype=dtypes.bool, device=self.device).tril()
-    if attn_mask is not None:
+      # the future's scores set to -inf where torch adds a -inf mask (the same for every finite score): two nodes
+      qk = qk._tri_mask(0, False).where(qk, float("-inf"))
+    elif attn_mask is not None:
       qk = qk + (attn_mask.where(0.0, float("-inf")) if attn_mask.dtype == dtypes.bool else attn_mask)
     weights = qk.softmax(-1).cast(self.dtype if self.dtype.is_float else qk.dtype)
     if dropout_p > 0: weights = weights.dropout(dropout_p)
