@@ -6,7 +6,7 @@ measured in the same run.
 Both start from the same weights and data, and the first step's losses are checked to agree before
 anything is timed. Prints the median step time of each (timed in blocks of steps, as a training loop runs them)
 and the ratio (>1: plugrad is faster); then the LM's eager mean step time (the collector's pauses included) with
-Python's garbage collector as it comes and after gc.freeze().
+Python's garbage collector as plugrad leaves it and after gc.freeze().
 Run: `python bench/bench_train.py` (options: --repeat N, --batch N). Needs torch (the test extra).
 """
 from __future__ import annotations
@@ -158,7 +158,8 @@ def train_step_of(model, opt: nn.optim.Optimizer, xt: Tensor, yt: Tensor) -> Cal
 
 def bench_gc(model: TinyLM, steps: int) -> None:
   """Eager steps of the LM, mean wall time of `steps` in a row (the median hides the collector's pauses): with
-  Python's garbage collector as it comes, then after gc.freeze() (what exists now is left out of its scans)."""
+  Python's garbage collector as plugrad leaves it (PLUGRAD_GC_THRESHOLD), then after gc.freeze() (what exists now is
+  left out of its scans)."""
   rng = np.random.default_rng(1)
   tokens = rng.integers(0, TinyLM.vocab, (16, TinyLM.context + 1)).astype(np.int32)
   step = train_step_of(model, nn.optim.AdamW(get_parameters(model), lr=1e-3), Tensor(tokens[:, :-1]),
