@@ -277,6 +277,11 @@ def test_heuristic_choices_are_pinned():
     [(Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 4)), (Opt(L, 0, 16),), ()]
   assert _plans(linear, AVX2)[0] == (Opt(L, 0, 8), Opt(U, 0, 2), Opt(U, 1, 4))  # 16 registers: 8 accumulators
   assert _plans(linear, replace(AVX512, vector_registers=1))[0] == (Opt(L, 0, 16),)  # no room for a tile
+  # ... with a residual added after the sum too (x + h @ W.T): read once per output, outside the loop, it takes no
+  # dim from the tile
+  residual = Tensor.empty(64, 256, device="PYTHON") + \
+    Tensor.empty(64, 784, device="PYTHON") @ Tensor.empty(256, 784, device="PYTHON").transpose()
+  assert _plans(residual, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16), Opt(U, 0, 4), Opt(U, 1, 4))
   narrow = Tensor.empty(64, 256, device="PYTHON") @ Tensor.empty(10, 256, device="PYTHON").transpose()
   assert _plans(narrow, replace(AVX512, vector_registers=32))[0] == (Opt(L, 0, 16), Opt(U, 0, 2), Opt(U, 1, 4))
   matvec = Tensor.empty(1, 64, device="PYTHON") @ Tensor.empty(256, 64, device="PYTHON").transpose()
@@ -485,6 +490,16 @@ def test_transposes_under_the_heuristic_give_numpys_answer(on):
   np.testing.assert_array_equal(got.numpy(), a.T + b)
   np.testing.assert_array_equal(Tensor(x, device=on).permute(0, 2, 3, 1).contiguous().numpy(), x.transpose(0, 2, 3, 1))
   np.testing.assert_array_equal((Tensor(a[:, :519], device=on).transpose() * 2).numpy(), a[:, :519].T * 2)
+
+
+@pytest.mark.parametrize("on", _devices())
+def test_a_projection_with_a_residual_tiles_under_the_heuristic_and_gives_numpys_answer(on):
+  # x + h @ W.T (a transformer block's output projection): the residual, read once per output, leaves the tile
+  x, h, w = _x(4, 6, 64), _x(4, 6, 256, seed=1), _x(64, 256, seed=2)
+  got = Tensor(x, device=on) + Tensor(h, device=on) @ Tensor(w, device=on).T
+  item = [it for it in got.schedule() if not it.is_copy][-1]
+  assert any(o.op is U for o in lower(item.ast, AVX512).opts)
+  np.testing.assert_allclose(got.numpy(), x + h @ w.T, rtol=1e-4, atol=1e-4)
 
 
 def test_a_cached_plan_that_no_longer_applies_is_searched_again(tmp_path):

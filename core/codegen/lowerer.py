@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from plugrad.alu import reduce_identity
 from plugrad.codegen.linearize import linearize
@@ -377,20 +377,30 @@ def _reads_along(idx: UOp, v: UOp, memo: dict[UOp, list[tuple[UOp, int]]]) -> bo
   return coef == 1 and not any(t is not v and v in t.toposort for t, _ in terms)
 
 
+def _reduce_loads(out_value: UOp) -> Iterator[tuple[UOp, UOp]]:
+  """(reduction, load) for each load inside a reduce loop that moves with the loop: a loop-invariant one (softmax's
+  row max) and one outside the loops are read once per output."""
+  for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
+    for ld in (n for n in red.src[0].toposort if n.op is Ops.LOAD and any(r in n.src[1].toposort for r in red.src[1:])):
+      yield red, ld
+
+
+def _loop_loads(out_value: UOp) -> list[UOp]:
+  """The loads of `_reduce_loads`, each once."""
+  return list(dict.fromkeys(ld for _, ld in _reduce_loads(out_value)))
+
+
 def _innermost_coefficients(out_value: UOp, lane: UOp | None,
                             memo: dict[UOp, list[tuple[UOp, int]]]) -> tuple[list[UOp], bool]:
   """(some load in a reduce loop reads neighbouring elements for neighbouring values of `lane`, every
   load that moves with the innermost loop of its reduction reads neighbouring elements in it)."""
   unit = functools.partial(_reads_along, memo=memo)
   lane_loads, red_ok, red_seen = [], True, False
-  for red in (n for n in out_value.toposort if n.op is Ops.REDUCE):
-    inner = red.src[-1]
-    # only loads inside the loop matter: a loop-invariant one (softmax's row max) is read once per output
-    for ld in (n for n in red.src[0].toposort if n.op is Ops.LOAD and any(r in n.src[1].toposort for r in red.src[1:])):
-      if (u := unit(ld.src[1], inner)) is not None:
-        red_seen = True
-        red_ok = red_ok and u
-      if lane is not None and unit(ld.src[1], lane): lane_loads.append(ld)
+  for red, ld in _reduce_loads(out_value):
+    if (u := unit(ld.src[1], red.src[-1])) is not None:
+      red_seen = True
+      red_ok = red_ok and u
+    if lane is not None and unit(ld.src[1], lane): lane_loads.append(ld)
   return lane_loads, red_ok and red_seen
 
 
@@ -434,8 +444,10 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
     lane_ok = bool(lane_loads)
     # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs.
-    # The vector loads are those moving with the lanes: contiguous ones, else the gathers (a strided convolution's)
-    vector_loads = lane_loads or [u for u in sink.toposort if u.op is Ops.LOAD and lane is not None and lane in u.src[1].toposort]
+    # The vector loads are those in a reduce loop moving with the lanes: contiguous ones, else the gathers (a strided
+    # convolution's). A load outside the loops is read once per output (a residual added to a projection, x + h @ W.T:
+    # counted, it left the matmul no dim to tile, 156 -> 70 us for 16x32x256 by 64x256)
+    vector_loads = lane_loads or [ld for ld in _loop_loads(sink) if lane is not None and lane in ld.src[1].toposort]
     reuse = tuple(d for d, g in enumerate(gids)
                   if d and vector_loads and all(g not in ld.src[1].toposort for ld in vector_loads))
     # ... and those some load reads neighbouring elements along (a convolution's weight laid out with its output
