@@ -172,9 +172,13 @@ class _Lowering:
     if pairs is None: raise OptError("LANES: no load of the reduction reads neighbouring elements per lane")
     vec = pairs[0][1] if len(pairs) == 1 else UOp(Ops.VECTORIZE, dtype.vec(width), tuple(v for _, v in pairs))
     red = UOp(Ops.REDUCE, dtype.vec(width), (vec, *ranges), op)
-    out = UOp(Ops.GEP, dtype, (red,), 0)
-    for k in range(1, width): out = UOp(op, dtype, (out, UOp(Ops.GEP, dtype, (red,), k)))
-    return out
+    # the lanes combined as a tree (each with the one half the lanes away, and again): after a short loop (softmax of
+    # rows of 32, two vectors each) a chain of 15 dependent adds was most of a row's time
+    vals = [UOp(Ops.GEP, dtype, (red,), k) for k in range(width)]
+    while len(vals) > 1:
+      half = len(vals) // 2
+      vals = [UOp(op, dtype, (vals[k], vals[k + half])) for k in range(half)] + vals[2 * half:]
+    return vals[0]
 
 
 def cos_from_sin(x: UOp) -> UOp:
