@@ -408,6 +408,9 @@ def _innermost_coefficients(out_value: UOp, lane: UOp | None,
   return lane_loads, red_ok and red_seen
 
 
+_TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS})
+
+
 def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   """What the heuristic reads from `ast` (its axes merged, as the lowering merges them) for a device with `caps`."""
   return _merged_features(merge_axes(ast), caps)
@@ -481,7 +484,8 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         contiguous_dims=contiguous, body_ops=body_ops,
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded,
                         unit_dims=unit_dims, lane_strided=lane_strided,
-                        computes_sin=any(n.op in (Ops.SIN, Ops.COS) for n in ast.toposort))
+                        computes_sin=any(n.op in (Ops.SIN, Ops.COS) for n in ast.toposort),
+                        reduce_transcendental=any(m.op in _TRANSCENDENTAL for r in reduces for m in r.src[0].toposort))
 
 
 def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]

@@ -81,6 +81,8 @@ class KernelFeatures:
     (a transposed read).
   :param computes_sin: the kernel computes a sin (on a CPU, one of unknown bounds branches to a library call for far
     arguments, which keeps a compiler's loop vectoriser out: the heuristic vectorises such an elementwise kernel).
+  :param reduce_transcendental: a reduction's terms compute a transcendental (exp2, log2, sin, cos: a softmax's
+    denominator sums exp(x - max)).
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -106,6 +108,7 @@ class KernelFeatures:
   unit_dims: tuple[int, ...] = ()
   lane_strided: bool = False
   computes_sin: bool = False
+  reduce_transcendental: bool = False
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

@@ -45,6 +45,7 @@ from plugrad.shape import prod
 
 UNROLL_REDUCE = 4  # reduce axes this short are unrolled into the loop body
 LANES_UNROLL = 4  # vectors a long LANES loop loads per step (UNROLL on the LANES axis)
+TRANSCENDENTAL_LANES_FROM = 32  # vectors a reduce loop computing a transcendental needs before it takes LANES
 GROUP_MIN, GROUP_MAX, GROUP_LOADS = 32, 256, 64  # work-group sizes, and the values each thread adds at least
 GPU_TILE = 4, 8   # outputs per thread along launch dims 0 and 1 of a GPU reduction too large to group
 GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU needs in flight)
@@ -387,6 +388,11 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     if lanes and (tile := _dot_tile(k, caps)):
       # no UNROLL on the lanes: the tile's accumulators are independent chains already
       return [tuple(base + [o for o in lanes if o.op is OptOps.LANES] + tile), tuple(base + lanes), tuple(base)]
+    if k.reduce_transcendental and any(k.reduce_axes[o.axis] < TRANSCENDENTAL_LANES_FROM * width for o in lanes):
+      # terms that compute a transcendental over a short loop, no tile: the compiler's own vectoriser interleaves
+      # several iterations' polynomials, where lanes compute one vector's at a time (exp-sums of 1M float32, AVX-512,
+      # kernels alone: rows of 32 140 -> 118 us, 128 111 -> 84, 256 90 -> 83; even at 512, lanes ahead from 1024)
+      return [tuple(base)]
     # each group of c outputs along dim 0 reading the same c values along a reduce loop of c (a rank sort's pick of
     # each run of 16): c outputs per thread make the group's index math constants and share each load, where lanes
     # along the 16 terms left every output summing its lanes (int64, 1024x1024 sorted: 14.2 -> 11.3 ms)
