@@ -1650,12 +1650,22 @@ class Tensor(metaclass=_TensorMeta):
     n = self.shape[ax]
     if n == 0: raise ValueError("argmax/argmin of an empty axis")
     # the first position holding the best value: positions count down from n, the largest wins
-    countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
-      (n,) + (1,) * (self.ndim - ax - 1))
-    hit = (self == best)
-    if self.dtype.is_float: hit = hit | ((self != self) & (best != best))  # a NaN is the max (and min), like numpy
-    total = Tensor._from(n, self.device) if isinstance(n, UOp) else n  # a symbolic length: its value at launch
-    return (total - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
+    if isinstance(n, UOp):  # a symbolic length: its value at launch
+      countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
+        (n,) + (1,) * (self.ndim - ax - 1))
+      hit = (self == best)
+      if self.dtype.is_float: hit = hit | ((self != self) & (best != best))  # a NaN is the max (and min), like numpy
+      return (Tensor._from(n, self.device) - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
+    # the same terms as nodes, one tensor for them (an accuracy's argmax on every eager step: 76 -> 31 us to build)
+    x, b, i32 = self._uop, broadcast(best._uop, self.shape), dtypes.int32
+    hit = UOp(Ops.CMPEQ, dtypes.bool, (x, b))
+    if self.dtype.is_float:  # a NaN is the max (and min), like numpy
+      nan = UOp(Ops.AND, dtypes.bool, (UOp(Ops.CMPNE, dtypes.bool, (x, x)), UOp(Ops.CMPNE, dtypes.bool, (b, b))))
+      hit = UOp(Ops.OR, dtypes.bool, (hit, nan))
+    pos = UOp(Ops.RESHAPE, i32, (UOp(Ops.ARANGE, i32, (), n),), (n,) + (1,) * (self.ndim - ax - 1))
+    countdown = UOp(Ops.SUB, i32, (_const_at(i32, n, self.shape), broadcast(pos, self.shape)))
+    score = Tensor._from(UOp(Ops.WHERE, i32, (hit, countdown, _const_at(i32, 0, self.shape))), self.device)
+    return n - score.max(ax, keepdim)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first largest value along `axis` (of the flattened tensor when None)."""
