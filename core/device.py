@@ -570,7 +570,11 @@ class Graph:
   def prepare(self, launches: list[GraphLaunch], nbuffers: int) -> Callable[[list[Any]], None] | None:
     """A function running every launch in order on the raw buffers it is called with (a list of `nbuffers`
     allocator objects, numbered as in the launches' `buffers`), or None when this list is not worth or not
-    possible to replay natively (the engine then replays it from Python)."""
+    possible to replay natively (the engine then replays it from Python).
+
+    The function may also have a method `start(raws)`: the same run, returning once it is under way, with a
+    function that waits for it (called exactly once). The engine then does its own bookkeeping for a realize (what
+    the tensors now are) while the run proceeds, and touches none of the buffers before it has waited."""
     return self._prepare(launches, nbuffers) if launches else None
 
   def _prepare(self, launches: list[GraphLaunch], nbuffers: int) -> Callable[[list[Any]], None] | None:

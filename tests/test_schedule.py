@@ -405,6 +405,23 @@ def test_a_cached_schedule_of_several_kernels_runs_natively_from_its_third_reuse
 
 
 @needs_cpu
+def test_a_native_run_is_waited_for_even_when_the_rebind_during_it_fails(monkeypatch):
+  """A cached schedule's native run is under way while the tensors are told what they became; if that fails, the
+  run is still waited for (the workers freed), and the next realize gives the right values."""
+  schedule = sys.modules["plugrad.engine.schedule"]
+  an = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+  a = Tensor(an, device="CPU").realize()  # large enough that the run is shared with the workers
+  for _ in range(3): (a * 3).sum(1).realize()  # natively from here on
+  started = []
+  def broken(*args): started.append(True); raise RuntimeError("rebind failed")
+  with monkeypatch.context() as m:
+    m.setattr(schedule, "_apply", broken)
+    with pytest.raises(RuntimeError, match="rebind failed"): (a * 3).sum(1).realize()
+  assert started
+  for _ in range(2): assert_close((a * 3).sum(1).realize(), (an * 3).sum(1), rtol=1e-4, atol=1e-3)
+
+
+@needs_cpu
 def test_only_large_intermediates_keep_a_cached_schedule_from_running_natively(monkeypatch):
   """A single kernel runs natively too (its Python launch cost more than the graph role's call), however large its
   output: a run from Python keeps the outputs as well. A schedule whose intermediate is larger than NATIVE_MAX_BYTES

@@ -143,6 +143,19 @@ class _Run:
       native.run(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
     else: run_on_threads(lambda: self.fn(table, counters), self.threads, self.pool)
 
+  def start(self, table: Any) -> Callable[[], None]:
+    """The run handed to the native workers, and the function that joins it and waits (`NativePool.start`); where
+    there are none or the run is one thread's, it runs here and now, and the function does nothing."""
+    if self.threads > 1 and (native := self.pool.native()) is not None:
+      counters = self.counters()
+      finish = native.start(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
+
+      def join(keep: tuple = (table, counters)) -> None:  # what the workers read stays alive until it is called
+        finish()
+      return join
+    self(table)
+    return _done
+
 
 class _Replay:
   """What `CPUGraph.prepare` returns: called with the raw buffers of one replay."""
@@ -159,3 +172,15 @@ class _Replay:
     for fn, ln in self.calls:
       if ln is None: fn(table)
       else: fn(*(raws[i] for i in ln.buffers), global_size=ln.global_size, local_size=ln.local_size)
+
+  def start(self, raws: list[Any]) -> Callable[[], None]:
+    """The replay, returning once it is under way where it is one run (see `Graph.prepare`): the function returned
+    waits for it. A replay of several steps runs here and now."""
+    if len(self.calls) != 1 or self.calls[0][1] is not None:
+      self(raws)
+      return _done
+    return self.calls[0][0].start(self.table_type(*map(_ADDRESS, raws)))
+
+
+def _done() -> None:
+  """What `start` returns for a run that finished before it returned."""

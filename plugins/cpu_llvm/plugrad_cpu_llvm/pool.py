@@ -24,6 +24,7 @@ import os
 import platform
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -35,13 +36,16 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 #: A worker spins this many times (each a pause hint) for the next job before it sleeps: long enough to catch the
 #: next launch of a program that launches back to back, short enough that an idle program leaves the cores alone.
 WORKER_SPINS = 8000
+#: The longest NativePool.start waits for freshly started workers to reach their loop (they normally take well under a
+#: millisecond; past this the job still runs, by its caller).
+READY_WAIT_SECONDS = 0.1
 #: A thread waiting for others (the caller for workers to leave a job, a graph run's threads at each launch's end)
 #: spins this many times, then yields its core at every try: the thread it waits for may have been descheduled.
 SPINS_BEFORE_YIELD = 4000
 
 # the state: one 8-byte slot each
-_GEN, _SLEEPING, _INSIDE, _CLOSED, _FN, _A, _B, _SEATS, _STOP = range(9)
-_SLOTS = 9
+_GEN, _SLEEPING, _INSIDE, _CLOSED, _FN, _A, _B, _SEATS, _STOP, _READY = range(10)
+_SLOTS = 10
 
 _JOB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -115,11 +119,12 @@ def _slot(name: str, k: int) -> str:
 
 
 def _pool_ir(futex: int, pause_decl: str, pause: str) -> str:
-  """`pool_worker(ptr state)`, `pool_run(ptr state, ptr fn, ptr a, ptr b, i64 workers)` and `pool_stop(ptr state)`
-  (see the module docstring)."""
+  """`pool_worker(ptr state)`, `pool_run(ptr state, ptr fn, ptr a, ptr b, i64 workers)` (`pool_start`, which
+  publishes the job and wakes the sleepers, then `pool_finish`, which calls fn(a, b) and waits for the workers) and
+  `pool_stop(ptr state)` (see the module docstring)."""
   slots = "\n".join(_slot(n, k) for n, k in [("gen", _GEN), ("sleeping", _SLEEPING), ("inside", _INSIDE),
                                               ("closed", _CLOSED), ("fnp", _FN), ("ap", _A), ("bp", _B),
-                                              ("seats", _SEATS), ("stop", _STOP)])
+                                              ("seats", _SEATS), ("stop", _STOP), ("ready", _READY)])
   pause_line = f"  {pause}" if pause else ""
   caller_wait = "\n".join(wait_ir("check", "run", "%inside", "seq_cst", 0, "exit", pause))
   return f"""\
@@ -131,6 +136,8 @@ define void @pool_worker(ptr %s) {{
 entry:
 {slots}
   %g0 = load atomic i32, ptr %gen seq_cst, align 8
+  ; from here on it sees every job published (NativePool.start waits for this count before its first one)
+  %r0 = atomicrmw add ptr %ready, i64 1 seq_cst
   ; a worker that starts after its pool was stopped sees the stop here (pool_stop sets it before it bumps gen)
   %st0 = load atomic i64, ptr %stop seq_cst, align 8
   %quit0 = icmp ne i64 %st0, 0
@@ -202,7 +209,7 @@ entry:
   ret void
 }}
 
-define void @pool_run(ptr %s, ptr %fn, ptr %a, ptr %b, i64 %workers) {{
+define void @pool_start(ptr %s, ptr %fn, ptr %a, ptr %b, i64 %workers) {{
 entry:
 {slots}
   store atomic ptr %fn, ptr %fnp release, align 8
@@ -213,9 +220,17 @@ entry:
   %g = atomicrmw add ptr %gen, i32 1 seq_cst
   %sl = load atomic i64, ptr %sleeping seq_cst, align 8
   %any = icmp sgt i64 %sl, 0
-  br i1 %any, label %wake, label %run
+  br i1 %any, label %wake, label %exit
 wake:
   %wr = call i64 (i64, ...) @syscall(i64 {futex}, ptr %gen, i64 {_FUTEX_WAKE_PRIVATE}, i64 2147483647)
+  br label %exit
+exit:
+  ret void
+}}
+
+define void @pool_finish(ptr %s, ptr %fn, ptr %a, ptr %b) {{
+entry:
+{slots}
   br label %run
 run:
   call void %fn(ptr %a, ptr %b)
@@ -223,6 +238,13 @@ run:
   br label %check
 {caller_wait}
 exit:
+  ret void
+}}
+
+define void @pool_run(ptr %s, ptr %fn, ptr %a, ptr %b, i64 %workers) {{
+entry:
+  call void @pool_start(ptr %s, ptr %fn, ptr %a, ptr %b, i64 %workers)
+  call void @pool_finish(ptr %s, ptr %fn, ptr %a, ptr %b)
   ret void
 }}
 """
@@ -289,6 +311,10 @@ class NativePool:
     self._busy = threading.Lock()  # one job at a time; a second thread's launch runs on its own thread meanwhile
     self._run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                  ctypes.c_int64)(NativePool._engine.get_function_address("pool_run"))
+    self._start_job = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_int64)(NativePool._engine.get_function_address("pool_start"))
+    self._finish_job = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_void_p)(NativePool._engine.get_function_address("pool_finish"))
     self._worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(NativePool._engine.get_function_address("pool_worker"))
     self._stop = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(NativePool._engine.get_function_address("pool_stop"))
     _pools.add(self)
@@ -353,6 +379,32 @@ class NativePool:
       self._run(ctypes.addressof(self._state), fn, a, b, min(helpers, self.workers))
     finally:
       self._busy.release()
+
+  def start(self, fn: int, a: int, b: int, helpers: int) -> Callable[[], None]:
+    """`run` in two halves: hand fn(a, b) to up to `helpers` workers and return at once; the function returned (call
+    it exactly once, soon: the workers stay with this job until then) runs it on this thread too and returns when no
+    thread is still in it. Meanwhile this thread may do anything but touch what the job reads or writes; where the
+    workers are busy with another thread's job, the returned function runs this one alone."""
+    if helpers <= 0 or not self._busy.acquire(blocking=False): return lambda: _JOB(fn)(a, b)
+    try:
+      if not self._started:
+        self._start()
+        # a worker still starting would read the job's generation as its first and never take it (pool_run's caller
+        # runs its job anyway; this one's caller goes away): wait until the workers are in their loop
+        deadline = time.perf_counter() + READY_WAIT_SECONDS
+        while self._state[_READY] < self.workers and time.perf_counter() < deadline: time.sleep(0)
+      state = ctypes.addressof(self._state)
+      self._start_job(state, fn, a, b, min(helpers, self.workers))
+    except BaseException:
+      self._busy.release()
+      raise
+
+    def finish() -> None:
+      try:
+        self._finish_job(state, fn, a, b)
+      finally:
+        self._busy.release()
+    return finish
 
   @classmethod
   def pull(cls, nbufs: int, nvars: int, partial: bool = False) -> int:

@@ -1,6 +1,7 @@
 """The runtime's workers (plugrad_cpu_llvm.pool): a launch cut into chunks runs each chunk exactly once, whichever
 threads take them, from any Python thread, in a forked child, and through the Python pool where there are no
-native workers, each thread first from its own contiguous group; a dropped pool's workers leave."""
+native workers, each thread first from its own contiguous group; a job started runs while its caller does other
+work, until the caller finishes it; a dropped pool's workers leave."""
 import ctypes
 import gc
 import os
@@ -175,3 +176,33 @@ def test_workers_stopped_before_they_enter_their_loop_still_leave():
     for t in loaders: t.join()
   for w in workers: w.join(10)
   assert not any(w.is_alive() for w in workers)
+
+
+def test_a_started_job_runs_while_the_caller_does_other_work_and_finishes_with_its_part():
+  # NativePool.start hands the job to the workers and returns; the caller's finish() runs its own part and waits.
+  # Each thread that enters adds 1 at a, and the first spins until a second has entered too: the worker provably ran
+  # while the caller was away, and finish() returned only after every thread left
+  pool = NativePool.create(1)
+  if pool is None: pytest.skip("no native workers in this process (not Linux on x86-64 or arm64)")
+  with _llvm_lock: engine = jit_module(
+    "define void @job(ptr %a, ptr %b) {\nentry:\n  %n = atomicrmw add ptr %a, i64 1 seq_cst\n  %first = icmp eq i64 %n, 0\n"
+    "  br i1 %first, label %wait, label %exit\nwait:\n  %k = phi i64 [0, %entry], [%k1, %wait]\n"
+    "  %c = load atomic i64, ptr %a seq_cst, align 8\n  %k1 = add i64 %k, 1\n  %both = icmp sge i64 %c, 2\n"
+    "  %long = icmp ugt i64 %k1, 100000000\n  %stop = or i1 %both, %long\n  br i1 %stop, label %exit, label %wait\n"
+    "exit:\n  ret void\n}\n")
+  job = engine.get_function_address("job")
+  counts = (ctypes.c_int64 * 2)()
+  finish = pool.start(job, ctypes.addressof(counts), 0, helpers=1)
+  deadline = time.time() + 30
+  while counts[0] == 0 and time.time() < deadline: time.sleep(0.001)  # the worker entered on its own
+  assert counts[0] == 1
+  finish()
+  assert counts[0] == 2
+  # the workers are free again: a second job runs with them, and one started while a job is out runs alone
+  finish = pool.start(job, ctypes.addressof(counts), 0, helpers=1)
+  while counts[0] == 2 and time.time() < deadline: time.sleep(0.001)
+  alone = (ctypes.c_int64 * 2)(1, 0)
+  pool.run(job, ctypes.addressof(alone), 0, helpers=1)  # the workers are busy: this thread alone, no deadlock
+  assert alone[0] == 2
+  finish()
+  assert counts[0] == 4
