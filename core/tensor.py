@@ -1649,23 +1649,19 @@ class Tensor(metaclass=_TensorMeta):
     ax = _norm_axis(axis, self.ndim)
     n = self.shape[ax]
     if n == 0: raise ValueError("argmax/argmin of an empty axis")
-    # the first position holding the best value: positions count down from n, the largest wins
-    if isinstance(n, UOp):  # a symbolic length: its value at launch
-      countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
-        (n,) + (1,) * (self.ndim - ax - 1))
-      hit = (self == best)
-      if self.dtype.is_float: hit = hit | ((self != self) & (best != best))  # a NaN is the max (and min), like numpy
-      return (Tensor._from(n, self.device) - (hit.cast(dtypes.int32) * countdown).max(ax, keepdim)).cast(dtypes.int32)
-    # the same terms as nodes, one tensor for them (an accuracy's argmax on every eager step: 76 -> 31 us to build)
+    # the first position holding the best value: positions count down from n, the largest wins. Built as nodes, one
+    # tensor before the max (an accuracy's argmax on every eager step: 76 -> 31 us to build)
     x, b, i32 = self._uop, broadcast(best._uop, self.shape), dtypes.int32
     hit = UOp(Ops.CMPEQ, dtypes.bool, (x, b))
     if self.dtype.is_float:  # a NaN is the max (and min), like numpy
       nan = UOp(Ops.AND, dtypes.bool, (UOp(Ops.CMPNE, dtypes.bool, (x, x)), UOp(Ops.CMPNE, dtypes.bool, (b, b))))
       hit = UOp(Ops.OR, dtypes.bool, (hit, nan))
-    pos = UOp(Ops.RESHAPE, i32, (UOp(Ops.ARANGE, i32, (), n),), (n,) + (1,) * (self.ndim - ax - 1))
-    countdown = UOp(Ops.SUB, i32, (_const_at(i32, n, self.shape), broadcast(pos, self.shape)))
+    if isinstance(n, UOp):  # a symbolic length: its positions and its value at launch
+      countdown, total = Tensor.arange(n, 0, -1, dtype=i32, device=self.device).uop, Tensor._from(n, self.device)
+    else: countdown, total = UOp(Ops.SUB, i32, (_const_at(i32, n, (n,)), UOp(Ops.ARANGE, i32, (), n))), n
+    countdown = broadcast(UOp(Ops.RESHAPE, i32, (countdown,), (n,) + (1,) * (self.ndim - ax - 1)), self.shape)
     score = Tensor._from(UOp(Ops.WHERE, i32, (hit, countdown, _const_at(i32, 0, self.shape))), self.device)
-    return n - score.max(ax, keepdim)
+    return (total - score.max(ax, keepdim)).cast(i32)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first largest value along `axis` (of the flattened tensor when None)."""
@@ -2277,25 +2273,15 @@ class Tensor(metaclass=_TensorMeta):
       elif e is not None: return None
     shape = self._uop.shape
     if used > len(shape) or not _plain_sizes(shape): return None
-    bounds: list[tuple[int, int]] = []
-    layout: list[int | None] = []  # per output dim: the axis it keeps, or None for a new axis of size 1
-    for e in entries:
-      if e is None: layout.append(None)
-      elif e is Ellipsis:
-        for _ in range(len(shape) - used):
-          layout.append(len(bounds))
-          bounds.append((0, shape[len(bounds)]))
-      elif type(e) is int:
-        size = shape[len(bounds)]
-        if not -size <= e < size: raise IndexError(f"index {e} is out of bounds for axis {len(bounds)} with size {size}")
-        bounds.append((e % size, e % size + 1))
-      else:
-        start, stop, _ = e.indices(shape[len(bounds)])
-        layout.append(len(bounds))
-        bounds.append((start, stop) if stop > start else (0, 0))
-    while len(bounds) < len(shape):
-      layout.append(len(bounds))
-      bounds.append((0, shape[len(bounds)]))
+
+    def at(i: int, size: int, axis: int) -> tuple[int, int]:
+      if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+      return i % size, i % size + 1
+
+    def within(e: slice, size: int) -> tuple[int, int]:
+      start, stop, _ = e.indices(size)
+      return (start, stop) if stop > start else (0, 0)
+    bounds, layout = Tensor._basic_bounds(entries, shape, used, at, within)
     # the nodes shrink() and reshape() make, without their checks of bounds right by construction
     u = self._uop
     if any(b != (0, size) for b, size in zip(bounds, shape)): u = UOp(Ops.SHRINK, u.dtype, (u,), tuple(bounds))
@@ -2315,30 +2301,44 @@ class Tensor(metaclass=_TensorMeta):
       return isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
     if not all(basic(e) for e in entries):
       raise NotImplementedError(f"indexing with a Variable takes ints, slices of step 1, None and Ellipsis, got {index!r}")
+    if entries.count(Ellipsis) > 1: raise IndexError("an index can only have one ellipsis")
     used = sum(1 for e in entries if e is not None and e is not Ellipsis)
     if used > self.ndim: raise IndexError(f"too many indices ({used}) for a tensor of {self.ndim} dimensions")
-    if Ellipsis in entries:
-      at = entries.index(Ellipsis)
-      entries[at:at + 1] = [slice(None)] * (self.ndim - used)
-    bounds: list[tuple] = []
-    layout: list[int | None] = []  # per output dim: the axis it keeps, or None for a new axis of size 1
 
     def wrap(p: Any, size: Any) -> Any:  # a negative int counts from the end (of a symbolic size too)
       return size + int(p) if isinstance(p, (int, np.integer)) and p < 0 else (p if isinstance(p, UOp) else int(p))
-    for e in entries:
-      if e is None:
-        layout.append(None)
-        continue
-      size = self.shape[len(bounds)]
-      if isinstance(e, slice):
-        layout.append(len(bounds))
-        bounds.append((0 if e.start is None else wrap(e.start, size), size if e.stop is None else wrap(e.stop, size)))
-      else: bounds.append((wrap(e, size), wrap(e, size) + 1))
-    while len(bounds) < self.ndim:
-      layout.append(len(bounds))
-      bounds.append((0, self.shape[len(bounds)]))
+
+    def at(i: Any, size: Any, axis: int) -> tuple:  # out of range: shrink says so
+      return wrap(i, size), wrap(i, size) + 1
+
+    def within(e: slice, size: Any) -> tuple:
+      return 0 if e.start is None else wrap(e.start, size), size if e.stop is None else wrap(e.stop, size)
+    bounds, layout = Tensor._basic_bounds(entries, self.shape, used, at, within)
     x = self.shrink(tuple(bounds))
     return x.reshape(tuple(1 if a is None else x.shape[a] for a in layout))
+
+  @staticmethod
+  def _basic_bounds(entries: Sequence[Any], shape: tuple, used: int, at: Callable[[Any, Any, int], tuple],
+                    within: Callable[[slice, Any], tuple]) -> tuple[list[tuple], list[int | None]]:
+    """The shrink bounds of a basic index (ints, slices of step 1, None, one Ellipsis, `used` of them taking an axis)
+    and per output dim the axis it keeps, or None for a new axis of size 1: an int's bounds from `at(i, size, axis)`,
+    a slice's from `within(slice, size)`, the Ellipsis's axes and those after the index whole."""
+    bounds: list[tuple] = []
+    layout: list[int | None] = []
+
+    def whole() -> None:
+      layout.append(len(bounds))
+      bounds.append((0, shape[len(bounds)]))
+    for e in entries:
+      if e is None: layout.append(None)
+      elif e is Ellipsis:
+        for _ in range(len(shape) - used): whole()
+      elif isinstance(e, slice):
+        layout.append(len(bounds))
+        bounds.append(within(e, shape[len(bounds)]))
+      else: bounds.append(at(e, shape[len(bounds)], len(bounds)))
+    while len(bounds) < len(shape): whole()
+    return bounds, layout
 
   def _read_plan(self, plan: list[tuple], layout: list) -> Tensor:
     """The values an index plan selects (see _index_plan)."""
