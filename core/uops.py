@@ -71,8 +71,6 @@ _PLAIN_TYPES = frozenset(_PLAIN)
 
 
 class _UOpMeta(type):
-  _cache = _NODES
-
   binds_made = False  # whether a BIND (a bound Variable) exists yet: until one does, no graph has Variables to unbind
 
   # every node made passes here (a few thousand per eager training step): a plain argument skips _key_arg, and a new
