@@ -18,7 +18,7 @@ import numpy as np
 
 from plugrad import Context, Tensor, TinyJit
 
-from _timing import median_time, median_times  # bench/ is the script's folder, so on sys.path
+from _timing import median_time, median_times, median_times_in_rounds  # bench/ is the script's folder, so on sys.path
 
 try:
   import torch
@@ -287,16 +287,13 @@ def bench_reduce(n: int, repeat: int) -> None:
   jitted = TinyJit(lambda x: x.sum(axis=1).realize())
   for _ in range(3): got = jitted(a)
   np.testing.assert_allclose(got.numpy(), an.sum(axis=1), rtol=1e-3, atol=1e-2)
-  tt = None
+  at = torch.from_numpy(an) if torch is not None else None
   for name, fp, fn, ft in [("a.sum(axis=1)", lambda: a.sum(axis=1).realize(), lambda: an.sum(axis=1), lambda t: t.sum(dim=1)),
                            ("a.sum(axis=1) TinyJit", lambda: jitted(a), lambda: an.sum(axis=1), lambda t: t.sum(dim=1)),
                            ("a.max()", lambda: a.max().realize(), lambda: an.max(), lambda t: t.max())]:
-    tp = median_time(fp, repeat)
-    tn = median_time(fn, repeat)
-    if torch is not None:
-      at = torch.from_numpy(an)
-      tt = median_time(lambda: ft(at), repeat)
-    report(f"{name} {n}x{n}", tp, tn, tt, n * n * 4, "GB/s")
+    # a 1 ms call within a few percent of torch's: timed in rounds (see median_times_in_rounds)
+    tp, tn, *tt = median_times_in_rounds([fp, fn] + ([lambda: ft(at)] if at is not None else []), repeat)
+    report(f"{name} {n}x{n}", tp, tn, tt[0] if tt else None, n * n * 4, "GB/s")
 
 
 def bench_sibling_reductions(n: int, repeat: int) -> None:
