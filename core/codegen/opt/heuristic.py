@@ -30,6 +30,8 @@ What it decides:
   (LANES), one vector accumulator whose lanes each add 1/width of the values, four vectors loaded and added
   together per step where the axis is long enough (UNROLL on the same axis); where the loads are reused across
   outputs (a matmul reading B along its rows: x @ W.T), a register tile of up to 4 x 4 outputs instead;
+- a convolution's row tile covering the whole image row keeps its short kernel taps as loops and writes out 8 of
+  its input channels instead;
 - a reduction nested in another (a convolution pooled in the same kernel) takes the outer one's innermost
   axis as lanes and several outputs per thread;
 - an elementwise kernel computing a sin (whose argument's unknown bounds need a rarely taken branch, which the
@@ -57,6 +59,7 @@ MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per 
 MAX_PICK_GROUP = 16  # the largest group of outputs reading one group of inputs that one thread computes together
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
 CHANNEL_TILE_MIN_SUM = 256  # products summed into each output, at least, for lanes along the channels (_channel_tile)
+CHANNEL_UNROLL = 8  # copies of a convolution row tile's loop over input channels (_row_tile_base)
 MAX_LANES = 16  # the widest vector a plan takes, in lanes (a 512-bit register of float32)
 SHORT_ROW_MIN_LANES = 8  # the fewest lanes `_short_row_lanes` takes along a reduce loop
 #: the vector registers (AVX-512's) where the convolution choices measured on them apply: only the padded taps along
@@ -304,6 +307,30 @@ def _conv_tile(k: KernelFeatures, caps: Capabilities, row_dim: int, factors: lis
   return out + ([Opt(OptOps.UPCAST, row_dim, rows)] if rows > 1 else [])
 
 
+def _row_tile_base(k: KernelFeatures, caps: Capabilities, base: list[Opt], tile: list[Opt]) -> list[Opt]:
+  """The unrolls to go with a convolution's row tile (`_conv_tile`: vectors along the image row by output channels)
+  whose vectors cover the whole row: short kernel taps (written out by `_unrolls`) stay loops and the input channels'
+  loop is unrolled by CHANNEL_UNROLL where it divides, so each step feeds the tile from one tap of several channels.
+  AVX-512, kernels alone, medians of seven in alternation, three runs: 3 -> 16 channels 3x3 at 32x32, padded, 0.14 ->
+  0.07-0.08 ms; 4 -> 16 at 28x28 0.38-0.40 -> 0.14-0.15 ms; 1 -> 8 at 28x28 0.030-0.048 -> 0.021-0.033 ms; 16 -> 16
+  at 64x64 0.35-0.42 -> 0.32-0.36 ms; 32 -> 64 at 56x56 (bench_cpu's conv2d) 1.00-1.16x (PLUGRAD_BEAM found it
+  there); 8 -> 16 at 13x13 0.98-0.99x. Where the vectors do not cover the row the taps stay written out: their
+  padding gates then move with the vector (24 -> 48 at 40x40 in vectors of 16: 0.75x as loops). `base` unchanged for
+  any other tile, with no short taps to take back, or with AVX2's 16 registers (not measured there)."""
+  row = next((o.amount for o in tile if o.op is OptOps.VECTORIZE and o.axis == 0), 0)
+  if caps.vector_registers < WIDE_REGISTER_FILE or row < k.dims[0][1] or \
+      not any(o.op is OptOps.UPCAST and o.axis not in (0, 1) for o in tile):
+    return base
+  taps = {r for r, _ in k.sliding}
+  short = {o.axis for o in base if o.op is OptOps.UNROLL and o.axis in taps and k.reduce_axes[o.axis] <= UNROLL_REDUCE}
+  if not short: return base
+  kept = [o for o in base if not (o.op is OptOps.UNROLL and o.axis in short)]
+  unrolled = {o.axis for o in kept if o.op is OptOps.UNROLL}
+  channels = next((i for i, size in enumerate(k.reduce_axes)
+                   if i not in taps and i not in unrolled and size % CHANNEL_UNROLL == 0), None)
+  return kept + ([Opt(OptOps.UNROLL, channels, CHANNEL_UNROLL)] if channels is not None else [])
+
+
 def _nested(k: KernelFeatures, caps: Capabilities) -> tuple[Opt, ...]:
   """A reduction inside another (a convolution summed by a global average pool): the outer one's innermost axis
   as vector lanes (its loads move along the image; the whole axis when it fits one vector) and several outputs per
@@ -417,7 +444,8 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
   vec += _slide_unrolls(k, vec, base)
   if not any(o.op is OptOps.VECTORIZE for o in vec): return channel_plans + [tuple(base + vec)]
   # the vectors that divide dim 0 if masked ones do not apply, the scalar plan if the vectors only gather
-  plans = channel_plans + [tuple(base + vec), tuple(base + _tiles(k, caps, vector=True, masked_ok=False))]
+  plans = channel_plans + [tuple(_row_tile_base(k, caps, base, vec) + vec),
+                           tuple(base + _tiles(k, caps, vector=True, masked_ok=False))]
   if not k.lane_contiguous and k.dims[0][0] == 1 and \
       (c := next((c for c in k.lane_divisors if c <= MAX_DIVISOR_UPCAST and k.dims[0][1] % c == 0), None)):
     # vectors that would only gather, and loads that index dim 0 as x // c and x % c (a stride-2 pooling's
