@@ -44,8 +44,8 @@ SPLIT_REDUCE_MAX_OUTPUT = 64
 #: `Tensor._panel_width`).
 PANEL_MIN_ELEMENTS, PANEL_MIN_ROWS = 1 << 20, 128
 #: A matmul reading its right operand as the transpose of a row-major buffer (a linear layer's x @ W.T) with a sum of
-#: at most TRANSPOSED_MAX_K terms and at least TRANSPOSED_MIN_OUTPUTS outputs copies it row-major first on such a
-#: device (see `Tensor._copies_transposed`).
+#: at most TRANSPOSED_MAX_K terms, at least TRANSPOSED_MIN_OUTPUTS outputs and at least half as many rows reading each
+#: copied matrix as the sum has terms copies it row-major first on such a device (see `Tensor._copies_transposed`).
 TRANSPOSED_MAX_K, TRANSPOSED_MIN_OUTPUTS = 128, 1 << 17
 #: conv2d's weight gradient sums channels-last where both channel counts per group are at least this
 #: (see `_channels_last_weight_gradient`)
@@ -1748,13 +1748,18 @@ class Tensor(metaclass=_TensorMeta):
     Worth it on a device that loops over its outputs with vector ops, for a short sum and many outputs (float32 on
     AVX-512, copy included: 2048 rows by 64 -> 1024 2.0 -> 0.75 ms, 512 by 64 -> 256 189 -> 133 us; batched, attention's
     scores of 16x8 heads of 128 by 64: 1.95 -> 0.90 ms; with a sum of 512 or 1024 terms, or 64 rows by 784 -> 256, the
-    copy costs more than it saves)."""
+    copy costs more than it saves), read by at least k/2 rows of x per copied matrix: the copy costs once per element
+    of y, the lanes' sums once per output, so a few rows over a large vocabulary lose (under TinyJit: 4 rows by 64 ->
+    50257, a language model's head while it generates, 0.27 -> 1.63 ms copied; 2 by 64 -> 100000 0.47 -> 3.1 ms; 16 by
+    128 -> 32000 1.9 -> 3.9 ms; a decoding step's scores, one query per head of 64x8 over 256 cached keys of 64, 0.84
+    -> 3.7 ms)."""
     if isinstance(self.device, tuple) or y.ndim < 2 or y.uop.op is not Ops.PERMUTE: return False
     # only the last two axes swapped: attention's q @ k.transpose(-1, -2) as much as a layer's W.T
     if y.uop.arg != tuple(range(y.ndim - 2)) + (y.ndim - 1, y.ndim - 2): return False
     if contiguous_base(y.uop.src[0]) is None or not y.dtype.is_float: return False
-    rows, (k, m) = prod(self.shape[:-1]), y.shape[-2:]
-    if not all(isinstance(d, int) for d in (rows, k, m)) or k > TRANSPOSED_MAX_K or rows * m < TRANSPOSED_MIN_OUTPUTS:
+    rows, copies, (k, m) = prod(self.shape[:-1]), prod(y.shape[:-2]), y.shape[-2:]
+    if not all(isinstance(d, int) for d in (rows, copies, k, m)) or k > TRANSPOSED_MAX_K or \
+        rows * m < TRANSPOSED_MIN_OUTPUTS or 2 * (rows // copies) < k:
       return False
     return _loops_with_vector_ops(self.device)
 

@@ -104,14 +104,16 @@ def test_matmul_makes_the_nodes_of_its_tensor_formula(xs, ys, dtype, dev):
 
 def test_a_linear_layer_with_a_short_sum_copies_its_weight_row_major():
   # x @ W.T with W a row-major buffer: read as it is, each output sums along W's rows in vector lanes and then adds
-  # the lanes together; with a sum of at most TRANSPOSED_MAX_K terms and many outputs, W.T is copied row-major first
-  # (one kernel more) where the device loops over its outputs with vector ops. A long sum reads W as it is
+  # the lanes together; with a sum of at most TRANSPOSED_MAX_K terms, many outputs and at least k/2 rows, W.T is
+  # copied row-major first (one kernel more) where the device loops over its outputs with vector ops. A long sum, or
+  # too few rows to pay for the copy (a language model's head while it generates), reads W as it is
   from plugrad.registry import get_registry
   from plugrad.scheduler import count_kernels
   rng = np.random.default_rng(0)
   caps = get_registry().device(Tensor(0).device).caps
   copies = caps.launch_dims == 0 and caps.vector_ops
-  for xs, ws, short in (((512, 64), (256, 64), True), ((2, 256, 64), (256, 64), True), ((64, 784), (256, 784), False)):
+  for xs, ws, short in (((512, 64), (256, 64), True), ((2, 256, 64), (256, 64), True), ((64, 784), (256, 784), False),
+                        ((4, 64), (50257, 64), False)):
     x, w = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in (xs, ws))
     out = x @ w.T
     assert count_kernels(out.schedule()) == (2 if short and copies else 1)
@@ -121,5 +123,9 @@ def test_a_linear_layer_with_a_short_sum_copies_its_weight_row_major():
   scores = q @ k.transpose(-1, -2)
   assert count_kernels(scores.schedule()) == (2 if copies else 1)
   same(scores, q.numpy() @ k.numpy().swapaxes(-1, -2), rtol=1e-4, atol=1e-4)
+  # ... one query row per head (a decoding step over 256 cached keys) reads each head's keys as they are: a copy pays
+  # from k/2 rows
+  q1, k1 = Tensor.empty(64, 8, 1, 64), Tensor.empty(64, 8, 256, 64)
+  assert count_kernels((q1 @ k1.transpose(-1, -2)).schedule()) == 1
   q4, k4 = (Tensor.empty(4, 4, 128, 32) for _ in range(2))
   assert count_kernels((q4 @ k4.permute(1, 0, 3, 2)).schedule()) == 1  # batch axes swapped too: read as it is
