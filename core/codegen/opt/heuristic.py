@@ -29,7 +29,8 @@ What it decides:
   outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
   (LANES), one vector accumulator whose lanes each add 1/width of the values, four vectors loaded and added
   together per step where the axis is long enough (UNROLL on the same axis); where the loads are reused across
-  outputs (a matmul reading B along its rows: x @ W.T), a register tile of up to 4 x 4 outputs instead;
+  outputs (a matmul reading B along its rows: x @ W.T), a register tile of up to 4 x 4 outputs instead, or for a
+  sum of at most 8 vectors two outputs per thread without lanes, left to the compiler's vectoriser;
 - a convolution's row tile covering the whole image row keeps its short kernel taps as loops and writes out 8 of
   its input channels instead;
 - a reduction nested in another (a convolution pooled in the same kernel) takes the outer one's innermost
@@ -60,6 +61,7 @@ MAX_PICK_GROUP = 16  # the largest group of outputs reading one group of inputs 
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
 CHANNEL_TILE_MIN_SUM = 256  # products summed into each output, at least, for lanes along the channels (_channel_tile)
 CHANNEL_UNROLL = 8  # copies of a convolution row tile's loop over input channels (_row_tile_base)
+SHORT_DOT_VECTORS = 8  # the longest reduction, in vectors, a dot tile leaves to the compiler's vectoriser (_short_dot)
 MAX_LANES = 16  # the widest vector a plan takes, in lanes (a 512-bit register of float32)
 SHORT_ROW_MIN_LANES = 8  # the fewest lanes `_short_row_lanes` takes along a reduce loop
 #: the vector registers (AVX-512's) where the convolution choices measured on them apply: only the padded taps along
@@ -365,6 +367,22 @@ def _dot_tile(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   return [Opt(OptOps.UPCAST, d, f) for d, f in ((0, cols), (row_dim, rows)) if f > 1]
 
 
+def _short_dot(k: KernelFeatures, caps: Capabilities, lanes: list[Opt]) -> list[Opt] | None:
+  """For a dot tile's reduction of at most SHORT_DOT_VECTORS vectors: no lanes, two outputs per thread along the dim
+  the loads are reused across, the sum left to the compiler's vectoriser. Each output's lanes are added together once
+  at its end, which a short sum does not pay for (float32 on AVX-512, kernels alone, medians of seven: x @ W.T of 512
+  rows by 32 -> 192 86 -> 46 us, by 64 -> 192 94 -> 65 us, by 64 -> 64 32 -> 24 us, by 128 -> 64 40 -> 36 us; 64
+  rows by 48 -> 64 7.5 -> 5.1 us; attention's scores, 16x4 heads of 32 by 32, 62 -> 34 us, 8x12 heads of 32 by 64,
+  92 -> 66 us; 36 shapes from 32 to 128 terms, all 1.05-1.86x). From 160 terms (10 vectors) the tile is faster
+  (0.65x as this; 256 terms 0.75x). None where it does not apply, or with AVX2's 16 registers (not measured there)."""
+  if caps.vector_registers < WIDE_REGISTER_FILE or (row_dim := _reuse_dim(k)) is None: return None
+  width = next((o.amount for o in lanes if o.op is OptOps.LANES), 0)
+  if not width or any(k.reduce_axes[o.axis] > SHORT_DOT_VECTORS * width for o in lanes if o.op is OptOps.LANES):
+    return None
+  rows = _dim_factor(k, row_dim, 2)
+  return [Opt(OptOps.UPCAST, row_dim, rows)] if rows > 1 else []
+
+
 def _short_row_lanes(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   """Vector lanes along the reduce loop for a kernel whose loads run contiguously both along it and along launch
   dim 0 when dim 0 fills at most half a vector: a convolution's weight gradient from few input channels (its
@@ -413,6 +431,8 @@ def hand_coded_optimizations(k: KernelFeatures, caps: Capabilities) -> list[tupl
     lanes += [Opt(OptOps.UNROLL, o.axis, LANES_UNROLL) for o in lanes
               if k.reduce_axes[o.axis] % (width * LANES_UNROLL) == 0 and k.reduce_axes[o.axis] >= 2 * width * LANES_UNROLL]
     if lanes and (tile := _dot_tile(k, caps)):
+      if (short := _short_dot(k, caps, lanes)) is not None:
+        return [tuple(base + short), tuple(base + lanes), tuple(base)]
       # no UNROLL on the lanes: the tile's accumulators are independent chains already
       return [tuple(base + [o for o in lanes if o.op is OptOps.LANES] + tile), tuple(base + lanes), tuple(base)]
     if k.reduce_transcendental and any(k.reduce_axes[o.axis] < TRANSCENDENTAL_LANES_FROM * width for o in lanes):
