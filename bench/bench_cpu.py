@@ -436,6 +436,7 @@ def main() -> None:
   bench_conv(args.repeat)
   bench_matmul(256 if args.quick else 1024, args.repeat)
   bench_linear(64, 784, 256, args.repeat)
+  bench_linear(512, 64, 192, args.repeat)  # a transformer's qkv projection: a sum of 4 vectors, too few outputs to copy
   bench_linear(2048, 64, 1024, args.repeat)  # a short sum: the weight copied row-major first
   if not args.quick: bench_linear(1024, 1024, 1024, args.repeat)
   if not (args.quick or args.no_4096): bench_matmul(4096, 1)
