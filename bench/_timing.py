@@ -31,12 +31,7 @@ def _samples(fn: Callable[[], object], repeat: int, warmup: int, sync: Callable[
              before: Callable[[], object] | None = None) -> list[float]:
   """The seconds of `repeat` calls of `fn` after SETTLE_SECONDS and `warmup` untimed calls, and more for
   WARMUP_SECONDS in all (see median_time)."""
-  time.sleep(SETTLE_SECONDS)
-  end, calls = time.perf_counter() + WARMUP_SECONDS, 0
-  while calls < warmup or time.perf_counter() < end:
-    fn()
-    if sync: sync()
-    calls += 1
+  _settle_and_warm_up([fn], warmup, sync)
   times = []
   for _ in range(repeat):
     if before: before()
@@ -47,14 +42,22 @@ def _samples(fn: Callable[[], object], repeat: int, warmup: int, sync: Callable[
   return times
 
 
-def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
-  """The median time of each function, timed in alternation so that load from elsewhere on a shared
-  machine falls on all of them alike."""
+def _settle_and_warm_up(fns: list[Callable[[], object]], warmup: int, sync: Callable[[], None] | None = None) -> None:
+  """Sleep SETTLE_SECONDS, then call the functions in turn (each followed by `sync`, if given) for `warmup` rounds at
+  least and WARMUP_SECONDS in all."""
   time.sleep(SETTLE_SECONDS)
   end, rounds = time.perf_counter() + WARMUP_SECONDS, 0
   while rounds < warmup or time.perf_counter() < end:
-    for fn in fns: fn()
+    for fn in fns:
+      fn()
+      if sync: sync()
     rounds += 1
+
+
+def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
+  """The median time of each function, timed in alternation so that load from elsewhere on a shared
+  machine falls on all of them alike."""
+  _settle_and_warm_up(fns, warmup)
   times: list[list[float]] = [[] for _ in fns]
   for _ in range(repeat):
     for fn, ts in zip(fns, times):
