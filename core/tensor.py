@@ -160,6 +160,13 @@ def _sum_dtype(dt: DType) -> DType:
   return dtypes.int64 if dt == dtypes.bool or dt.is_int else dt
 
 
+def _triangle(rows: int, cols: int, diagonal: int, upper: bool, device: str | tuple[str, ...]) -> Tensor:
+  """The bool (rows, cols) mask of the elements on and above (`upper`) or on and below the `diagonal`-th diagonal."""
+  r = Tensor.arange(rows, dtype=dtypes.int32, device=device).reshape(rows, 1)
+  c = Tensor.arange(cols, dtype=dtypes.int32, device=device).reshape(1, cols)
+  return (c - r >= diagonal) if upper else (c - r <= diagonal)
+
+
 def _check_py_int(value: Any) -> Any:
   """`value`, unless it is a Python int beyond 64 bits: that raises OverflowError, as in torch. Ints that fit in
   int64 or uint64 wrap to the tensor's dtype (int8 + 300 adds 44), as they do in torch and tinygrad."""
@@ -2766,7 +2773,7 @@ class Tensor(metaclass=_TensorMeta):
     if n == 0: return values, self.zeros_like(dtype=dtypes.int32)
     x, v = self.transpose(ax, -1), values.transpose(ax, -1)
     # hit[i, j]: input i (at or before j) equals the running max at j; the largest such i is the index
-    hit = (x.unsqueeze(-1) == v.unsqueeze(-2)) & Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).triu()
+    hit = (x.unsqueeze(-1) == v.unsqueeze(-2)) & _triangle(n, n, 0, True, self.device)
     pos = Tensor.arange(1, n + 1, dtype=dtypes.int32, device=self.device).reshape(n, 1)
     idx = (hit.cast(dtypes.int32) * pos).max(-2) - 1
     return values, idx.transpose(ax, -1)
@@ -2788,7 +2795,7 @@ class Tensor(metaclass=_TensorMeta):
     xt = x.transpose(ax, -1)
     m = xt.cummax(-1)[0]
     m = m.isinf().where(0.0, m)  # an infinite running max would turn x - m into NaN
-    keep = Tensor.ones(n, n, dtype=dtypes.bool, device=self.device).tril()  # keep[j, i]: i <= j
+    keep = _triangle(n, n, 0, False, self.device)  # keep[j, i]: i <= j
     # exp of -inf where not kept: exp(x_i - m_j) for a later, larger x_i would be inf, and its zero gradient NaN
     terms = keep.where(xt.unsqueeze(-2) - m.unsqueeze(-1), -math.inf).exp()
     return (terms.sum(-1).log() + m).transpose(ax, -1)
@@ -3216,10 +3223,7 @@ class Tensor(metaclass=_TensorMeta):
     return x
 
   def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
-    r, c = self.shape[-2], self.shape[-1]
-    rows = Tensor.arange(r, dtype=dtypes.int32, device=self.device).reshape(r, 1)
-    cols = Tensor.arange(c, dtype=dtypes.int32, device=self.device).reshape(1, c)
-    return (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+    return _triangle(self.shape[-2], self.shape[-1], diagonal, upper, self.device)
 
   def triu(self, diagonal: int = 0) -> Tensor:
     """Zero below the `diagonal`-th diagonal of the last two axes."""

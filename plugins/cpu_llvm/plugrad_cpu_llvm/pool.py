@@ -368,11 +368,9 @@ class NativePool:
   def run(self, fn: int, a: int, b: int, helpers: int) -> None:
     """Call the job function at address `fn` as fn(a, b) on this thread and on up to `helpers` workers at once;
     return when none of them is still in it."""
-    if helpers <= 0:
-      _JOB(fn)(a, b)
-      return
-    if not self._started: self._start()
-    if not self._busy.acquire(blocking=False):  # another thread's job holds the workers: run this one alone
+    if helpers > 0 and not self._started: self._start()
+    # no helpers wanted, or another thread's job holds the workers: this thread runs it alone
+    if helpers <= 0 or not self._busy.acquire(blocking=False):
       _JOB(fn)(a, b)
       return
     try:
