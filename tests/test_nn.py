@@ -124,13 +124,15 @@ def test_embedding_matches_torch():
   assert get_state_dict(emb).keys() == {"weight"}  # the lookup's arange is not a weight
 
 
-@pytest.mark.parametrize("segments", [True, False])
+@pytest.mark.parametrize("segments", [True, "int64 keys", False])
 @pytest.mark.parametrize("idx_dtype", ["int32", "int64"])
 def test_embedding_gradient_matches_torch(segments, idx_dtype, dev, monkeypatch):
-  # both ways to the weight's gradient: the running sums of the tokens ranked by index (_embedding_gradient) and the
-  # generic rules' one-hot sum; repeated indices (runs and scattered), every row but a few untouched, and indices
-  # outside the table (no row picked in the forward, so no gradient, where torch would raise)
+  # both ways to the weight's gradient: the running sums of the tokens ranked by index (_embedding_gradient; its
+  # ranking keys in int32, or in int64 as for a table and batch too large for int32) and the generic rules' one-hot
+  # sum; repeated indices (runs and scattered), every row but a few untouched, and indices outside the table (no row
+  # picked in the forward, so no gradient, where torch would raise)
   monkeypatch.setattr(nn, "EMBEDDING_SEGMENT_MIN_WORK", 0 if segments else 1 << 62)
+  if segments == "int64 keys": monkeypatch.setattr(nn, "EMBEDDING_KEY32_MAX", 0)
   vocab, width = 37, 40  # 8 x tokens^2 <= vocab x tokens x width: the segment sums may be taken
   idx = rng.integers(0, vocab, (3, 41))
   idx[0, :9], idx[1, ::4], idx[2, 3], idx[2, 7] = 5, vocab - 1, -1, vocab + 3
@@ -139,7 +141,7 @@ def test_embedding_gradient_matches_torch(segments, idx_dtype, dev, monkeypatch)
   w0 = emb.weight.numpy()
   g = randn(3, 41, width)
   out = emb(Tensor(idx.astype(idx_dtype), device=dev))
-  assert (out.uop.op.name == "CUSTOM_GRADIENT") == segments
+  assert (out.uop.op.name == "CUSTOM_GRADIENT") == bool(segments)
   out.backward(Tensor(g, device=dev))
   valid = (idx >= 0) & (idx < vocab)
   tw = torch.tensor(w0, requires_grad=True)

@@ -274,6 +274,8 @@ class Embedding:
 #: 2-core CPU); they pay from about this much generic work on (forward and backward: 1000 x 64 rows, 1024 tokens:
 #: 1.9 ms against 1.1 one-hot; 4000 x 64, 512 tokens: 1.8 against 2.0; 512 x 512, 2048 tokens: 3.6 against 4.3)
 EMBEDDING_SEGMENT_MIN_WORK = 1 << 27
+#: the largest (index, position) key `_embedding_gradient` ranks tokens by in int32 (twice the lanes); past it, int64
+EMBEDDING_KEY32_MAX = 2**31 - 1
 
 
 def _segment_sums(weight: Tensor, idx: Tensor) -> bool:
@@ -306,7 +308,7 @@ def _embedding_gradient(ctx: UOp, node: UOp) -> tuple[UOp, None]:
   pos = Tensor.arange(tokens, dtype=dtypes.int32, device=ids.device)
   # (index, position) as one key (int32 where it fits), in a buffer: a token's rank, how many tokens come before it,
   # is how many keys are below its own, one compare each (4096 tokens: 0.42-0.47 -> 0.27-0.31 ms; five before)
-  kdt = dtypes.int32 if (vocab + 1) * tokens <= dtypes.int32.max else dtypes.int64
+  kdt = dtypes.int32 if (vocab + 1) * tokens - 1 <= EMBEDDING_KEY32_MAX else dtypes.int64
   key = (ids.cast(kdt) * tokens + pos.cast(kdt)).contiguous()
   rank = (key.reshape(1, tokens) < key.reshape(tokens, 1)).sum(1, dtype=dtypes.int32)
   # the token of each rank: the one position whose rank it is
