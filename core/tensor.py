@@ -2980,12 +2980,15 @@ class Tensor(metaclass=_TensorMeta):
     elements above it and the first ones equal to it taken (k exactly, in position order), their positions found from
     the counts of chunks of the axis (`_taken_positions`), and only those k sorted (values, then positions: the stable
     sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort then, 4.5 ms so (3 of them building the graph of the
-    32 passes; torch: 0.18-0.27 ms); 3.0-3.1 ms by 2026-11-28, 0.53 ms under TinyJit (0.78 ms with a running count
-    along the whole axis)."""
+    32 passes; torch: 0.18-0.27 ms); 2.9-3.0 ms by 2026-11-28, 0.31-0.34 ms under TinyJit (0.78 ms with a running
+    count along the whole axis and the keys computed in every pass)."""
     x = self.transpose(d, -1)
-    key = x._order_key() if largest else ~x._order_key()
+    # the keys in a buffer that every pass reads (computed from the values in each pass: 8x50257, k = 50, under TinyJit
+    # 0.52-0.54 -> 0.31-0.34 ms, eager 3.14-3.15 -> 2.94-2.96 ms)
+    key = (x._order_key() if largest else ~x._order_key()).contiguous()
     # the threshold, bit by bit from the top of (key - INT_MIN): a candidate is kept when k or more keys reach it (one
-    # candidate a pass: 15 a pass, four bits at once, took 8 passes of 0.32 ms against 32 of 0.03 ms)
+    # candidate a pass: two bits a pass, three candidates counted in one kernel, took 0.37 ms under TinyJit and 3.3 ms
+    # eager, its passes no fewer nodes to build; 15 a pass, four bits at once, 8 passes of 0.32 ms against 32 of 0.03 ms)
     t = Tensor.full(key.shape[:-1] + (1,), -2**31, dtype=dtypes.int32, device=self.device)
     for bit in range(31, -1, -1):
       cand = t ^ (-2**31 if bit == 31 else 1 << bit)
