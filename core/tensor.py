@@ -2980,7 +2980,7 @@ class Tensor(metaclass=_TensorMeta):
     elements above it and the first ones equal to it taken (k exactly, in position order), their positions found from
     the counts of chunks of the axis (`_taken_positions`), and only those k sorted (values, then positions: the stable
     sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort then, 4.5 ms so (3 of them building the graph of the
-    32 passes; torch: 0.18-0.27 ms); 2.7-2.8 ms by 2026-11-28, 0.29-0.33 ms under TinyJit (0.78 ms with a running
+    32 passes; torch: 0.18-0.27 ms); 2.4-2.5 ms by 2026-11-28, 0.29-0.33 ms under TinyJit (0.78 ms with a running
     count along the whole axis and the keys computed in every pass)."""
     x = self.transpose(d, -1)
     # the keys in a buffer that every pass reads (computed from the values in each pass: 8x50257, k = 50, under TinyJit
@@ -2989,14 +2989,20 @@ class Tensor(metaclass=_TensorMeta):
     # the threshold, bit by bit from the top of (key - INT_MIN): a candidate is kept when k or more keys reach it (one
     # candidate a pass: two bits a pass, three candidates counted in one kernel, took 0.37 ms under TinyJit and 3.3 ms
     # eager, its passes no fewer nodes to build; 15 a pass, four bits at once, 8 passes of 0.32 ms against 32 of 0.03 ms)
-    t = Tensor.full(key.shape[:-1] + (1,), -2**31, dtype=dtypes.int32, device=self.device)
     # k or more keys reach a candidate when fewer than this lie below it: a count of key < cand needs no not, two nodes
     # fewer a pass (eager 2.79-2.83 -> 2.70-2.76 ms)
     below = key.shape[-1] - k + 1
+    # each pass's nodes built directly, but for the count (sum decides whether it splits): t ^ bit, key < it, the
+    # count, and where fewer than `below` lie below it, the candidate (topk's graph built in 1.74-1.76 -> 1.52 ms)
+    i32, full, one = dtypes.int32, key.shape, key.shape[:-1] + (1,)
+    t = _const_at(i32, -2**31, one)
     for bit in range(31, -1, -1):
-      cand = t ^ (-2**31 if bit == 31 else 1 << bit)
-      t = ((key < cand).sum(-1, keepdim=True, dtype=dtypes.int32) < below).where(cand, t)
-    pos = Tensor._taken_positions(key > t, key == t, k)
+      cand = UOp(Ops.XOR, i32, (t, _const_at(i32, -2**31 if bit == 31 else 1 << bit, one)))
+      lt = Tensor._from(UOp(Ops.CMPLT, dtypes.bool, (key.uop, broadcast(cand, full))), self.device)
+      count = lt.sum(-1, keepdim=True, dtype=i32).uop
+      t = UOp(Ops.WHERE, i32, (UOp(Ops.CMPLT, dtypes.bool, (count, _const_at(i32, below, one))), cand, t))
+    threshold = Tensor._from(t, self.device)
+    pos = Tensor._taken_positions(key > threshold, key == threshold, k)
     values, order = x.gather(-1, pos).sort(-1, descending=largest)
     return values.transpose(d, -1), pos.gather(-1, order).transpose(d, -1)
 
