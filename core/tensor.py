@@ -2986,14 +2986,13 @@ class Tensor(metaclass=_TensorMeta):
     # the keys in a buffer that every pass reads (computed from the values in each pass: 8x50257, k = 50, under TinyJit
     # 0.52-0.54 -> 0.31-0.34 ms, eager 3.14-3.15 -> 2.94-2.96 ms)
     key = (x._order_key() if largest else ~x._order_key()).contiguous()
-    # the threshold, bit by bit from the top of (key - INT_MIN): a candidate is kept when k or more keys reach it (one
-    # candidate a pass: two bits a pass, three candidates counted in one kernel, took 0.37 ms under TinyJit and 3.3 ms
-    # eager, its passes no fewer nodes to build; 15 a pass, four bits at once, 8 passes of 0.32 ms against 32 of 0.03 ms)
-    # k or more keys reach a candidate when fewer than this lie below it: a count of key < cand needs no not, two nodes
-    # fewer a pass (eager 2.79-2.83 -> 2.70-2.76 ms)
+    # the threshold t, bit by bit from the top of (key - INT_MIN): a pass's candidate, t with its bit set, is kept when
+    # k or more keys reach it, that is when fewer than `below` lie below it (a count of key < cand needs no not: eager
+    # 2.79-2.83 -> 2.70-2.76 ms). One candidate a pass: two bits a pass, three candidates counted in one kernel, took
+    # 0.37 ms under TinyJit and 3.3 ms eager, no fewer nodes to build; four bits, 8 passes of 0.32 ms against 32 of
+    # 0.03 ms. Each pass's nodes are built directly but for the count, whose sum decides whether it splits (topk's
+    # graph built in 1.74-1.76 -> 1.52 ms).
     below = key.shape[-1] - k + 1
-    # each pass's nodes built directly, but for the count (sum decides whether it splits): t ^ bit, key < it, the
-    # count, and where fewer than `below` lie below it, the candidate (topk's graph built in 1.74-1.76 -> 1.52 ms)
     i32, full, one = dtypes.int32, key.shape, key.shape[:-1] + (1,)
     t = _const_at(i32, -2**31, one)
     for bit in range(31, -1, -1):
