@@ -2980,7 +2980,7 @@ class Tensor(metaclass=_TensorMeta):
     elements above it and the first ones equal to it taken (k exactly, in position order), their positions found from
     the counts of chunks of the axis (`_taken_positions`), and only those k sorted (values, then positions: the stable
     sort's order). 8x50257, k = 50: 114-283 ms as a bitonic sort then, 4.5 ms so (3 of them building the graph of the
-    32 passes; torch: 0.18-0.27 ms); 2.2-2.3 ms by 2026-11-28, 0.28-0.32 ms under TinyJit (0.78 ms with a running
+    32 passes; torch: 0.18-0.27 ms); 1.9-2.0 ms by 2026-11-28, 0.28-0.32 ms under TinyJit (0.78 ms with a running
     count along the whole axis and the keys computed in every pass)."""
     x = self.transpose(d, -1)
     # the keys in a buffer that every pass reads (computed from the values in each pass: 8x50257, k = 50, under TinyJit
@@ -2990,15 +2990,17 @@ class Tensor(metaclass=_TensorMeta):
     # k or more keys reach it, that is when fewer than `below` lie below it (a count of key < cand needs no not: eager
     # 2.79-2.83 -> 2.70-2.76 ms). One candidate a pass: two bits a pass, three candidates counted in one kernel, took
     # 0.37 ms under TinyJit and 3.3 ms eager, no fewer nodes to build; four bits, 8 passes of 0.32 ms against 32 of
-    # 0.03 ms. Each pass's nodes are built directly but for the count, whose sum decides whether it splits (topk's
-    # graph built in 1.74-1.76 -> 1.52 ms).
+    # 0.03 ms. Each pass's nodes are built directly (topk's graph built in 1.74-1.76 -> 1.14 ms), the count too
+    # unless the axis is long enough for sum to split it.
     below = key.shape[-1] - k + 1
     i32, full, one = dtypes.int32, key.shape, key.shape[:-1] + (1,)
+    splits = not isinstance(full[-1], int) or full[-1] >= SPLIT_REDUCE_MIN
     t = _const_at(i32, -2**31, one)
     for bit in range(31, -1, -1):
       cand = UOp(Ops.XOR, i32, (t, _const_at(i32, -2**31 if bit == 31 else 1 << bit, one)))
-      lt = Tensor._from(UOp(Ops.CMPLT, dtypes.bool, (key.uop, broadcast(cand, full))), self.device)
-      count = lt.sum(-1, keepdim=True, dtype=i32).uop
+      lt = UOp(Ops.CMPLT, dtypes.bool, (key.uop, broadcast(cand, full)))
+      if splits: count = Tensor._from(lt, self.device).sum(-1, keepdim=True, dtype=i32).uop
+      else: count = UOp(Ops.REDUCE_AXIS, i32, (UOp(Ops.CAST, i32, (lt,)),), (Ops.ADD, (len(full) - 1,)))
       t = UOp(Ops.WHERE, i32, (UOp(Ops.CMPLT, dtypes.bool, (count, _const_at(i32, below, one))), cand, t))
     threshold = Tensor._from(t, self.device)
     pos = Tensor._taken_positions(key > threshold, key == threshold, k)

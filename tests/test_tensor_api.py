@@ -370,6 +370,21 @@ def test_topk_of_many_along_a_long_axis(k, dtype, largest, dev):
     np.testing.assert_array_equal(values.numpy(), want.values.numpy()[keep])
 
 
+def test_topk_whose_passes_count_by_a_split_sum(monkeypatch):
+  # an axis of SPLIT_REDUCE_MIN or more: each threshold pass counts through sum, which splits it in two kernels (the
+  # limit lowered here to reach it with 32768 values); the same values and positions as torch's stable sort, ties at
+  # the threshold included
+  import plugrad.tensor
+  monkeypatch.setattr(plugrad.tensor, "SPLIT_REDUCE_MIN", 1 << 14)
+  x = np.round(np.random.default_rng(6).standard_normal((2, 1 << 15)) * 2).astype(np.float32)
+  t = Tensor(x, device="CPU")
+  assert sum(u.op is Ops.CONTIGUOUS for u in t.topk(30)[0].uop.toposort) > 32  # each pass's partial counts
+  values, idx = t.topk(30)
+  want = torch.sort(torch.from_numpy(x), stable=True, dim=1, descending=True)
+  np.testing.assert_array_equal(values.numpy(), want.values.numpy()[:, :30])
+  np.testing.assert_array_equal(idx.numpy(), want.indices.numpy()[:, :30])
+
+
 @pytest.mark.parametrize("n,k", [(300, 75), (64, 64), (33, 1), (1000, 37)])
 def test_the_r_th_counted_position_is_found_by_chunks(n, k, dev):
   # topk's positions from its running count of elements taken: chunks of TOPK_CHUNK whose last count is at or below
