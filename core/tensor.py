@@ -65,7 +65,7 @@ TOPK_PASSES_MAX, TOPK_PASSES_FROM = 8, 64
 #: value by a bisection of its bits (`_top_by_threshold`), O(n k) work instead of a sort's O(n log^2 n) in log^2 n
 #: kernels
 TOPK_THRESHOLD_FRACTION = 4
-#: `_first_reaching` finds a position by chunks of this many
+#: topk and `_first_reaching` find positions by chunks of this many (`_chunked`, `_chunk_positions`)
 TOPK_CHUNK = 32
 #: the dtypes whose values map to int32 keys in the same order (the others sort)
 _TOPK_KEYED = frozenset({dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.int16, dtypes.int8,
@@ -158,6 +158,12 @@ def _sum_dtype(dt: DType) -> DType:
   """The dtype sums and products return, as torch: int64 for bool and every integer type, unsigned ones
   included (uint64's bits wrap into int64); a float type keeps its own (halves accumulate in float32)."""
   return dtypes.int64 if dt == dtypes.bool or dt.is_int else dt
+
+
+def _may_split(size: Any, device: DeviceArg) -> bool:
+  """Whether a reduction of `size` values into each output may run as two (`Tensor._split_reduce`): a long one, of a
+  known size, on one device."""
+  return isinstance(size, int) and size >= SPLIT_REDUCE_MIN and not isinstance(device, tuple)
 
 
 def _triangle(rows: int, cols: int, diagonal: int, upper: bool, device: str | tuple[str, ...]) -> Tensor:
@@ -1556,8 +1562,7 @@ class Tensor(metaclass=_TensorMeta):
       value = (c and n > 0 if self.dtype == dtypes.bool else c * n) if op is Ops.ADD else c
       r = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
                       dtype=self.dtype, device=self.device).uop
-    elif isinstance(n, int) and n >= SPLIT_REDUCE_MIN and not isinstance(self.device, tuple) and \
-        (split := self._split_reduce(op, axes, n)) is not None: r = split.uop
+    elif _may_split(n, self.device) and (split := self._split_reduce(op, axes, n)) is not None: r = split.uop
     else: r = UOp(Ops.REDUCE_AXIS, self.dtype, (u,), (op, axes))
     if keepdim: return self._new(r)
     out = tuple(s for i, s in enumerate(self.shape) if i not in axes)
@@ -2994,7 +2999,7 @@ class Tensor(metaclass=_TensorMeta):
     # unless the axis is long enough for sum to split it.
     below = key.shape[-1] - k + 1
     i32, full, one = dtypes.int32, key.shape, key.shape[:-1] + (1,)
-    splits = not isinstance(full[-1], int) or full[-1] >= SPLIT_REDUCE_MIN
+    splits = _may_split(full[-1], self.device)
     t = _const_at(i32, -2**31, one)
     for bit in range(31, -1, -1):
       cand = UOp(Ops.XOR, i32, (t, _const_at(i32, -2**31 if bit == 31 else 1 << bit, one)))
@@ -3021,30 +3026,24 @@ class Tensor(metaclass=_TensorMeta):
     """The positions along the last axis, in order, of the k elements topk takes: every one `above` its threshold and
     the first ones `tied` with it, as many as k leaves (at least that many are tied). Counted by chunks of TOPK_CHUNK:
     the running totals of the chunks' counts say which chunk holds the r-th element taken, and only that chunk is
-    counted element by element (as `_first_reaching` finds it in a running count), so no scan runs along the whole
-    axis (8x50257, k = 50: the scan of both counts took 0.25 ms of topk's 0.96 ms of kernels)."""
-    n, chunk = above.shape[-1], TOPK_CHUNK
-    full = -(-n // chunk) * chunk
-    chunks = full // chunk
-    lead = ((0, 0),) * (above.ndim - 1)
+    counted element by element (`_chunk_positions`, as for `_first_reaching`'s running count), so no scan runs along
+    the whole axis (8x50257, k = 50: the scan of both counts took 0.25 ms of topk's 0.96 ms of kernels)."""
     # each element's flags as one int32, above in the low 16 bits and tied in the high (a chunk's counts fit both), so
     # one sum, one gather and one scan serve both (topk's graph built in 1.51-1.53 -> 1.34-1.36 ms)
-    flags = (above.cast(dtypes.int32) + (tied.cast(dtypes.int32) << 16)).pad(lead + ((0, full - n),))
-    flags = flags.reshape(above.shape[:-1] + (chunks, chunk))
+    flags = Tensor._chunked(above.cast(dtypes.int32) + (tied.cast(dtypes.int32) << 16), 0)
     counts = flags.sum(-1, dtype=dtypes.int32)
     # the running totals of the chunks in one scan, above in the low 32 bits and tied in the high
     packed = (counts & 0xFFFF).cast(dtypes.int64) + ((counts >> 16).cast(dtypes.int64) << 32)
     both = packed.cumsum(-1)
     a_run, t_run = (both & 0xFFFFFFFF).cast(dtypes.int32), (both >> 32).cast(dtypes.int32)
     need = k - a_run[..., -1:]  # how many tied ones are taken
-    slots = Tensor.arange(k, dtype=dtypes.int32, device=above.device).reshape(k, 1)
-    ends = a_run + t_run.minimum(need)  # taken up to each chunk's end
-    at = (ends.unsqueeze(-2) <= slots).sum(-1, dtype=dtypes.int32).minimum(chunks - 1)  # (..., k): the r-th one's chunk
-    before = (both - packed).gather(-1, at).unsqueeze(-1)  # (..., k, 1): the totals before that chunk
-    inside = flags.gather(-2, at.unsqueeze(-1).expand(at.shape + (chunk,))).cumsum(-1)  # (..., k, chunk): and in it
-    above_n, tied_n = (before & 0xFFFFFFFF) + (inside & 0xFFFF), (before >> 32) + (inside >> 16)
-    taken = above_n + tied_n.minimum(need.unsqueeze(-1))  # (..., k, chunk): taken up to each of its elements
-    return at * chunk + (taken <= slots).sum(-1, dtype=dtypes.int32)
+
+    def taken(at: Tensor, picked: Tensor) -> Tensor:  # (..., k, chunk): taken up to each element of chunk `at`
+      before = (both - packed).gather(-1, at).unsqueeze(-1)  # (..., k, 1): the totals before that chunk
+      inside = picked.cumsum(-1)  # and in it
+      above_n, tied_n = (before & 0xFFFFFFFF) + (inside & 0xFFFF), (before >> 32) + (inside >> 16)
+      return above_n + tied_n.minimum(need.unsqueeze(-1))
+    return Tensor._chunk_positions(flags, a_run + t_run.minimum(need), k, taken)
 
   @staticmethod
   def _first_reaching(running: Tensor, k: int) -> Tensor:
@@ -3053,15 +3052,27 @@ class Tensor(metaclass=_TensorMeta):
     of TOPK_CHUNK: the chunks whose last value is <= r, then the values within the next chunk (gathered; the last
     chunk when every chunk is), so the work is k per chunk and k * TOPK_CHUNK, not k per position (topk of 8x50257,
     k = 50: one kernel of 0.6 ms -> two of 0.03 ms)."""
-    n, chunk = running.shape[-1], TOPK_CHUNK
+    blocks = Tensor._chunked(running, k)
+    return Tensor._chunk_positions(blocks, blocks[..., TOPK_CHUNK - 1], k)
+
+  @staticmethod
+  def _chunked(x: Tensor, fill: int) -> Tensor:
+    """The last axis in chunks of TOPK_CHUNK, (..., n) -> (..., chunks, TOPK_CHUNK), the last one padded with `fill`."""
+    n, chunk = x.shape[-1], TOPK_CHUNK
     full = -(-n // chunk) * chunk
-    lead = ((0, 0),) * (running.ndim - 1)
-    blocks = running.pad(lead + ((0, full - n),), value=k).reshape(running.shape[:-1] + (full // chunk, chunk))
-    slots = Tensor.arange(k, dtype=dtypes.int32, device=running.device).reshape(k, 1)
-    ends = blocks[..., chunk - 1]  # (..., chunks)
-    whole = (ends.unsqueeze(-2) <= slots).sum(-1, dtype=dtypes.int32).minimum(full // chunk - 1)  # chunks all <= r
-    inside = blocks.gather(-2, whole.unsqueeze(-1).expand(whole.shape + (chunk,)))  # (..., k, chunk)
-    return whole * chunk + (inside <= slots).sum(-1, dtype=dtypes.int32)
+    return x.pad(((0, 0),) * (x.ndim - 1) + ((0, full - n),), value=fill).reshape(x.shape[:-1] + (full // chunk, chunk))
+
+  @staticmethod
+  def _chunk_positions(blocks: Tensor, ends: Tensor, k: int,
+                       within: Callable[[Tensor, Tensor], Tensor] | None = None) -> Tensor:
+    """For nondecreasing values in chunks (`_chunked`), `ends` (..., chunks) each chunk's last one, how many are <= r
+    for r = 0..k-1: the chunks whose end is <= r, then the values within the next chunk (the last when every chunk's
+    is), its block gathered, or `within(at, block)` of it where the blocks hold what the values are made from."""
+    chunks, chunk = blocks.shape[-2:]
+    slots = Tensor.arange(k, dtype=dtypes.int32, device=blocks.device).reshape(k, 1)
+    at = (ends.unsqueeze(-2) <= slots).sum(-1, dtype=dtypes.int32).minimum(chunks - 1)  # (..., k): the r-th one's chunk
+    block = blocks.gather(-2, at.unsqueeze(-1).expand(at.shape + (chunk,)))  # (..., k, chunk)
+    return at * chunk + ((block if within is None else within(at, block)) <= slots).sum(-1, dtype=dtypes.int32)
 
   def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
     """`value` where `mask` is True, self elsewhere (dtype of self)."""
