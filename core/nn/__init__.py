@@ -275,7 +275,7 @@ class Embedding:
 #: 1.9 ms against 1.1 one-hot; 4000 x 64, 512 tokens: 1.8 against 2.0; 512 x 512, 2048 tokens: 3.6 against 4.3)
 EMBEDDING_SEGMENT_MIN_WORK = 1 << 27
 #: the largest (index, position) key `_embedding_gradient` ranks tokens by in int32 (twice the lanes); past it, int64
-EMBEDDING_KEY32_MAX = 2**31 - 1
+EMBEDDING_KEY32_MAX = dtypes.int32.max
 
 
 def _segment_sums(weight: Tensor, idx: Tensor) -> bool:
