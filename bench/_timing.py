@@ -3,6 +3,7 @@ count once instead of skewing a mean."""
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from typing import Callable
 
@@ -39,7 +40,15 @@ def _samples(fn: Callable[[], object], repeat: int, warmup: int, sync: Callable[
     fn()
     if sync: sync()
     times.append(time.perf_counter() - st)
+  _wait_for_plugrad()
   return times
+
+
+def _wait_for_plugrad() -> None:
+  """Wait for the kernels plugrad's last call left running (a CPU realize returns while its kernels run, as a GPU's
+  launch does: each call's time includes waiting for the previous call's, which is a loop's throughput), so that
+  they are not timed in what comes next."""
+  if (registry := sys.modules.get("plugrad.registry")) is not None: registry.get_registry().device().synchronize()
 
 
 def _settle_and_warm_up(fns: list[Callable[[], object]], warmup: int, sync: Callable[[], None] | None = None) -> None:
@@ -56,13 +65,15 @@ def _settle_and_warm_up(fns: list[Callable[[], object]], warmup: int, sync: Call
 
 def median_times(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
   """The median time of each function, timed in alternation so that load from elsewhere on a shared
-  machine falls on all of them alike."""
-  _settle_and_warm_up(fns, warmup)
+  machine falls on all of them alike; each call's time includes waiting for the kernels it left running, which
+  would otherwise be timed in the next function's call."""
+  _settle_and_warm_up(fns, warmup, _wait_for_plugrad)
   times: list[list[float]] = [[] for _ in fns]
   for _ in range(repeat):
     for fn, ts in zip(fns, times):
       st = time.perf_counter()
       fn()
+      _wait_for_plugrad()
       ts.append(time.perf_counter() - st)
   return [statistics.median(ts) for ts in times]
 

@@ -574,7 +574,10 @@ class Graph:
 
     The function may also have a method `start(raws)`: the same run, returning once it is under way, with a
     function that waits for it (called exactly once). The engine then does its own bookkeeping for a realize (what
-    the tensors now are) while the run proceeds, and touches none of the buffers before it has waited."""
+    the tensors now are) while the run proceeds, and touches none of the buffers before it has called it. A device
+    whose launches, copies and views of memory wait for a run still going (as a CUDA stream orders its work; the
+    CPU plugin's `pool.Unfinished`) may return a function that does not wait: the realize then returns while the
+    run goes on."""
     return self._prepare(launches, nbuffers) if launches else None
 
   def _prepare(self, launches: list[GraphLaunch], nbuffers: int) -> Callable[[list[Any]], None] | None:

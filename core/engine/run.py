@@ -101,7 +101,10 @@ class NativeReplay:
     self.run, self.buffers = run, buffers
 
   def __call__(self, subs: dict[Buffer, Buffer]) -> None:
-    self.run([subs.get(b, b).raw for b in self.buffers] if subs else [b.raw for b in self.buffers])
+    raws = [subs.get(b, b).raw for b in self.buffers] if subs else [b.raw for b in self.buffers]
+    # where the device may leave the run going (see Graph.prepare), the replay returns while it runs
+    if (start := getattr(self.run, "start", None)) is None: self.run(raws)
+    else: start(raws)()
 
 
 def prepare_native(launches: list[Launch], registry: Registry) -> NativeReplay | None:

@@ -18,6 +18,11 @@ __version__ = "0.1.0"
 NAME = "CPU"
 #: PLUGRAD_CPU_THREADS caps the threads one kernel launch uses (default: every core this process may use).
 THREADS = ConfigOption("PLUGRAD_CPU_THREADS", "", "most threads one CPU kernel launch uses (default: all usable cores)")
+#: PLUGRAD_CPU_ASYNC=0 makes every realize wait for its kernels before it returns. By default a realize whose kernels
+#: run on the workers returns while they run, and anything that reads, writes or launches waits for them first
+#: (`pool.Unfinished`), as on a GPU: so a loop's Python overlaps its kernels.
+ASYNC = ConfigOption("PLUGRAD_CPU_ASYNC", "1", "1: a realize may return while its kernels run on the workers (anything "
+                     "that reads, writes or launches waits for them); 0: it waits for them")
 #: PLUGRAD_CPU_DEVICES: how many CPU devices (CPU:0 .. CPU:N-1) the plugin declares. Each is its own runtime and
 #: allocator over the same cores (and worker threads), so sharding (Tensor.shard) and copies between devices are
 #: tested without GPUs.
@@ -44,7 +49,7 @@ class CPULLVMPlugin(DevicePlugin):
                        description="host CPU, LLVM via llvmlite, split across cores", count=lambda: count or 2)]
 
   def options(self) -> list[ConfigOption]:
-    return [THREADS, DEVICES]
+    return [THREADS, ASYNC, DEVICES]
 
   def capabilities(self, device: str, config: Config) -> Capabilities | None:
     from plugrad_cpu_llvm.compiler import host_cache_bytes, host_vector_bytes, host_vector_registers
@@ -65,7 +70,7 @@ class CPULLVMPlugin(DevicePlugin):
 
   def runtime(self, device: str, config: Config) -> Runtime | None:
     from plugrad_cpu_llvm.runtime import CPURuntime
-    return CPURuntime(_positive(config, THREADS))
+    return CPURuntime(_positive(config, THREADS), _flag(config, ASYNC))
 
   def graph(self, device: str, config: Config) -> Graph | None:
     from plugrad_cpu_llvm.graph import CPUGraph
@@ -83,6 +88,13 @@ def _positive(config: Config, opt: ConfigOption) -> int | None:
   return value
 
 
+def _flag(config: Config, opt: ConfigOption) -> bool:
+  """The option's value as a flag: "1" or "0"."""
+  raw = config.option(opt).strip()
+  if raw not in ("0", "1"): raise ValueError(f"{opt.env}={raw!r} must be 0 or 1")
+  return raw == "1"
+
+
 @lru_cache(maxsize=None)
 def _compiler(cache_dir: Path) -> Compiler:
   from plugrad_cpu_llvm.compiler import LLVMCompiler
@@ -92,4 +104,4 @@ def _compiler(cache_dir: Path) -> Compiler:
 #: The plugin object the entry point names.
 plugin = CPULLVMPlugin()
 
-__all__ = ["plugin", "CPULLVMPlugin", "NAME", "THREADS", "DEVICES"]
+__all__ = ["plugin", "CPULLVMPlugin", "NAME", "THREADS", "ASYNC", "DEVICES"]

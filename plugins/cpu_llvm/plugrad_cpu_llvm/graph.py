@@ -25,7 +25,7 @@ from typing import Any, Callable
 from plugrad.plugin import Graph, GraphLaunch
 
 from plugrad_cpu_llvm.compiler import _llvm_lock, host_target, jit_module
-from plugrad_cpu_llvm.pool import chunk_range_ir, home_first_pull_ir, spin_hint, wait_ir
+from plugrad_cpu_llvm.pool import UNFINISHED, chunk_range_ir, home_first_pull_ir, spin_hint, wait_ir
 from plugrad_cpu_llvm.runtime import CPUProgram, _chunk_count, run_on_threads
 
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -125,7 +125,7 @@ class _Run:
     self.launches = launches
     self.fn: Any = None  # set once the module is compiled, with its address
     self.address = 0
-    self.pool = first.pool
+    self.pool, self.asynchronous = first.pool, first.asynchronous
     self.chunks = [_chunks(ln.program) for ln in launches]  # type: ignore[arg-type]
     shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, self.chunks) if n > 1)  # type: ignore[attr-defined]
     threshold = RUN_SPLIT_THRESHOLD if self.pool.native() is not None else PYTHON_POOL_RUN_SPLIT_THRESHOLD
@@ -137,18 +137,25 @@ class _Run:
     return 1 + k * (self.threads + 1) + (0 if group is None else 1 + group)
 
   def __call__(self, table: Any) -> None:
+    UNFINISHED.wait()
     counters = self.counters()
     if self.threads <= 1: self.fn(table, counters)
     elif (native := self.pool.native()) is not None:
       native.run(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
     else: run_on_threads(lambda: self.fn(table, counters), self.threads, self.pool)
 
-  def start(self, table: Any) -> Callable[[], None]:
-    """The run handed to the native workers, and the function that joins it and waits (`NativePool.start`); where
-    there are none or the run is one thread's, it runs here and now, and the function does nothing."""
+  def start(self, table: Any, raws: list[Any]) -> Callable[[], None]:
+    """The run (over `raws`, whose addresses `table` holds) handed to the native workers, and the function that joins
+    it and waits (`NativePool.start`); a run the host shares no buffer of is left going (`pool.Unfinished`) and the
+    function does nothing. Where there are no workers or the run is one thread's, it runs here and now, and the
+    function does nothing."""
+    UNFINISHED.wait()
     if self.threads > 1 and (native := self.pool.native()) is not None:
       counters = self.counters()
       finish = native.start(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
+      if self.asynchronous and not any(r.shared for r in raws):
+        UNFINISHED.leave(finish, (table, counters, raws))  # what the workers use stays alive until it is finished
+        return _done
 
       def join(keep: tuple = (table, counters)) -> None:  # what the workers read stays alive until it is called
         finish()
@@ -179,7 +186,7 @@ class _Replay:
     if len(self.calls) != 1 or self.calls[0][1] is not None:
       self(raws)
       return _done
-    return self.calls[0][0].start(self.table_type(*map(_ADDRESS, raws)))
+    return self.calls[0][0].start(self.table_type(*map(_ADDRESS, raws)), raws)
 
 
 def _done() -> None:

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from plugrad.plugin import DeviceError, Program, Runtime
 
 from plugrad_cpu_llvm.compiler import _llvm, _llvm_lock, host_target, jit_target_machine, unpack_binary
-from plugrad_cpu_llvm.pool import NativePool, pull_ctl
+from plugrad_cpu_llvm.pool import UNFINISHED, NativePool, pull_ctl
 from plugrad_cpu_llvm.support import check_symbols, install_helpers
 
 #: A launch whose estimated cost (bytes moved + operations) is below this runs on one thread; above it, each
@@ -142,9 +142,10 @@ _POOL = _Pool()
 class CPUProgram(Program):
   """A loaded kernel. `threads` caps how many chunks a launch is split into."""
 
-  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int, pool: _Pool):
+  def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int, pool: _Pool,
+               asynchronous: bool = True):
     self.name, self.meta, self._engine = name, meta, engine  # the engine owns the code: keep it alive
-    self.pool = pool
+    self.pool, self.asynchronous = pool, asynchronous
     self.fn, self.threads = fns["full"], threads
     self.nparams: int = meta["nparams"]
     self.nvars: int = meta.get("nvars", 0)
@@ -172,6 +173,7 @@ class CPUProgram(Program):
       raise DeviceError(f"CPU kernel {self.name} takes {self.nparams} buffers, got {len(bufs)}")
     if len(vals) != self.nvars:
       raise DeviceError(f"CPU kernel {self.name} takes {self.nvars} Variable value(s), got {len(vals)}")
+    UNFINISHED.wait()  # a run left going may write what this reads
     st = time.perf_counter() if wait else 0.0
     ptrs = [b.addr for b in bufs] + list(vals)  # the Variables' values follow the buffers
     fn, chunks = self.fn, self.chunks
@@ -196,9 +198,12 @@ class CPURuntime(Runtime):
   :param threads: most threads one launch uses (default: the cores this process may use).
   """
 
-  def __init__(self, threads: int | None = None) -> None:
+  def __init__(self, threads: int | None = None, asynchronous: bool = True) -> None:
     self.threads = threads or cpu_count()
-    self.pool = _POOL
+    self.pool, self.asynchronous = _POOL, asynchronous
+
+  def synchronize(self) -> None:
+    UNFINISHED.wait()
 
   def load(self, name: str, binary: bytes) -> Program:
     try:
@@ -226,7 +231,7 @@ class CPURuntime(Runtime):
         fns["part"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(
           engine.get_function_address(split["part"]))
         fns["fin"] = ctypes.CFUNCTYPE(None, *bufs, ctypes.c_void_p, ctypes.c_int64)(engine.get_function_address(split["fin"]))
-    return CPUProgram(name, meta, fns, engine, self.threads, self.pool)
+    return CPUProgram(name, meta, fns, engine, self.threads, self.pool, self.asynchronous)
 
 
 def _pieces(n: int, parts: int) -> list[tuple[int, int]]:
