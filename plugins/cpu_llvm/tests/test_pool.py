@@ -11,6 +11,7 @@ import weakref
 
 import numpy as np
 import pytest
+from cpu_support import check_in_forked_child
 
 from plugrad import Tensor
 from plugrad.engine.compile import compile_for
@@ -112,23 +113,7 @@ def test_launches_from_two_threads_at_once_are_each_complete():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_runs_split_launches_without_the_parents_workers():
   _increment(threads=4, times=1)  # the parent's workers exist before the fork
-  read, write = os.pipe()
-  pid = os.fork()
-  if pid == 0:  # the child: report and leave without running the parent's cleanup
-    try:
-      got, _ = _increment(threads=4, times=3)
-      os.write(write, b"ok" if (got == 3).all() else b"wrong")
-    finally:
-      os._exit(0)
-  os.close(write)
-  deadline = time.monotonic() + 120
-  while os.waitpid(pid, os.WNOHANG) == (0, 0):
-    if time.monotonic() > deadline:
-      os.kill(pid, 9)
-      pytest.fail("the forked child hung")
-    time.sleep(0.05)
-  assert os.read(read, 16) == b"ok"
-  os.close(read)
+  check_in_forked_child(lambda: bool((_increment(threads=4, times=3)[0] == 3).all()))
 
 
 def test_without_native_workers_the_python_pool_runs_the_chunks(monkeypatch):

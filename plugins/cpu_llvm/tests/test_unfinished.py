@@ -4,10 +4,10 @@ over memory the host shares (an array's, a view handed out) is never left going;
 realize; a forked child and a second thread see the run finished."""
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
+from cpu_support import check_in_forked_child
 
 from plugrad import Tensor, TinyJit
 from plugrad.config import Config
@@ -109,23 +109,8 @@ def test_synchronize_waits_for_the_run_left_going():
 def test_a_child_forked_while_a_run_is_going_reads_it_finished():
   x = Tensor(_rows()).realize()
   s = _left_going(lambda: x.sum(axis=1))
-  read, write = os.pipe()
-  pid = os.fork()
-  if pid == 0:  # the child: report and leave without running the parent's cleanup
-    try:
-      ok = len(UNFINISHED) == 0 and np.allclose(s.numpy(), _rows().sum(axis=1), rtol=1e-4, atol=1e-3)
-      os.write(write, b"ok" if ok else b"wrong")
-    finally:
-      os._exit(0)
-  os.close(write)
-  deadline = time.monotonic() + 120
-  while os.waitpid(pid, os.WNOHANG) == (0, 0):
-    if time.monotonic() > deadline:
-      os.kill(pid, 9)
-      pytest.fail("the forked child hung")
-    time.sleep(0.05)
-  assert os.read(read, 16) == b"ok"
-  os.close(read)
+  check_in_forked_child(lambda: len(UNFINISHED) == 0 and
+                        np.allclose(s.numpy(), _rows().sum(axis=1), rtol=1e-4, atol=1e-3))
 
 
 def test_another_thread_reading_a_run_left_going_sees_it_finished():
