@@ -46,11 +46,11 @@ class CPUAllocator(LRUAllocator):
   """
 
   def _alloc(self, nbytes: int, options: Any) -> CPUBuffer: return CPUBuffer(nbytes)
+  def _free(self, raw: CPUBuffer, nbytes: int, options: Any) -> None: pass  # numpy frees it with the last reference
 
   def free(self, raw: CPUBuffer, nbytes: int, options: Any = None) -> None:
     raw.shared = False  # no view of it is left: each holds its Buffer (`Buffer.host_view`), which is being freed
     super().free(raw, nbytes, options)
-  def _free(self, raw: CPUBuffer, nbytes: int, options: Any) -> None: pass  # numpy frees it with the last reference
 
   # a run left going may read or write any block: what touches one waits for it (see pool.Unfinished)
   def _copyin(self, raw: CPUBuffer, src: memoryview) -> None:

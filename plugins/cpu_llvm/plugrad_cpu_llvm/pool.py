@@ -470,5 +470,12 @@ def _after_fork_in_child() -> None:
 
 # a child has the parent's memory but not its workers: it would never see a run left going finish
 if hasattr(os, "register_at_fork"): os.register_at_fork(before=UNFINISHED.wait, after_in_child=_after_fork_in_child)
-# before the interpreter tears its modules down (and with them the generated code the workers run)
-atexit.register(lambda: [UNFINISHED.wait()] + [pool.stop() for pool in list(_pools)])
+
+
+def _at_exit() -> None:
+  # before the interpreter tears its modules down (and with them the generated code the workers run)
+  UNFINISHED.wait()
+  for pool in list(_pools): pool.stop()
+
+
+atexit.register(_at_exit)

@@ -140,7 +140,8 @@ _POOL = _Pool()
 
 
 class CPUProgram(Program):
-  """A loaded kernel. `threads` caps how many chunks a launch is split into."""
+  """A loaded kernel. `threads` caps how many chunks a launch is split into; `asynchronous`: whether a graph run of
+  it may be left going (`pool.Unfinished`; a call of the program itself always returns finished)."""
 
   def __init__(self, name: str, meta: dict[str, Any], fns: dict[str, Any], engine: Any, threads: int, pool: _Pool,
                asynchronous: bool = True):
