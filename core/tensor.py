@@ -716,7 +716,8 @@ class Tensor(metaclass=_TensorMeta):
   def realize(self, *others: Tensor) -> Tensor:
     """Run everything these tensors need; afterwards each is a buffer, or a view of one: a view of a buffer
     (`b[2:6]`, `b.T`, a reshape or expand of it) stays that view, as in tinygrad and torch, so it shows what
-    later writes into `b` put there."""
+    later writes into `b` put there. On a device that orders its work (a GPU's stream, the CPU's workers) the kernels
+    may still be running when it returns: reading the values waits for them (`Device[d].synchronize()` waits too)."""
     tensors: list[Tensor] = []
     views: list[tuple[Tensor, UOp, UOp, Tensor]] = []  # a view of a pending assign: the assign is realized, not the view
     for t in (self, *others):
