@@ -112,6 +112,7 @@ class CPUGraph(Graph):
       for i, r in enumerate(runs):
         r.address = engine.get_function_address(f"run{i}")
         r.fn = _RUN(r.address)
+        r.code = (engine, progs)  # a run left going outlives the replay that made it (a schedule cache evicts it)
     return _Replay(steps, runs, nbuffers, engine, progs)
 
 
@@ -123,8 +124,9 @@ class _Run:
     first = launches[0].program
     assert isinstance(first, CPUProgram)
     self.launches = launches
-    self.fn: Any = None  # set once the module is compiled, with its address
+    self.fn: Any = None  # set once the module is compiled, with its address and what owns the code it calls
     self.address = 0
+    self.code: Any = None
     self.pool, self.asynchronous = first.pool, first.asynchronous
     self.chunks = [_chunks(ln.program) for ln in launches]  # type: ignore[arg-type]
     shared = sum(ln.program.meta["cost"] for ln, n in zip(launches, self.chunks) if n > 1)  # type: ignore[attr-defined]
@@ -154,7 +156,7 @@ class _Run:
       counters = self.counters()
       finish = native.start(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
       if self.asynchronous and not any(r.shared for r in raws):
-        UNFINISHED.leave(finish, (table, counters, raws))  # what the workers use stays alive until it is finished
+        UNFINISHED.leave(finish, (self, table, counters, raws))  # what the workers use lives until it is finished
         return _done
 
       def join(keep: tuple = (table, counters)) -> None:  # what the workers read stays alive until it is called

@@ -2,6 +2,7 @@
 reads, writes or launches afterwards waits for them, so every answer is the one a realize that waited gives; a run
 over memory the host shares (an array's, a view handed out) is never left going; PLUGRAD_CPU_ASYNC=0 waits at every
 realize; a forked child and a second thread see the run finished."""
+import gc
 import os
 import threading
 
@@ -11,7 +12,7 @@ from cpu_support import check_in_forked_child
 
 from plugrad import Tensor, TinyJit
 from plugrad.config import Config
-from plugrad.engine.schedule import NATIVE_AFTER_RUNS
+from plugrad.engine.schedule import NATIVE_AFTER_RUNS, _caches
 from plugrad.registry import Registry, get_registry, set_registry
 from plugrad_cpu_llvm.pool import UNFINISHED
 
@@ -69,6 +70,15 @@ def test_a_tinyjit_replay_returns_with_its_run_going_and_its_output_reads_finish
   np.testing.assert_allclose(out.numpy(), _rows(3).sum(axis=1) * 2, rtol=1e-4, atol=1e-3)
   _skip_without_workers()
   assert left == 1
+
+
+def test_a_run_left_going_keeps_its_code_when_the_schedule_cache_drops_its_replay():
+  x = Tensor(_rows()).realize()
+  s = _left_going(lambda: x.sum(axis=1))
+  cache = _caches[get_registry()]
+  cache.natives.clear()  # what a full cache does to its least recently used schedule's native run
+  for _ in range(3): gc.collect()
+  np.testing.assert_allclose(s.numpy(), _rows().sum(axis=1), rtol=1e-4, atol=1e-3)
 
 
 def test_a_run_over_host_shared_memory_finishes_before_the_realize_returns():
