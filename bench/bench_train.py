@@ -176,6 +176,26 @@ def bench_gc(model: TinyLM, steps: int) -> None:
         f"{means[1] * 1e3:8.2f} ms/step  ({means[0] / means[1]:.2f}x)", flush=True)
 
 
+def bench_loss_read_rarely(model: TinyLM, repeat: int, every: int = 10) -> None:
+  """Eager steps of the LM whose loss is read every `every` steps (a loop that logs now and then) against the same
+  steps reading every loss: a CPU realize returns while its kernels run, so the next step's graph is built
+  meanwhile, where reading the loss waits for them at every step."""
+  rng = np.random.default_rng(1)
+  tokens = rng.integers(0, TinyLM.vocab, (16, TinyLM.context + 1)).astype(np.int32)
+  step = train_step_of(model, nn.optim.AdamW(get_parameters(model), lr=1e-3), Tensor(tokens[:, :-1]),
+                       Tensor(tokens[:, 1:]))
+
+  def block(read_each: bool) -> float:
+    for _ in range(every - 1):
+      loss = step()
+      if read_each: loss.item()
+    return step().item()
+  each = median_time(lambda: block(True), repeat, warmup=1) / every
+  rarely = median_time(lambda: block(False), repeat, warmup=1) / every
+  print(f"{'tiny_lm adamw eager':<24}  loss read every step {each * 1e3:8.2f} ms/step  every {every} steps "
+        f"{rarely * 1e3:8.2f} ms/step  ({each / rarely:.2f}x)", flush=True)
+
+
 def bench(name: str, model, opt_name: str, batch: int, repeat: int, jit: bool = False) -> None:
   rng = np.random.default_rng(0)
   if name == "tiny_lm":  # token windows: each position predicts the next token
@@ -240,6 +260,7 @@ def main() -> None:
   bench("tiny_lm", lm, "adamw_fused", 16, args.repeat)
   bench("tiny_lm", lm, "adamw", 16, args.repeat, jit=True)
   bench_gc(lm, 5 * args.repeat)
+  bench_loss_read_rarely(lm, max(3, args.repeat // 2))
 
 
 if __name__ == "__main__":
