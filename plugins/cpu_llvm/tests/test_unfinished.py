@@ -1,7 +1,8 @@
 """A realize (or TinyJit replay) whose kernels run on the workers returns while they run (pool.Unfinished): what
 reads, writes or launches afterwards waits for them, so every answer is the one a realize that waited gives; a run
 over memory the host shares (an array's, a view handed out) is never left going; PLUGRAD_CPU_ASYNC=0 waits at every
-realize; a forked child and a second thread see the run finished."""
+realize; a forked child and a second thread see the run finished; a run outlives the schedule cache's entry that made
+it; training steps left going give the bits that waiting gives."""
 import gc
 import os
 import threading
