@@ -20,6 +20,14 @@ from plugrad_cpu_llvm.pool import UNFINISHED
 N = 1024  # a 4 MiB matrix: its row sum is split across the workers, and its run handed to them
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _runs_may_be_left_going():
+  """A registry whose CPU leaves runs going, whatever PLUGRAD_CPU_ASYNC the suite runs with."""
+  prev = set_registry(Registry(Config.from_env({**os.environ, "PLUGRAD_CPU_ASYNC": "1"})))
+  yield
+  set_registry(prev)
+
+
 def _rows(seed: int = 0) -> np.ndarray:
   return np.random.default_rng(seed).standard_normal((N, N), dtype=np.float32)
 
