@@ -6,6 +6,7 @@ it; training steps left going give the bits that waiting gives."""
 import gc
 import os
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -20,12 +21,20 @@ from plugrad_cpu_llvm.pool import UNFINISHED
 N = 1024  # a 4 MiB matrix: its row sum is split across the workers, and its run handed to them
 
 
+@contextmanager
+def _cpu_async(value: str):
+  """Within it, the process's registry is one whose PLUGRAD_CPU_ASYNC is `value`."""
+  prev = set_registry(Registry(Config.from_env({**os.environ, "PLUGRAD_CPU_ASYNC": value})))
+  try:
+    yield
+  finally:
+    set_registry(prev)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _runs_may_be_left_going():
   """A registry whose CPU leaves runs going, whatever PLUGRAD_CPU_ASYNC the suite runs with."""
-  prev = set_registry(Registry(Config.from_env({**os.environ, "PLUGRAD_CPU_ASYNC": "1"})))
-  yield
-  set_registry(prev)
+  with _cpu_async("1"): yield
 
 
 def _rows(seed: int = 0) -> np.ndarray:
@@ -105,15 +114,12 @@ def test_a_run_over_host_shared_memory_finishes_before_the_realize_returns():
   np.testing.assert_allclose(view, _rows() + NATIVE_AFTER_RUNS + 1, rtol=1e-6)
 
 
-def test_with_async_off_every_realize_waits_for_its_run(tmp_path):
-  prev = set_registry(Registry(Config.from_env({**os.environ, "PLUGRAD_CPU_ASYNC": "0"})))
-  try:
+def test_with_async_off_every_realize_waits_for_its_run():
+  with _cpu_async("0"):
     x = Tensor(_rows()).realize()
     for _ in range(NATIVE_AFTER_RUNS + 1): s = x.sum(axis=1).realize()
     assert len(UNFINISHED) == 0
     np.testing.assert_allclose(s.numpy(), _rows().sum(axis=1), rtol=1e-4, atol=1e-3)
-  finally:
-    set_registry(prev)
   with pytest.raises(ValueError, match="PLUGRAD_CPU_ASYNC"):
     Registry(Config.from_env({"PLUGRAD_CPU_ASYNC": "yes"})).device("CPU").runtime
 
@@ -138,11 +144,7 @@ def _trained_weights() -> tuple[list[float], np.ndarray]:
 
 def test_training_whose_runs_are_left_going_gives_the_same_bits_as_waiting():
   left_going = _trained_weights()
-  prev = set_registry(Registry(Config.from_env({**os.environ, "PLUGRAD_CPU_ASYNC": "0"})))
-  try:
-    waiting = _trained_weights()
-  finally:
-    set_registry(prev)
+  with _cpu_async("0"): waiting = _trained_weights()
   assert left_going[0] == waiting[0]
   np.testing.assert_array_equal(left_going[1], waiting[1])
 
