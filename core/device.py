@@ -45,6 +45,12 @@ class Capabilities:
     lane. The lowering then reads a window's edge and every other element (a stride-2 convolution) as
     vectors instead of lane-by-lane gathers, and may vectorise an output dimension that the vector width
     does not divide (56 outputs as four vectors of 16, the last 8 lanes masked).
+  :param ordered_launch: (launch_dims=0) whether the launch loops nest with the highest dimension outermost and run
+    in order, threads sharing out the outermost loop only (each a contiguous part of it): an iteration of an inner
+    launch loop sees what the iterations before it stored. The lowering may then run a long sum's blocks as a
+    launch loop inside a group of rows (the BLOCK optimization: a matmul reads each block of B once per group
+    instead of once per row tile). False where the launch runs as independent threads (a GPU, the PYTHON device's
+    whole-grid arrays).
   :param supports_images: whether the device has 2D images the scheduler may place tensors in.
   :param max_image2d: the largest image (height, width) in pixels.
   :param unsupported_ops: ops the device cannot run (their conformance tests skip).
@@ -63,6 +69,7 @@ class Capabilities:
   cache_bytes: int = 0
   vector_ops: bool = False
   masked_loads: bool = False
+  ordered_launch: bool = False
   supports_images: bool = False
   max_image2d: tuple[int, int] = (16384, 16384)
   unsupported_ops: frozenset[str] = frozenset()

@@ -22,10 +22,11 @@ from plugrad.spec import check_program
 from plugrad.testing import available_devices, run_lowered
 from plugrad.uops import Ops
 
-U, V, R, G, L, O = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP, OptOps.LANES, OptOps.OUTER
+U, V, R, G, L, O, B = OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.GROUP, OptOps.LANES, OptOps.OUTER, OptOps.BLOCK
 AVX512 = Capabilities(max_vector_bytes=64, vector_ops=True)  # the vector registers are left at the default 16
 AVX2 = Capabilities(max_vector_bytes=32, vector_ops=True)
 SCALAR = Capabilities(max_vector_bytes=32)
+ORDERED = replace(AVX512, ordered_launch=True)  # launch loops that run in order, as the CPU plugin's
 GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024)
 
 
@@ -153,6 +154,66 @@ def test_plans_that_do_not_fit_are_opt_errors(plan, why):
   with pytest.raises(OptError, match=why): lower(item.ast, get_registry().device("PYTHON").caps, opts=plan)
 
 
+def _ordered_devices() -> list[str]:
+  """The devices whose launch loops run in order (Capabilities.ordered_launch), where BLOCK applies."""
+  return [d for d in _devices() if get_registry().device(d).caps.ordered_launch]
+
+
+# a sum of 600 terms is cut into 3 blocks of 200 (lowerer.split_accumulators), 257 terms into 256 and 1 (the last block
+# gated): BLOCK runs them inside groups of rows or columns, adding each block's sums to the outputs
+BLOCKED_CASES = [
+  ("blocked_matmul", [(16, 600), (600, 32)],
+   [(Opt(B, 1, 4),), (Opt(B, 1, 16),), (Opt(B, 1, 1),), (Opt(B, 0, 8),), (Opt(V, 0, 8), Opt(U, 1, 2), Opt(B, 1, 2)),
+    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 2)), (Opt(U, 0, 4), Opt(R, 0, 2), Opt(B, 1, 8))]),
+  ("blocked_matmul_padded", [(8, 257), (257, 16)], [(Opt(B, 1, 2),), (Opt(V, 0, 16), Opt(U, 1, 4), Opt(B, 1, 1))]),
+]
+
+
+@pytest.mark.parametrize("on", _ordered_devices())
+@pytest.mark.parametrize("name,shapes,plans", BLOCKED_CASES, ids=[c[0] for c in BLOCKED_CASES])
+def test_every_block_plan_gives_numpys_answer(on, name, shapes, plans):
+  a, b = _x(*shapes[0], seed=0), _x(*shapes[1], seed=1)
+  for plan in plans:
+    got, progs = run_with(Tensor(a, device=on) @ Tensor(b, device=on), on, lambda _: plan)
+    assert progs[-1].opts == plan
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"{name} {plan} on {on}")
+
+
+def test_block_needs_launch_loops_that_run_in_order():
+  # the PYTHON device computes a launch as whole-grid arrays, where no block would see the one before it
+  item = [it for it in (Tensor.empty(16, 600, device="PYTHON") @ Tensor.empty(600, 8, device="PYTHON")).schedule()
+          if not it.is_copy][-1]
+  assert not get_registry().device("PYTHON").caps.ordered_launch
+  for caps in (get_registry().device("PYTHON").caps, GPU, replace(GPU, ordered_launch=True)):
+    with pytest.raises(OptError, match="in order"): lower(item.ast, caps, opts=(Opt(B, 1, 2),))
+
+
+@pytest.mark.parametrize("build,plan,why", [
+  (lambda a, b: a @ b, (Opt(B, 1, 3),), "do not divide"), (lambda a, b: a @ b, (Opt(B, 2, 2),), "launch dimensions"),
+  (lambda a, b: a @ b, (Opt(B, 1, 2), Opt(O, 0, 1)), "not beside an OUTER"),
+  (lambda a, b: a @ b, (Opt(B, 1, 2), Opt(B, 0, 2)), "one BLOCK"),
+  (lambda a, b: (a @ b).relu(), (Opt(B, 1, 2),), "stored as it is"),  # the relu applies to the whole sum only
+  (lambda a, b: (a * 2).max(axis=1), (Opt(B, 0, 2),), "cut into blocks"),  # a max is not cut
+  (lambda a, b: a[:, :40] @ b[:40], (Opt(B, 1, 2),), "cut into blocks"),  # a sum of 40 terms has one accumulator
+  (lambda a, b: a @ b, (Opt(R, 0, 4), Opt(B, 1, 2)), "cut into blocks"),  # ... and so has a loop of 150 steps
+  (lambda a, b: a @ b, (Opt(V, 0, 8), Opt(B, 0, 2)), "do not divide"),  # 2 groups of 8 columns: 16 vectors of 8
+])
+def test_block_plans_that_do_not_fit_are_opt_errors(build, plan, why):
+  a, b = Tensor.empty(16, 600, device="PYTHON"), Tensor.empty(600, 8, device="PYTHON")
+  item = [it for it in build(a, b).schedule() if not it.is_copy][-1]
+  with pytest.raises(OptError, match=why): lower(item.ast, ORDERED, opts=plan)
+
+
+@pytest.mark.parametrize("on", _ordered_devices())
+def test_block_gives_the_same_sums_to_the_bit(on):
+  # each block adds its sums to what the blocks before it stored, the first to 0: the accumulator's own additions
+  a, b = _x(32, 1000, seed=1), _x(1000, 48, seed=2)
+  plain, _ = run_with(Tensor(a, device=on) @ Tensor(b, device=on), on, lambda _: (Opt(U, 1, 4),))
+  blocked, progs = run_with(Tensor(a, device=on) @ Tensor(b, device=on), on, lambda _: (Opt(U, 1, 4), Opt(B, 1, 2)))
+  assert progs[-1].global_size == (48, 2, 4, 4)  # columns, row tiles in a group, the 4 blocks of 250, the groups
+  np.testing.assert_array_equal(blocked.view(np.int32), plain.view(np.int32))
+
+
 def test_a_group_whose_reduce_loop_is_unrolled_away_is_an_opt_error():
   # GROUP sets launch dim 0 aside for the work-group; with the loop written out nothing used it, and the outputs
   # were indexed by dimensions the launch did not have (a beam-search plan on OpenCL left most outputs unwritten)
@@ -260,6 +321,16 @@ def test_heuristic_choices_are_pinned():
   assert _plans(big @ big, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   # ... measured against the cache the device declares (a quarter of it; 1 MiB when it does not say)
   assert Opt(O, 0, 1) not in _plans(wide, replace(AVX512, vector_registers=32, cache_bytes=4 << 20))[0]
+  # a sum cut into blocks of 256 whose block of B (256 rows of 1024) fills at most half the cache runs the blocks
+  # outside groups of 8 row tiles, where there are 8 groups or more; never on a device with launch dimensions
+  l2 = replace(ORDERED, vector_registers=32, cache_bytes=2 << 20)
+  assert _plans(big @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 8))
+  assert _plans(Tensor.empty(256, 1024, device="PYTHON") @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
+  assert _plans(Tensor.empty(1024, 2048, device="PYTHON") @ Tensor.empty(2048, 2048, device="PYTHON"), l2)[0] == \
+    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))  # a block of 2 MiB
+  assert _plans(Tensor.empty(1024, 200, device="PYTHON") @ big[:200], l2)[0] == \
+    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))  # one accumulator: no blocks
+  assert _plans(big @ big, replace(l2, ordered_launch=False))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   assert _plans(Tensor.empty(64, 64, device="PYTHON") * 2, GPU) == [()]  # too few threads would be left
   # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
   # ... four vectors loaded per step where the axis has two such steps or more

@@ -235,8 +235,8 @@ class CStyleRenderer(Renderer):
         names[u] = u.arg[0]
         if not self.launch_as_loops: line(self.render_special(u, prog))
         elif u is specials[-1]:
-          # open the launch loops outermost (highest dim) first, for locality
-          for s in reversed(specials):
+          # open the launch loops outermost (highest dim) first, for locality and for Capabilities.ordered_launch
+          for s in sorted(specials, key=lambda s: -s.arg[1]):
             line(self.render_loop(s.arg[0], names[s.src[0]] if s.src else str(s.arg[2]), s.dtype))
             depth += 1
             loops_open += 1

@@ -19,6 +19,8 @@ by default the first plan of `opt.heuristic.hand_coded_optimizations` that appli
   dimension: the last vector's extra lanes read nothing and store nothing (masked loads and stores).
 - GROUP splits the one reduction across the threads of a work-group (`_group_reduce`); in a kernel with several
   outputs, every reduction over the shared loops, each through its own local memory.
+- OUTER renumbers a launch dimension to the highest (the outermost loop); BLOCK runs a long sum's blocks as a
+  launch loop inside a group of another dimension's iterations (`_blocks_outside`).
 """
 from __future__ import annotations
 
@@ -224,6 +226,41 @@ def _outermost(sink: UOp, global_size: tuple, axis: int) -> tuple[UOp, tuple]:
   renamed = {u: UOp(Ops.SPECIAL, u.dtype, u.src, (f"gidx{new_dim[u.arg[1]]}", new_dim[u.arg[1]], u.arg[2]))
              for u in sink.toposort if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx")}
   return substitute(sink, renamed), tuple(global_size[d] for d in order)
+
+
+def _blocks_outside(sink: UOp, global_size: tuple, opt: Opt, idx_dtype: DType) -> tuple[UOp, tuple]:
+  """BLOCK: the outer loop of every output's sum (the blocks `split_accumulators` cut a long sum into) becomes a
+  launch loop inside groups of `opt.amount` iterations of launch dim `opt.axis`. The dims below it stay; dim `axis`
+  becomes the position in the group, `axis + 1` the block, `axis + 2` the group, and the dims above `axis` move up
+  two. Each block adds its partial sums to what the blocks before it stored, the first to 0: the same additions in
+  the same order as the accumulator it replaces, so the same sums to the bit. On a device that runs a thread's
+  part of the outermost loop in order (a loop device splits only that one), the blocks of one output run in order.
+  A matmul reads one block of B (all its columns) once per group instead of once per row tile: 1024 float32 on
+  AVX-512 with 2 MiB of L2, 200 -> 300 GFLOP/s."""
+  axis, group = opt.axis, opt.amount
+  stores = sink.src
+  values = [st.src[2] for st in stores]
+  # each value the outer loop of a cascade (`_cascade`): a sum over one loop of the sums of the blocks
+  if any(len(st.src) != 3 for st in stores) or len({v.src[1:] for v in values}) != 1 or \
+      any(v.op is not Ops.REDUCE or v.arg is not Ops.ADD or len(v.src) != 2 or v.src[0].op is not Ops.REDUCE
+          for v in values):
+    raise OptError(f"{opt}: the outputs are not one float sum cut into blocks (of more than {ACC_BLOCK} terms, stored "
+                   f"as it is, ungated)")
+  loop, size = values[0].src[1], global_size[axis]
+  if loop.src[0].op is not Ops.CONST or not isinstance(size, int) or size % group:
+    raise OptError(f"{opt}: the groups do not divide launch dimension {axis} ({size}), or the blocks are symbolic")
+  blocks = loop.src[0].arg
+  block = _special(f"gidx{axis + 1}", axis + 1, blocks, idx_dtype)
+  index = _special(f"gidx{axis + 2}", axis + 2, size // group, idx_dtype) * group + \
+    _special(f"gidx{axis}", axis, group, idx_dtype)
+  renamed = {u: index if u.arg[1] == axis else UOp(Ops.SPECIAL, u.dtype, u.src, (f"gidx{u.arg[1] + 2}", u.arg[1] + 2,
+                                                                               u.arg[2]))
+             for u in sink.toposort if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx") and u.arg[1] >= axis}
+  later = block.ne(UOp.const(idx_dtype, 0))  # the blocks before this one stored their sum: a false gate reads 0
+  stores = tuple(UOp(Ops.STORE, None, (p, i, UOp(Ops.LOAD, v.dtype, (p, i, later)) + substitute(v.src[0], {loop: block})))
+                 for (p, i, _), v in zip((st.src for st in stores), values))
+  sizes = global_size[:axis] + (group, blocks, size // group) + global_size[axis + 1:]
+  return substitute(UOp(Ops.SINK, None, stores), renamed), sizes
 
 
 def _special(name: str, dim: int, size: int | UOp, dtype: DType) -> UOp:
@@ -472,6 +509,12 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                 and u.src[1].op is Ops.CONST and u.src[1].arg > 1 and lane in u.src[0].toposort}
   axes = reduce_axes(ast)
   last = {r: ax for r, ax in axes}  # the last axis of each reduction (its innermost loop)
+  sum_block = 0
+  if len(axes) == 1 and axes[0][0].arg[0] is Ops.ADD and axes[0][0].dtype.is_float and \
+      isinstance(terms := axes[0][0].src[0].shape[axes[0][1]], int) and terms > ACC_BLOCK:
+    outer = terms  # the outer accumulator loop's trip count, as `_split_loops` cuts it
+    while outer > ACC_BLOCK: outer = _block_split(outer, ACC_BLOCK)[0]
+    sum_block = -(-terms // outer)
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
   # an Opt whose amount would have to divide it
   return KernelFeatures(dims=tuple((len(axes), smax(size)) for axes, size in dims), group_dims_ok=group_ok,
@@ -485,7 +528,8 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         lane_divisors=tuple(sorted(divisors)), sliding=sliding, padded_taps=padded,
                         unit_dims=unit_dims, lane_strided=lane_strided,
                         computes_sin=any(n.op in (Ops.SIN, Ops.COS) for n in ast.toposort),
-                        reduce_transcendental=any(m.op in _TRANSCENDENTAL for r in reduces for m in r.src[0].toposort))
+                        reduce_transcendental=any(m.op in _TRANSCENDENTAL for r in reduces for m in r.src[0].toposort),
+                        sum_block=sum_block)
 
 
 def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]
@@ -730,7 +774,12 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
       raise OptError(f"{o}: the device has no work-groups of {o.amount} threads with local memory")
     elif o.op is OptOps.OUTER and (caps.launch_dims != 0 or o.amount != 1):
       raise OptError(f"{o}: only a device that loops over its launch dimensions orders them (amount 1)")
+    elif o.op is OptOps.BLOCK and (caps.launch_dims != 0 or not caps.ordered_launch):
+      raise OptError(f"{o}: only a device that loops over its launch dimensions in order (Capabilities.ordered_launch) "
+                     f"runs a sum's blocks inside them")
   if sum(o.op is OptOps.OUTER for o in opts) > 1: raise OptError("a plan has one OUTER")
+  if sum(o.op in (OptOps.OUTER, OptOps.BLOCK) for o in opts) > 1:
+    raise OptError("a plan has one BLOCK, and not beside an OUTER (each orders the launch loops its own way)")
   if any(o.op is OptOps.GROUP for o in opts) and any(o.op in (OptOps.UPCAST, OptOps.VECTORIZE) for o in opts):
     raise OptError("a GROUP plan does not also tile its outputs")
 
@@ -876,9 +925,10 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     sink = UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (p, out_index, v) + gate) for (p, _), v in zip(outputs, out_values)))
     global_size = tuple(launch)
     local_size = _local_size(global_size, caps, sym_local)
-  if (outer := next((o for o in opts if o.op is OptOps.OUTER), None)) is not None:
+  if (outer := next((o for o in opts if o.op in (OptOps.OUTER, OptOps.BLOCK)), None)) is not None:
     if outer.axis >= len(global_size): raise OptError(f"{outer}: the kernel has {len(global_size)} launch dimensions")
-    sink, global_size = _outermost(sink, global_size, outer.axis)
+    sink, global_size = _outermost(sink, global_size, outer.axis) if outer.op is OptOps.OUTER else \
+      _blocks_outside(sink, global_size, outer, idx_dtype)
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")

@@ -225,6 +225,26 @@ def test_masked_vectors_where_declared(device):
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
+def test_ordered_launch_where_declared(device):
+  # a device declaring ordered_launch runs its launch loops in order: a matmul whose sum of 600 terms is cut into 3
+  # blocks, each block a launch loop inside groups of 4 rows, adding its sums to what the block before it stored
+  from plugrad.codegen.lowerer import lower
+  from plugrad.codegen.opt import Opt, OptOps
+  from plugrad.scheduler import mark_done
+  dev = dev_of(device)
+  if not (dev.caps.launch_dims == 0 and dev.caps.ordered_launch): return
+  require(device, dtypes.float32)
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((16, 600)).astype(np.float32), rng.standard_normal((600, 8)).astype(np.float32)
+  out = Tensor(a, device=device) @ Tensor(b, device=device)
+  (item,) = [it for it in out.schedule() if not it.is_copy]
+  prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=(Opt(OptOps.BLOCK, 1, 4),))
+  runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
+  runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+  mark_done(item.kernel)
+  np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_graph_role_replays_like_the_engine(device):
   # the graph role is optional; where a device has one, TinyJit's replays through it give numpy's results
   from plugrad import TinyJit

@@ -2,15 +2,17 @@
 
 An optimization plan is a tuple of `Opt`s: which output dimension computes several outputs per
 thread (UPCAST: scalar copies, VECTORIZE: vector lanes), which reduce axis is written out in the
-loop body (UNROLL), whether a reduction is split across a work-group (GROUP), and which launch dimension is
-the outermost loop on a device that loops over its launch (OUTER). The lowering
+loop body (UNROLL), whether a reduction is split across a work-group (GROUP), which launch dimension is
+the outermost loop on a device that loops over its launch (OUTER), and whether a long sum's blocks run outside a
+group of its rows there (BLOCK). The lowering
 applies a plan and makes no choice of its own: `heuristic.hand_coded_optimizations` proposes plans
 from the kernel's `KernelFeatures` and the device's Capabilities, and a plan can be printed,
 compared, pinned in a test or searched.
 
 Axes: UPCAST and VECTORIZE name a launch dimension (0 is the innermost, contiguous output
 dimension); UNROLL names a reduce axis in the kernel's order (every REDUCE_AXIS in topological
-order, its reduced axes of size > 1 in increasing order); GROUP uses axis 0 (the one reduction).
+order, its reduced axes of size > 1 in increasing order); GROUP uses axis 0 (the one reduction); OUTER and BLOCK
+name a launch dimension.
 """
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ class OptOps(Enum):
                       # accumulator (a vector accumulator), the lanes combined after the loop
   OUTER = auto()      # launch dim `axis` becomes the outermost loop (devices that loop over their launch dims;
                       # `amount` 1): the tiles along it are the ones threads split, the others are swept inside
+  BLOCK = auto()      # launch dim `axis` is cut into groups of `amount` (devices that loop over their launch dims):
+                      # for each group, the blocks a long float sum is cut into (the outer loop of its accumulators,
+                      # lowerer.split_accumulators) run one after the other, each over the whole group and adding its
+                      # partial sums to the outputs in memory; a matmul's rows in a group share each block of B
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -83,6 +89,9 @@ class KernelFeatures:
     arguments, which keeps a compiler's loop vectoriser out: the heuristic vectorises such an elementwise kernel).
   :param reduce_transcendental: a reduction's terms compute a transcendental (exp2, log2, sin, cos: a softmax's
     denominator sums exp(x - max)).
+  :param sum_block: (a kernel of one float sum over one axis) the terms each iteration of the sum's outer
+    accumulator loop adds, where the lowering cuts the sum into blocks (`lowerer.split_accumulators`: a sum of more
+    than ACC_BLOCK terms); 0 where it does not.
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
@@ -109,6 +118,7 @@ class KernelFeatures:
   lane_strided: bool = False
   computes_sin: bool = False
   reduce_transcendental: bool = False
+  sum_block: int = 0
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

@@ -33,7 +33,7 @@ def neighbours(plan: tuple[Opt, ...], k: KernelFeatures) -> list[tuple[Opt, ...]
   for i, o in enumerate(plan):
     rest = plan[:i] + plan[i + 1:]
     out.append(rest)  # drop it
-    if o.op in (OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.LANES):
+    if o.op in (OptOps.UPCAST, OptOps.VECTORIZE, OptOps.UNROLL, OptOps.LANES, OptOps.BLOCK):
       out.append(rest[:i] + (Opt(o.op, o.axis, o.amount * 2),) + rest[i:])
       if o.amount >= 4 and o.amount % 2 == 0: out.append(rest[:i] + (Opt(o.op, o.axis, o.amount // 2),) + rest[i:])
   for axis in range(min(2, len(k.dims))):

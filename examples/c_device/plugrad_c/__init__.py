@@ -33,7 +33,7 @@ class CPlugin(DevicePlugin):
 
   def capabilities(self, device, config):
     # host memory, no buffer limit, kernels loop over their outputs
-    return Capabilities(max_buffers=None, launch_dims=0, optional_ops=frozenset({"COS"}))
+    return Capabilities(max_buffers=None, launch_dims=0, ordered_launch=True, optional_ops=frozenset({"COS"}))
 
   def renderer(self, device, config):
     return CRenderer(device)

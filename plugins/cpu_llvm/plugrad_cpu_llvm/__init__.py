@@ -55,7 +55,7 @@ class CPULLVMPlugin(DevicePlugin):
     from plugrad_cpu_llvm.compiler import host_cache_bytes, host_vector_bytes, host_vector_registers
     return Capabilities(max_buffers=None, launch_dims=0, max_vector_bytes=host_vector_bytes(),
                         vector_registers=host_vector_registers(), cache_bytes=host_cache_bytes(), vector_ops=True,
-                        masked_loads=True, optional_ops=frozenset({"COS"}))
+                        masked_loads=True, ordered_launch=True, optional_ops=frozenset({"COS"}))
 
   def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_cpu_llvm.renderer import LLVMRenderer
