@@ -129,3 +129,23 @@ def test_a_linear_layer_with_a_short_sum_copies_its_weight_row_major():
   assert count_kernels((q1 @ k1.transpose(-1, -2)).schedule()) == 1
   q4, k4 = (Tensor.empty(4, 4, 128, 32) for _ in range(2))
   assert count_kernels((q4 @ k4.permute(1, 0, 3, 2)).schedule()) == 1  # batch axes swapped too: read as it is
+
+
+def test_a_linear_layer_with_a_long_sum_copies_its_weight_into_panels(monkeypatch):
+  # x @ W.T with a sum longer than TRANSPOSED_MAX_K, enough rows and a large W: W.T is copied into panels one vector
+  # wide (Tensor._panel_width), as a row-major right operand is, where the device loops over its outputs with vector
+  # ops; the thresholds lowered so a small case takes that path
+  import plugrad.tensor
+  from plugrad.registry import get_registry
+  from plugrad.scheduler import count_kernels
+  monkeypatch.setattr(plugrad.tensor, "PANEL_MIN_ELEMENTS", 1)
+  monkeypatch.setattr(plugrad.tensor, "PANEL_MIN_ROWS", 4)
+  caps = get_registry().device(Tensor(0).device).caps
+  panels = caps.launch_dims == 0 and caps.vector_ops
+  width = caps.max_vector_bytes // 4
+  rng = np.random.default_rng(0)
+  for rows, k, copied in ((8, 300, panels), (8, 100, False), (2, 300, False)):  # a short sum; too few rows
+    x, w = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in ((rows, k), (2 * width, k)))
+    out = x @ w.T
+    assert count_kernels(out.schedule()) == (2 if copied else 1), (rows, k)
+    same(out, x.numpy() @ w.numpy().T, rtol=1e-4, atol=1e-4)
