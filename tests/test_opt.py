@@ -322,10 +322,14 @@ def test_heuristic_choices_are_pinned():
   # ... measured against the cache the device declares (a quarter of it; 1 MiB when it does not say)
   assert Opt(O, 0, 1) not in _plans(wide, replace(AVX512, vector_registers=32, cache_bytes=4 << 20))[0]
   # a sum cut into blocks of 256 whose block of B (256 rows of 1024) fills at most half the cache runs the blocks
-  # outside groups of 8 row tiles, where there are 8 groups or more; never on a device with launch dimensions
+  # inside groups of 8 row tiles, or of 4 where that leaves 4 groups or more; only where the launch loops run in order
   l2 = replace(ORDERED, vector_registers=32, cache_bytes=2 << 20)
   assert _plans(big @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 8))
-  assert _plans(Tensor.empty(256, 1024, device="PYTHON") @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
+  assert _plans(Tensor.empty(256, 1024, device="PYTHON") @ big, l2)[0] == \
+    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 8))  # 32 row tiles: 4 groups of 8
+  assert _plans(Tensor.empty(128, 1024, device="PYTHON") @ big, l2)[0] == \
+    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 4))  # 16 row tiles: 4 groups of 4
+  assert _plans(Tensor.empty(64, 1024, device="PYTHON") @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   assert _plans(Tensor.empty(1024, 2048, device="PYTHON") @ Tensor.empty(2048, 2048, device="PYTHON"), l2)[0] == \
     (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))  # a block of 2 MiB
   assert _plans(Tensor.empty(1024, 200, device="PYTHON") @ big[:200], l2)[0] == \

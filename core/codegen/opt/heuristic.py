@@ -25,7 +25,7 @@ What it decides:
   vector that divides it; without vector ops, 8 x 4 scalar copies. A matmul whose tile reads a large panel of B
   (a quarter of the cache over its sum) loops over B's columns outermost (OUTER), so the panel stays in cache while
   the rows are swept; one whose sum is cut into blocks, each reading a block of B that fits half the cache, runs
-  the blocks outside groups of 8 row tiles (BLOCK), so each group reads B once. A
+  the blocks inside groups of 8 row tiles (4 for a matmul of few rows: BLOCK), so each group reads B once. A
   reduction that reads contiguously along its own innermost loop and not along the
   outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
   (LANES), one vector accumulator whose lanes each add 1/width of the values, four vectors loaded and added
@@ -58,8 +58,8 @@ GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU nee
 OUTER_MIN_SHARE = 1 / 4
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 # a matmul whose sum is cut into blocks, each reading a block of B of at most this share of the cache, runs the blocks
-# outside groups of BLOCK_ROWS row tiles, where there are at least BLOCK_MIN_GROUPS groups (_row_block)
-BLOCK_MAX_SHARE, BLOCK_ROWS, BLOCK_MIN_GROUPS = 1 / 2, 8, 8
+# inside groups of the first of BLOCK_ROWS row tiles that leaves at least BLOCK_MIN_GROUPS groups (_row_block)
+BLOCK_MAX_SHARE, BLOCK_ROWS, BLOCK_MIN_GROUPS = 1 / 2, (8, 4), 4
 MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
 MAX_PICK_GROUP = 16  # the largest group of outputs reading one group of inputs that one thread computes together
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
@@ -262,13 +262,15 @@ def _row_block(k: KernelFeatures, cache: int, tile: list[Opt]) -> int:
   """Row tiles per group for BLOCK (0: none) in a matmul whose sum is cut into blocks (`KernelFeatures.sum_block`),
   where a block of B (its rows one block of the sum reads, all columns) fills at most BLOCK_MAX_SHARE of the cache:
   it stays there while the group's rows sweep it, where each row tile would read the whole of B from the next
-  level (1024 float32 on AVX-512, 2 MiB of L2: 200 -> 300 GFLOP/s, 4-32 tiles per group alike; at 4096 a block is
-  4 MiB and OUTER keeps a panel instead). Groups of BLOCK_ROWS tiles, where there are at least BLOCK_MIN_GROUPS of
-  them: the groups are what threads share out."""
+  level (1024 float32 on AVX-512, 2 MiB of L2: 200 -> 300 GFLOP/s, 8-32 tiles per group alike; at 4096 a block is
+  4 MiB and OUTER keeps a panel instead). Groups of 8 tiles, or 4 where 8 would leave fewer than 4 groups: the
+  groups are what threads share out, so a matmul of few rows runs on at most 4 threads (by 1024x1024 of B on the
+  2-core Xeon: 128 rows 0.60 -> 0.70x numpy in groups of 4, 2 tiles a group 0.64-0.71x; 256 rows 0.63 -> 0.78x in
+  groups of 8 or 4; 512 rows 0.86x in groups of 8, 0.84x of 4, 0.71-0.77x of 2)."""
   if not k.sum_block or k.sum_block * k.dims[0][1] * k.reduce_itemsize > cache * BLOCK_MAX_SHARE: return 0
   rows = prod(o.amount for o in tile if o.op is OptOps.UPCAST and o.axis == 1)
   tiles = k.dims[1][1] // rows
-  return BLOCK_ROWS if tiles % BLOCK_ROWS == 0 and tiles >= BLOCK_ROWS * BLOCK_MIN_GROUPS else 0
+  return next((g for g in BLOCK_ROWS if tiles % g == 0 and tiles >= g * BLOCK_MIN_GROUPS), 0)
 
 
 def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[Opt]:
