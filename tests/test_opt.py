@@ -315,26 +315,26 @@ def test_heuristic_choices_are_pinned():
   assert _plans(Tensor.empty(4096, 8, 8, device="PYTHON") * 2, GPU) == [(Opt(U, 0, 4),), ()]  # merged into one axis
   with pytest.raises(OptError, match="loops over"):
     lower([it for it in (big @ big).schedule() if not it.is_copy][-1].ast, GPU, opts=(Opt(O, 0, 1),))
-  # a matmul tile reading 512 KiB of B over its sum loops over B's columns outermost; 128 KiB stay in cache anyway
-  wide = Tensor.empty(256, 4096, device="PYTHON") @ Tensor.empty(4096, 4096, device="PYTHON")
-  assert _plans(wide, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(O, 0, 1))
-  assert _plans(big @ big, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
-  # ... measured against the cache the device declares (a quarter of it; 1 MiB when it does not say)
-  assert Opt(O, 0, 1) not in _plans(wide, replace(AVX512, vector_registers=32, cache_bytes=4 << 20))[0]
-  # a sum cut into blocks of 256 whose block of B (256 rows of 1024) fills at most half the cache runs the blocks
-  # inside groups of 8 row tiles, or of 4 where that leaves 4 groups or more; only where the launch loops run in order
-  l2 = replace(ORDERED, vector_registers=32, cache_bytes=2 << 20)
-  assert _plans(big @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 8))
-  assert _plans(Tensor.empty(256, 1024, device="PYTHON") @ big, l2)[0] == \
-    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 8))  # 32 row tiles: 4 groups of 8
-  assert _plans(Tensor.empty(128, 1024, device="PYTHON") @ big, l2)[0] == \
-    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 4))  # 16 row tiles: 4 groups of 4
-  assert _plans(Tensor.empty(64, 1024, device="PYTHON") @ big, l2)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
-  assert _plans(Tensor.empty(1024, 2048, device="PYTHON") @ Tensor.empty(2048, 2048, device="PYTHON"), l2)[0] == \
-    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))  # a block of 2 MiB
-  assert _plans(Tensor.empty(1024, 200, device="PYTHON") @ big[:200], l2)[0] == \
-    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))  # one accumulator: no blocks
-  assert _plans(big @ big, replace(l2, ordered_launch=False))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
+  # a matmul whose B does not stay in cache whole (half of it: 1 MiB of 2) loops over B's columns outermost where the
+  # tile's panel of B (32 columns over the sum) fits, and there are 8 column tiles or more
+  tile, l2 = (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8)), replace(ORDERED, vector_registers=32, cache_bytes=2 << 20)
+  def mm(n: int, k: int, m: int) -> Tensor: return Tensor.empty(n, k, device="PYTHON") @ Tensor.empty(k, m, device="PYTHON")
+  assert _plans(big @ big, l2)[0] == (*tile, Opt(O, 0, 1))  # B 4 MiB, a panel 128 KiB
+  assert _plans(mm(64, 1024, 1024), l2)[0] == (*tile, Opt(O, 0, 1))
+  assert _plans(mm(256, 4096, 4096), l2)[0] == (*tile, Opt(O, 0, 1))  # a panel 512 KiB
+  assert _plans(mm(1024, 512, 512), l2)[0] == tile  # B 1 MiB stays in cache
+  assert _plans(mm(1024, 8192, 128), l2)[0] == tile  # 4 column tiles
+  # ... measured against the cache the device declares (1 MiB when it does not say)
+  assert _plans(mm(1024, 512, 512), replace(l2, cache_bytes=0))[0] == (*tile, Opt(O, 0, 1))
+  assert _plans(big @ big, replace(l2, cache_bytes=16 << 20))[0] == tile
+  # ... where the panel does not fit either, a sum cut into blocks of 256 whose block of B (256 rows, all columns) fits
+  # runs the blocks inside groups of 8 row tiles, or of 4 where that leaves 4 groups or more; only where the launch
+  # loops run in order
+  assert _plans(mm(256, 16384, 512), l2)[0] == (*tile, Opt(B, 1, 8))  # a panel 2 MiB; 32 row tiles: 4 groups of 8
+  assert _plans(mm(128, 16384, 512), l2)[0] == (*tile, Opt(B, 1, 4))  # 16 row tiles: 4 groups of 4
+  assert _plans(mm(64, 16384, 512), l2)[0] == tile  # 8 row tiles
+  assert _plans(mm(256, 16384, 2048), l2)[0] == tile  # a block of 2 MiB
+  assert _plans(mm(256, 16384, 512), replace(l2, ordered_launch=False))[0] == tile
   assert _plans(Tensor.empty(64, 64, device="PYTHON") * 2, GPU) == [()]  # too few threads would be left
   # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
   # ... four vectors loaded per step where the axis has two such steps or more

@@ -235,8 +235,9 @@ def _blocks_outside(sink: UOp, global_size: tuple, opt: Opt, idx_dtype: DType) -
   two. Each block adds its partial sums to what the blocks before it stored, the first to 0: the same additions in
   the same order as the accumulator it replaces, so the same sums to the bit. On a device that runs a thread's
   part of the outermost loop in order (a loop device splits only that one), the blocks of one output run in order.
-  A matmul reads one block of B (all its columns) once per group instead of once per row tile: 1024 float32 on
-  AVX-512 with 2 MiB of L2, 200 -> 300 GFLOP/s."""
+  A matmul reads one block of B (all its columns) once per group instead of once per row tile (float32 on AVX-512
+  with 2 MiB of L2: 1024x1024 by 1024x1024 200 -> 300 GFLOP/s; 256x16384 by 16384x512, whose panels of B do not fit
+  for OUTER, 0.48 -> 0.74x numpy)."""
   axis, group = opt.axis, opt.amount
   stores = sink.src
   values = [st.src[2] for st in stores]

@@ -22,10 +22,10 @@ What it decides:
   vectors along the image row, up to 4 of them, and channels: 4 x 4 or 2 x 8 with AVX-512's 32 registers); where
   the device has masked loads and stores, a dim 0 the register's width does not divide still gets whole vectors
   (the last one's extra lanes masked, none wider than the dimension) when that wastes fewer lanes than the widest
-  vector that divides it; without vector ops, 8 x 4 scalar copies. A matmul whose tile reads a large panel of B
-  (a quarter of the cache over its sum) loops over B's columns outermost (OUTER), so the panel stays in cache while
-  the rows are swept; one whose sum is cut into blocks, each reading a block of B that fits half the cache, runs
-  the blocks inside groups of 8 row tiles (4 for a matmul of few rows: BLOCK), so each group reads B once. A
+  vector that divides it; without vector ops, 8 x 4 scalar copies. A matmul whose B does not stay in cache whole
+  (half the cache) loops over B's columns outermost (OUTER) where the tile's panel of B fits, so the panel stays
+  while the rows are swept; else, where its sum is cut into blocks each reading a block of B that fits, it runs the
+  blocks inside groups of 8 row tiles (4 for a matmul of few rows: BLOCK), so each group reads B once. A
   reduction that reads contiguously along its own innermost loop and not along the
   outputs (a row sum, softmax's max and sum) is not tiled: its reduce axis becomes vector lanes
   (LANES), one vector accumulator whose lanes each add 1/width of the values, four vectors loaded and added
@@ -53,13 +53,13 @@ TRANSCENDENTAL_LANES_FROM = 32  # vectors a reduce loop computing a transcendent
 GROUP_MIN, GROUP_MAX, GROUP_LOADS = 32, 256, 64  # work-group sizes, and the values each thread adds at least
 GPU_TILE = 4, 8   # outputs per thread along launch dims 0 and 1 of a GPU reduction too large to group
 GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU needs in flight)
-# a matmul tile reading at least this share of the cache (Capabilities.cache_bytes) of B over its sum loops over
-# B's columns outermost
-OUTER_MIN_SHARE = 1 / 4
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
-# a matmul whose sum is cut into blocks, each reading a block of B of at most this share of the cache, runs the blocks
-# inside groups of the first of BLOCK_ROWS row tiles that leaves at least BLOCK_MIN_GROUPS groups (_row_block)
-BLOCK_MAX_SHARE, BLOCK_ROWS, BLOCK_MIN_GROUPS = 1 / 2, (8, 4), 4
+# what of a matmul's B stays in a core's cache (Capabilities.cache_bytes) beside A's rows and the outputs: at most this
+# share of it (_cache_order)
+CACHE_FIT_SHARE = 1 / 2
+OUTER_MIN_TILES = 8  # a matmul loops over B's columns outermost only with this many column tiles for threads to share
+# BLOCK runs a sum's blocks inside groups of the first of BLOCK_ROWS row tiles that leaves BLOCK_MIN_GROUPS groups
+BLOCK_ROWS, BLOCK_MIN_GROUPS = (8, 4), 4
 MAX_DIVISOR_UPCAST = 8  # the largest divisor of dim 0's index that outputs per thread are made to cancel
 MAX_PICK_GROUP = 16  # the largest group of outputs reading one group of inputs that one thread computes together
 SLIDE_UNROLL = 8  # a reduce axis sliding along a tiled dim is written out up to this long (_slide_unrolls)
@@ -246,31 +246,36 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
       rows, size = factors[1], k.dims[row_dim][1]
       while 2 * rows <= budget and size % (2 * rows) == 0 and rows < 16: rows *= 2
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
-    # a matmul whose tile reads more of B than of A per step keeps B's panel in cache: its columns become the
-    # outer loop, the rows swept inside (4096 float32 on AVX-512: 214 -> 357 GFLOP/s; at 1024 no change)
-    panel = prod(k.reduce_axes) * factors[0] * copies * k.reduce_itemsize
-    cache = caps.cache_bytes or DEFAULT_CACHE_BYTES
-    if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1] and panel >= cache * OUTER_MIN_SHARE:
-      out.append(Opt(OptOps.OUTER, 0, 1))
-    elif row_dim == 1 and len(k.dims) == 2 and caps.launch_dims == 0 and caps.ordered_launch and \
-        (block := _row_block(k, cache, out)):
-      out.append(Opt(OptOps.BLOCK, 1, block))
+    if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1]:
+      out += _cache_order(k, caps, factors[0] * copies, out)
   return out
 
 
-def _row_block(k: KernelFeatures, cache: int, tile: list[Opt]) -> int:
-  """Row tiles per group for BLOCK (0: none) in a matmul whose sum is cut into blocks (`KernelFeatures.sum_block`),
-  where a block of B (its rows one block of the sum reads, all columns) fills at most BLOCK_MAX_SHARE of the cache:
-  it stays there while the group's rows sweep it, where each row tile would read the whole of B from the next
-  level (1024 float32 on AVX-512, 2 MiB of L2: 200 -> 300 GFLOP/s, 8-32 tiles per group alike; at 4096 a block is
-  4 MiB and OUTER keeps a panel instead). Groups of 8 tiles, or 4 where 8 would leave fewer than 4 groups: the
-  groups are what threads share out, so a matmul of few rows runs on at most 4 threads (by 1024x1024 of B on the
-  2-core Xeon: 128 rows 0.60 -> 0.70x numpy in groups of 4, 2 tiles a group 0.64-0.71x; 256 rows 0.63 -> 0.78x in
-  groups of 8 or 4; 512 rows 0.86x in groups of 8, 0.84x of 4, 0.71-0.77x of 2)."""
-  if not k.sum_block or k.sum_block * k.dims[0][1] * k.reduce_itemsize > cache * BLOCK_MAX_SHARE: return 0
-  rows = prod(o.amount for o in tile if o.op is OptOps.UPCAST and o.axis == 1)
-  tiles = k.dims[1][1] // rows
-  return next((g for g in BLOCK_ROWS if tiles % g == 0 and tiles >= g * BLOCK_MIN_GROUPS), 0)
+def _cache_order(k: KernelFeatures, caps: Capabilities, cols: int, tile: list[Opt]) -> list[Opt]:
+  """The loop order that keeps what a matmul tile rereads of B in the core's cache, for a tile of `cols` columns
+  wider than tall (so it reads more of B than of A per step) where B does not stay there whole (more than
+  CACHE_FIT_SHARE of it; where it does, the rows outermost keep it: 512x512 by 512x512 1.05x numpy, 0.31-0.94x with
+  the columns outermost):
+  - B's columns outermost (OUTER), the rows swept inside, where a panel of B (the tile's columns over the whole sum)
+    fits: the panel stays while every row reads it (float32 on the 2-core Xeon, 2 MiB of L2, 0.57-0.69x numpy with
+    the rows outermost: 1024x1024 by 1024x1024 0.91-0.94x, 128 rows 0.87-0.89x, 1024x4096 by 4096x1024 1.00-1.07x;
+    by the column tiles, which threads share out, so only where there are OUTER_MIN_TILES);
+  - else, for a sum cut into blocks (`KernelFeatures.sum_block`) whose block of B (those rows, all columns) fits, the
+    blocks run inside groups of row tiles (BLOCK), each group reading a block of B once: 256x16384 by 16384x512 0.48x
+    numpy with the rows outermost, 0.56-0.61x with the columns, 0.74x in 4 groups of 8 row tiles. Groups of 8 tiles,
+    or 4 where 8 would leave fewer than 4 groups (they are what threads share out): with the columns kept inside,
+    by 1024x1024 of B, 128 rows measured 0.70x numpy in groups of 4, 0.64-0.71x of 2; 512 rows 0.86x in groups of
+    8, 0.84x of 4, 0.71-0.77x of 2."""
+  cache = (caps.cache_bytes or DEFAULT_CACHE_BYTES) * CACHE_FIT_SHARE
+  size, n = prod(k.reduce_axes) * k.reduce_itemsize, k.dims[0][1]
+  if size * n <= cache: return []
+  if size * cols <= cache:
+    return [Opt(OptOps.OUTER, 0, 1)] if n // cols >= OUTER_MIN_TILES else []
+  if caps.launch_dims != 0 or not caps.ordered_launch or not k.sum_block or k.sum_block * n * k.reduce_itemsize > cache:
+    return []
+  tiles = k.dims[1][1] // prod(o.amount for o in tile if o.op is OptOps.UPCAST and o.axis == 1)
+  group = next((g for g in BLOCK_ROWS if tiles % g == 0 and tiles >= g * BLOCK_MIN_GROUPS), 0)
+  return [Opt(OptOps.BLOCK, 1, group)] if group else []
 
 
 def _channel_tile(k: KernelFeatures, caps: Capabilities, row_dim: int) -> list[Opt]:
