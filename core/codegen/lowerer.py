@@ -20,7 +20,7 @@ by default the first plan of `opt.heuristic.hand_coded_optimizations` that appli
 - GROUP splits the one reduction across the threads of a work-group (`_group_reduce`); in a kernel with several
   outputs, every reduction over the shared loops, each through its own local memory.
 - OUTER renumbers a launch dimension to the highest (the outermost loop); BLOCK runs a long sum's blocks as a
-  launch loop inside a group of another dimension's iterations (`_blocks_outside`).
+  launch loop inside a group of another dimension's iterations (`_sum_blocks_in_groups`).
 """
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def _outermost(sink: UOp, global_size: tuple, axis: int) -> tuple[UOp, tuple]:
   return substitute(sink, renamed), tuple(global_size[d] for d in order)
 
 
-def _blocks_outside(sink: UOp, global_size: tuple, opt: Opt, idx_dtype: DType) -> tuple[UOp, tuple]:
+def _sum_blocks_in_groups(sink: UOp, global_size: tuple, opt: Opt, idx_dtype: DType) -> tuple[UOp, tuple]:
   """BLOCK: the outer loop of every output's sum (the blocks `split_accumulators` cut a long sum into) becomes a
   launch loop inside groups of `opt.amount` iterations of launch dim `opt.axis`. The dims below it stay; dim `axis`
   becomes the position in the group, `axis + 1` the block, `axis + 2` the group, and the dims above `axis` move up
@@ -929,7 +929,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   if (outer := next((o for o in opts if o.op in (OptOps.OUTER, OptOps.BLOCK)), None)) is not None:
     if outer.axis >= len(global_size): raise OptError(f"{outer}: the kernel has {len(global_size)} launch dimensions")
     sink, global_size = _outermost(sink, global_size, outer.axis) if outer.op is OptOps.OUTER else \
-      _blocks_outside(sink, global_size, outer, idx_dtype)
+      _sum_blocks_in_groups(sink, global_size, outer, idx_dtype)
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")

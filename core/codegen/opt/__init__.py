@@ -3,8 +3,8 @@
 An optimization plan is a tuple of `Opt`s: which output dimension computes several outputs per
 thread (UPCAST: scalar copies, VECTORIZE: vector lanes), which reduce axis is written out in the
 loop body (UNROLL), whether a reduction is split across a work-group (GROUP), which launch dimension is
-the outermost loop on a device that loops over its launch (OUTER), and whether a long sum's blocks run outside a
-group of its rows there (BLOCK). The lowering
+the outermost loop on a device that loops over its launch (OUTER), and whether a long sum's blocks run as a launch
+loop inside groups of its rows there (BLOCK). The lowering
 applies a plan and makes no choice of its own: `heuristic.hand_coded_optimizations` proposes plans
 from the kernel's `KernelFeatures` and the device's Capabilities, and a plan can be printed,
 compared, pinned in a test or searched.
