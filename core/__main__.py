@@ -71,12 +71,18 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   target = args.device or reg.default_device()
   device = reg.render_device(target)
   scope: dict = {"Tensor": Tensor, "dtypes": dtypes, "np": np}
-  # the graph is built on the reference device: rendering for `target` needs no hardware. What the code realizes
-  # while it runs (Tensor.randn does at once) is kernels of `out` too: they are listed first, as the run compiled them
+  # the graph is built on `target` where it can run here, so the layouts a Tensor chooses for its device (a matmul's
+  # operand copied into panels as wide as the device's vectors) are the target's; elsewhere on the reference device,
+  # since rendering for `target` needs no hardware, and a first line says whose choices the graph shows. What the
+  # code realizes while it runs (Tensor.randn does at once) is kernels of `out` too: listed first, as the run compiled
+  build_on = device.name if reg.status(device.name).available else "PYTHON"
+  if build_on != device.name:
+    print(f"// the graph is built on PYTHON ({device.name} cannot run here): where a Tensor op chooses a layout by its "
+          f"device, it is PYTHON's choice")
   ran = _CompiledKernels()
   reg.pm.register(ran, name="plugrad-kernels-cli")
   try:
-    with reg.default_device_as("PYTHON"): exec(compile(args.code, "<kernels -c>", "exec"), scope)
+    with reg.default_device_as(build_on): exec(compile(args.code, "<kernels -c>", "exec"), scope)
   finally:
     reg.pm.unregister(ran)
   if "out" not in scope: raise CLIError("the code must bind a Tensor (or a list of Tensors) to the name `out`")

@@ -29,6 +29,27 @@ def test_kernels_prints_each_kernel_with_a_header():
   assert "// kernel r_8_8\n" in res.stdout and "ACCUMULATE" in res.stdout
 
 
+def test_kernels_builds_the_graph_on_the_device_it_lists_for():
+  # a matmul copies its right operand into panels as wide as the device's vectors: the listing shows the kernels the
+  # device runs (built on PYTHON, the copy had PYTHON's 4-wide panels); a device that cannot run here says so
+  from plugrad.codegen.lowerer import kernel_name
+  from plugrad.registry import get_registry
+  from plugrad.testing import available_devices
+  code = "a = Tensor.empty(256, 1024); b = Tensor.empty(1024, 1024); out = a @ b"
+  if "CPU" in available_devices():
+    res = run("kernels", "--device", "CPU", "-c", code)
+    assert res.returncode == 0, res.stderr
+    listed = [ln[len("// kernel "):] for ln in res.stdout.splitlines() if ln.startswith("// kernel ")]
+    a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 1024, device="CPU")
+    assert listed == [kernel_name(it.ast) for it in (a @ b).schedule() if not it.is_copy]
+    width = get_registry().device("CPU").caps.max_vector_bytes // 4
+    assert listed[0] == f"E_{1024 // width}_1024_{width}" and "cannot run here" not in res.stdout
+  if "METAL" not in available_devices():
+    res = run("kernels", "--device", "METAL", "-c", code)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("// the graph is built on PYTHON (METAL cannot run here)")
+
+
 def test_kernels_lists_what_the_code_realized_at_once():
   res = run("kernels", "--device", "PYTHON", "-c", "out = Tensor.randn(64, 64)")  # out is a buffer when the code ends
   assert res.returncode == 0, res.stderr
