@@ -162,21 +162,40 @@ def _ordered_devices() -> list[str]:
 # a sum of 600 terms is cut into 3 blocks of 200 (lowerer.split_accumulators), 257 terms into 256 and 1 (the last block
 # gated): BLOCK runs them inside groups of rows or columns, adding each block's sums to the outputs
 BLOCKED_CASES = [
-  ("blocked_matmul", [(16, 600), (600, 32)],
+  ("blocked_matmul", [(16, 600), (600, 32)], lambda a, b: a @ b, lambda a, b: a @ b,
    [(Opt(B, 1, 4),), (Opt(B, 1, 16),), (Opt(B, 1, 1),), (Opt(B, 0, 8),), (Opt(V, 0, 8), Opt(U, 1, 2), Opt(B, 1, 2)),
     (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(B, 1, 2)), (Opt(U, 0, 4), Opt(R, 0, 2), Opt(B, 1, 8))]),
-  ("blocked_matmul_padded", [(8, 257), (257, 16)], [(Opt(B, 1, 2),), (Opt(V, 0, 16), Opt(U, 1, 4), Opt(B, 1, 1))]),
+  ("blocked_matmul_padded", [(8, 257), (257, 16)], lambda a, b: a @ b, lambda a, b: a @ b,
+   [(Opt(B, 1, 2),), (Opt(V, 0, 16), Opt(U, 1, 4), Opt(B, 1, 1))]),
 ]
 
 
 @pytest.mark.parametrize("on", _ordered_devices())
-@pytest.mark.parametrize("name,shapes,plans", BLOCKED_CASES, ids=[c[0] for c in BLOCKED_CASES])
-def test_every_block_plan_gives_numpys_answer(on, name, shapes, plans):
-  a, b = _x(*shapes[0], seed=0), _x(*shapes[1], seed=1)
+@pytest.mark.parametrize("name,shapes,build,ref,plans", BLOCKED_CASES, ids=[c[0] for c in BLOCKED_CASES])
+def test_every_block_plan_gives_numpys_answer(on, name, shapes, build, ref, plans):
+  arrays = [_x(*s, seed=i) for i, s in enumerate(shapes)]
   for plan in plans:
-    got, progs = run_with(Tensor(a, device=on) @ Tensor(b, device=on), on, lambda _: plan)
+    got, progs = run_with(build(*(Tensor(a, device=on) for a in arrays)), on, lambda _: plan)
     assert progs[-1].opts == plan
-    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"{name} {plan} on {on}")
+    np.testing.assert_allclose(got, ref(*arrays), rtol=1e-4, atol=1e-4, err_msg=f"{name} {plan} on {on}")
+
+
+@pytest.mark.parametrize("on", _ordered_devices())
+def test_block_of_sibling_sums_gives_numpys_answer(on):
+  # two sums fused into one kernel of two outputs (horizontal fusion): each store adds its own block's sums
+  x = _x(16, 600)
+  t = Tensor(x, device=on)
+  (item,) = [it for it in Tensor.schedule(t.sum(1), (t * t).sum(1)) if not it.is_copy]
+  dev = get_registry().device(on)
+  for plan in ((Opt(B, 0, 4),), (Opt(U, 0, 2), Opt(B, 0, 2))):
+    prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan)
+    check_program(prog)
+    assert prog.global_size[1] == 3  # the 3 blocks of 200
+    runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    got = sorted((item.bufs[k].numpy() for k in range(2)), key=lambda v: v.sum())  # which is which: squares sum larger
+    np.testing.assert_allclose(got[1], (x * x).sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[0], x.sum(1), rtol=1e-4, atol=1e-4)
 
 
 def test_block_needs_launch_loops_that_run_in_order():
