@@ -140,9 +140,11 @@ class OpenCLRenderer(CStyleRenderer):
     return f"{name}({x})"  # OpenCL's math builtins are overloaded for half, float and double
 
   def render_int_abs(self, x: str, dtype: DType) -> str:
-    # OpenCL's abs builtin (unsigned result, cast back: abs(INT_MIN) wraps to INT_MIN as -x does), not the select:
-    # clang turns the select into llvm.abs, an intrinsic oclgrind (and older OpenCL runtimes) cannot load
-    return f"(({self.ctype(dtype)})abs({x}))"
+    # OpenCL's abs builtin (unsigned result, cast back), not the select: clang turns the select into llvm.abs, an
+    # intrinsic oclgrind (and older OpenCL runtimes) cannot load. INT_MIN takes a select of its own, which gives it
+    # back as -x does: pocl's compiler took abs's result cast back for non-negative and made `abs(x) % -3` an
+    # unsigned remainder, so INT64_MIN gave -1 instead of -2 (found by the long random-graph fuzz)
+    return f"({x} == {self.render_const(dtype.min, dtype)} ? {x} : (({self.ctype(dtype)})abs({x})))"
 
   def render_alu(self, op: Ops, srcs: list[str], dtype: DType, src_dtypes: list[DType], const_srcs: list[UOp | None]) -> str:
     expr = super().render_alu(op, srcs, dtype, src_dtypes, const_srcs)

@@ -80,6 +80,7 @@ for dt in (np.int8, np.int16, np.int32, np.int64):
   x = Tensor(a, device="CL")
   np.testing.assert_array_equal(x.abs().numpy(), np.abs(a))  # |min| wraps to min, as numpy's
   np.testing.assert_array_equal((x > 0).where(-x, x).numpy(), -np.abs(a))
+  np.testing.assert_array_equal((x.abs() % -3).numpy(), np.abs(a) % -3)  # |min| is min, and min % -3 is -2
 print("abs ok")
 """
   res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
