@@ -73,12 +73,12 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   scope: dict = {"Tensor": Tensor, "dtypes": dtypes, "np": np}
   # the graph is built on `target` where it can run here, so the layouts a Tensor chooses for its device (a matmul's
   # operand copied into panels as wide as the device's vectors) are the target's; elsewhere on the reference device,
-  # since rendering for `target` needs no hardware, and a first line says whose choices the graph shows. What the
-  # code realizes while it runs (Tensor.randn does at once) is kernels of `out` too: listed first, as the run compiled
+  # since rendering for `target` needs no hardware, and stderr says whose choices the graph shows. What the code
+  # realizes while it runs (Tensor.randn does at once) is kernels of `out` too: listed first, as the run compiled them
   build_on = device.name if reg.status(device.name).available else "PYTHON"
   if build_on != device.name:
-    print(f"// the graph is built on PYTHON ({device.name} cannot run here): where a Tensor op chooses a layout by its "
-          f"device, it is PYTHON's choice")
+    print(f"the graph is built on PYTHON ({device.name} cannot run here): where a Tensor op chooses a layout by its "
+          f"device, it is PYTHON's choice", file=sys.stderr)
   ran = _CompiledKernels()
   reg.pm.register(ran, name="plugrad-kernels-cli")
   try:

@@ -47,7 +47,7 @@ def test_kernels_builds_the_graph_on_the_device_it_lists_for():
   if "METAL" not in available_devices():
     res = run("kernels", "--device", "METAL", "-c", code)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("// the graph is built on PYTHON (METAL cannot run here)")
+    assert res.stdout.startswith("// kernel ") and "the graph is built on PYTHON (METAL cannot run here)" in res.stderr
 
 
 def test_kernels_lists_what_the_code_realized_at_once():

@@ -7,7 +7,10 @@ nested reductions) meet their remainders and corner cases.
 The same programs also run the random plans a beam search (PLUGRAD_BEAM) may keep, on CPU and CL.
 
 The suite replays the same programs (300 per device; 60 and 15 with random plans); PLUGRAD_FUZZ_EXAMPLES=N draws N,
-and `--fuzz-long` draws 3000 from a random seed (a hunt: a failure prints the drawn program)."""
+and `--fuzz-long` draws 3000 from a random seed (a hunt). A failure prints hypothesis's draws: the first is the seed
+every choice of the KERNELS profile comes from, so `Builder(lambda _: seed, dev, device_dtypes(dev), KERNELS).build()`
+(plugrad.testing.test_graphs) builds the same program again, with the heuristic's plans (a CL failure found that way:
+an integer abs before a remainder on pocl)."""
 import os
 import random
 
