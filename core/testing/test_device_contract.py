@@ -202,9 +202,7 @@ def test_kernel_with_a_variable_runs_for_every_value(device):
 def test_masked_vectors_where_declared(device):
   # a device declaring masked_loads takes vector LOADs and STOREs gated per lane: 20 column sums as two vectors of
   # 16 (the second one's last 12 lanes read nothing and write nothing), and a padded convolution's edge taps
-  from plugrad.codegen.lowerer import lower
   from plugrad.codegen.opt import Opt, OptOps
-  from plugrad.scheduler import mark_done
   dev = dev_of(device)
   if not (dev.caps.vector_ops and dev.caps.masked_loads): return
   require(device, dtypes.float32)
@@ -216,33 +214,35 @@ def test_masked_vectors_where_declared(device):
            (lambda t, k: t.conv2d(k, padding=1), conv, (Opt(OptOps.VECTORIZE, 0, 16), Opt(OptOps.UPCAST, 2, 4)))]
   for build, want, plan in cases:
     out = build(Tensor(x, device=device), Tensor(w, device=device))
-    items = [it for it in out.schedule() if not it.is_copy]
-    for item in items:  # the plan for the last kernel (before a convolution: its weight's copy, with the heuristic's)
-      prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan if item is items[-1] else None)
-      runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
-      runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-      mark_done(item.kernel)
-    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_realized_with_plan(device, out, plan), want, rtol=1e-4, atol=1e-4)
+
+
+def _realized_with_plan(device: str, out: Tensor, plan: tuple) -> np.ndarray:
+  """`out`'s values, its last kernel lowered with `plan` (those before it, a convolution's weight copy, with the
+  heuristic's), through the device's own renderer, compiler and runtime."""
+  from plugrad.codegen.lowerer import lower
+  from plugrad.scheduler import mark_done
+  dev = dev_of(device)
+  items = [it for it in out.schedule() if not it.is_copy]
+  for item in items:
+    prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan if item is items[-1] else None)
+    runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    mark_done(item.kernel)
+  return out.numpy()
 
 
 def test_ordered_launch_where_declared(device):
   # a device declaring ordered_launch runs its launch loops in order: a matmul whose sum of 600 terms is cut into 3
   # blocks, each block a launch loop inside groups of 4 rows, adding its sums to what the block before it stored
-  from plugrad.codegen.lowerer import lower
   from plugrad.codegen.opt import Opt, OptOps
-  from plugrad.scheduler import mark_done
   dev = dev_of(device)
   if not (dev.caps.launch_dims == 0 and dev.caps.ordered_launch): return
   require(device, dtypes.float32)
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal((16, 600)).astype(np.float32), rng.standard_normal((600, 8)).astype(np.float32)
   out = Tensor(a, device=device) @ Tensor(b, device=device)
-  (item,) = [it for it in out.schedule() if not it.is_copy]
-  prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=(Opt(OptOps.BLOCK, 1, 4),))
-  runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
-  runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-  mark_done(item.kernel)
-  np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(_realized_with_plan(device, out, (Opt(OptOps.BLOCK, 1, 4),)), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_graph_role_replays_like_the_engine(device):
