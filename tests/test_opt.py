@@ -34,11 +34,13 @@ def _devices() -> list[str]:
   return [d for d in ("PYTHON", "CPU") if d in available_devices()]
 
 
-def run_with(out: Tensor, device: str, plan: Callable[[int], tuple[Opt, ...]]) -> tuple[np.ndarray, list]:
-  """Realize `out` on `device`, lowering its last kernel with the plan `plan(0)` (the others with the
-  heuristic's), through the device's own renderer, compiler and runtime."""
+def run_with(out: Tensor, device: str, plan: Callable[[int], tuple[Opt, ...]], *siblings: Tensor
+             ) -> tuple[np.ndarray, list]:
+  """Realize `out` (and `siblings` with it: one kernel of several outputs where they fuse) on `device`, lowering its
+  last kernel with the plan `plan(0)` (the others with the heuristic's), through the device's own renderer, compiler
+  and runtime."""
   dev = get_registry().device(device)
-  items = [it for it in out.schedule() if not it.is_copy]
+  items = [it for it in out.schedule(*siblings) if not it.is_copy]
   progs = []
   for i, item in enumerate(items):
     prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan(0) if i == len(items) - 1 else None)
@@ -184,18 +186,14 @@ def test_every_block_plan_gives_numpys_answer(on, name, shapes, build, ref, plan
 def test_block_of_sibling_sums_gives_numpys_answer(on):
   # two sums fused into one kernel of two outputs (horizontal fusion): each store adds its own block's sums
   x = _x(16, 600)
-  t = Tensor(x, device=on)
-  (item,) = [it for it in Tensor.schedule(t.sum(1), (t * t).sum(1)) if not it.is_copy]
-  dev = get_registry().device(on)
   for plan in ((Opt(B, 0, 4),), (Opt(U, 0, 2), Opt(B, 0, 2))):
-    prog = lower(item.ast, dev.caps, dev.rewrite_rules, opts=plan)
-    check_program(prog)
-    assert prog.global_size[1] == 3  # the 3 blocks of 200
-    runner = dev.runtime.load(prog.name, dev.compiler.compile(dev.renderer.render(prog))[0])
-    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-    got = sorted((item.bufs[k].numpy() for k in range(2)), key=lambda v: v.sum())  # which is which: squares sum larger
-    np.testing.assert_allclose(got[1], (x * x).sum(1), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got[0], x.sum(1), rtol=1e-4, atol=1e-4)
+    t = Tensor(x, device=on)
+    squares = (t * t).sum(1)
+    got, progs = run_with(t.sum(1), on, lambda _: plan, squares)
+    assert progs[-1].opts == plan and len(progs[-1].params) == 3  # two outputs and the input: one kernel
+    assert progs[-1].global_size[1] == 3  # the 3 blocks of 200
+    np.testing.assert_allclose(got, x.sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(squares.numpy(), (x * x).sum(1), rtol=1e-4, atol=1e-4)
 
 
 def test_block_needs_launch_loops_that_run_in_order():
