@@ -513,8 +513,8 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   sum_block = 0
   if len(axes) == 1 and axes[0][0].arg[0] is Ops.ADD and axes[0][0].dtype.is_float and \
       isinstance(terms := axes[0][0].src[0].shape[axes[0][1]], int) and terms > ACC_BLOCK:
-    outer = terms  # the outer accumulator loop's trip count, as `_split_loops` cuts it
-    while outer > ACC_BLOCK: outer = _block_split(outer, ACC_BLOCK)[0]
+    lw = _Lowering(dtypes.int32)
+    outer = _split_loops((lw.new_range(terms),), lw, ACC_BLOCK)[1][0].src[0].arg  # the outer accumulator loop's trips
     sum_block = -(-terms // outer)
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
   # an Opt whose amount would have to divide it
