@@ -78,6 +78,24 @@ def canonical_device(device: str) -> str:
   return name if idx == 0 else f"{name}:{idx}"
 
 
+class _PluginManager(pluggy.PluginManager):
+  """pluggy's manager, counting its registrations: what the registry derives from the plugins registered (whether
+  any observes launches, asked on every realize) is kept until the count changes. Plugins may be registered through
+  `registry.pm` directly (a profiler, a test's observer), so the count lives here, not in the registry's own calls."""
+
+  def __init__(self, project_name: str) -> None:
+    super().__init__(project_name)
+    self.generation = 0
+
+  def register(self, plugin: Any, name: str | None = None) -> str | None:
+    self.generation += 1
+    return super().register(plugin, name)
+
+  def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+    self.generation += 1
+    return super().unregister(plugin, name)
+
+
 class Registry:
   """The plugin manager plus what it knows about devices. Build one per configuration; tests build
   their own with fake entry points instead of touching the process-wide one."""
@@ -86,7 +104,7 @@ class Registry:
                entry_points: Callable[[str], Iterable[importlib.metadata.EntryPoint]] | None = None):
     self.config = config or Config.from_env()
     self._entry_points = entry_points or (lambda group: importlib.metadata.entry_points(group=group))
-    self.pm = pluggy.PluginManager("plugrad")
+    self.pm = _PluginManager("plugrad")
     self.pm.add_hookspecs(hookspecs)
     self._lock = threading.RLock()
     self._loaded: dict[str, list[PluginInfo]] = {}   # device name -> plugins loaded for it
@@ -103,6 +121,8 @@ class Registry:
     self._ep_cache: dict[str, list[importlib.metadata.EntryPoint]] = {}
     self._default: str | None = None
     self._disabled_observers: set[tuple[int, str]] = set()  # (id of plugin object, hook name)
+    # (pm.generation, whether a plugin implements a launch observer, whether one implements plugrad_wants_timing)
+    self._observers: tuple[int, bool, bool] = (-1, False, False)
     self._debug: DebugPlugin | None = None
     if builtins is None:
       builtins = [PythonDevicePlugin()]
@@ -410,10 +430,15 @@ class Registry:
 
   def observes_launches(self) -> bool:
     """Whether an observer wants each kernel launch or schedule run told (or timed): then a schedule runs from
-    Python, launch by launch, instead of as one call into a device's graph role."""
-    hooks = self.pm.hook
-    return bool(hooks.plugrad_kernel_ran.get_hookimpls() or hooks.plugrad_schedule_ran.get_hookimpls()) or \
-      self.wants_timing()
+    Python, launch by launch, instead of as one call into a device's graph role. Asked on every realize: which hooks
+    are implemented is kept until a plugin is registered or unregistered; only a timing hook is asked each time."""
+    generation, launches, timing = self._observers
+    if generation != self.pm.generation:
+      hooks = self.pm.hook
+      launches = bool(hooks.plugrad_kernel_ran.get_hookimpls() or hooks.plugrad_schedule_ran.get_hookimpls())
+      timing = bool(hooks.plugrad_wants_timing.get_hookimpls())
+      self._observers = (self.pm.generation, launches, timing)
+    return launches or (timing and self.wants_timing())
 
   def observed(self, hook: str) -> bool:
     """Whether any plugin implements the observe-phase `hook` (so what it would be told is worth computing)."""

@@ -293,6 +293,31 @@ def test_a_device_index_that_does_not_exist_fails_at_the_first_tensor():
   assert res.returncode != 0 and "device PYTHON:8 does not exist: this machine has 8 PYTHON devices" in res.stderr
 
 
+def test_observers_registered_through_pm_are_seen_at_once():
+  # observes_launches keeps its answer between registrations: a plugin registered on `registry.pm` directly (as a
+  # profiler or the kernels CLI does) must still be seen by the next realize, and its unregistering too
+  registry = make_registry([])
+  assert not registry.observes_launches()
+
+  class Timing:
+    wanted = True
+    @hookimpl
+    def plugrad_wants_timing(self): return self.wanted or None
+
+  class Launches:
+    @hookimpl
+    def plugrad_kernel_ran(self, device, name, seconds, flops, bytes_moved, global_size, local_size): pass
+  timing, launches = Timing(), Launches()
+  registry.pm.register(launches)
+  assert registry.observes_launches()
+  registry.pm.unregister(launches)
+  assert not registry.observes_launches()
+  registry.pm.register(timing)
+  assert registry.observes_launches()
+  timing.wanted = False  # a timing hook is asked every time: its answer may change without a registration
+  assert not registry.observes_launches()
+
+
 def test_context_debug_sets_the_level_for_its_block(capsys):
   from plugrad import Context
   from plugrad.registry import get_registry
