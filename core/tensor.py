@@ -46,7 +46,7 @@ PANEL_MIN_ELEMENTS, PANEL_MIN_ROWS = 1 << 20, 128
 #: A matmul reading its right operand as the transpose of a row-major buffer (a linear layer's x @ W.T) with a sum of
 #: at most TRANSPOSED_MAX_K terms, at least TRANSPOSED_MIN_OUTPUTS outputs and at least half as many rows reading each
 #: copied matrix as the sum has terms copies it row-major first on such a device (see `Tensor._copies_transposed`).
-TRANSPOSED_MAX_K, TRANSPOSED_MIN_OUTPUTS = 128, 1 << 17
+TRANSPOSED_MAX_K, TRANSPOSED_MIN_OUTPUTS = 128, 1 << 16
 #: conv2d's weight gradient sums channels-last where both channel counts per group are at least this
 #: (see `_channels_last_weight_gradient`)
 CHANNELS_LAST_MIN = 8
@@ -1759,7 +1759,8 @@ class Tensor(metaclass=_TensorMeta):
     weight, W.T). Read as it is, each output sums k products along y's rows in vector lanes and then adds the lanes
     together, which a short sum does not pay for; row-major, the outputs themselves are the lanes, as in any matmul.
     Worth it on a device that loops over its outputs with vector ops, for a short sum and many outputs (float32 on
-    AVX-512, copy included: 2048 rows by 64 -> 1024 2.0 -> 0.75 ms, 512 by 64 -> 256 189 -> 133 us; batched, attention's
+    AVX-512, copy included: 2048 rows by 64 -> 1024 2.0 -> 0.75 ms, 512 by 64 -> 256 189 -> 133 us, 512 by 64 -> 192 154
+    -> 116 us, 1024 by 64 -> 64 119 -> 112 us, while 256 by 64 -> 192 lost, 107 -> 117 us; batched, attention's
     scores of 16x8 heads of 128 by 64: 1.95 -> 0.90 ms; with a sum of 512 or 1024 terms, or 64 rows by 784 -> 256, the
     copy costs more than it saves), read by at least k/2 rows of x per copied matrix: the copy costs once per element
     of y, the lanes' sums once per output, so a few rows over a large vocabulary lose (under TinyJit: 4 rows by 64 ->

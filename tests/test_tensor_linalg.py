@@ -104,16 +104,17 @@ def test_matmul_makes_the_nodes_of_its_tensor_formula(xs, ys, dtype, dev):
 
 def test_a_linear_layer_with_a_short_sum_copies_its_weight_row_major():
   # x @ W.T with W a row-major buffer: read as it is, each output sums along W's rows in vector lanes and then adds
-  # the lanes together; with a sum of at most TRANSPOSED_MAX_K terms, many outputs and at least k/2 rows, W.T is
-  # copied row-major first (one kernel more) where the device loops over its outputs with vector ops. A long sum, or
-  # too few rows to pay for the copy (a language model's head while it generates), reads W as it is
+  # the lanes together; with a sum of at most TRANSPOSED_MAX_K terms, at least 2**16 outputs (512x192, not 256x128)
+  # and at least k/2 rows, W.T is copied row-major first (one kernel more) where the device loops over its outputs
+  # with vector ops. A long sum, or too few rows to pay for the copy (a language model's head while it generates),
+  # reads W as it is
   from plugrad.registry import get_registry
   from plugrad.scheduler import count_kernels
   rng = np.random.default_rng(0)
   caps = get_registry().device(Tensor(0).device).caps
   copies = caps.launch_dims == 0 and caps.vector_ops
   for xs, ws, short in (((512, 64), (256, 64), True), ((2, 256, 64), (256, 64), True), ((64, 784), (256, 784), False),
-                        ((4, 64), (50257, 64), False)):
+                        ((4, 64), (50257, 64), False), ((512, 64), (192, 64), True), ((256, 64), (128, 64), False)):
     x, w = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in (xs, ws))
     out = x @ w.T
     assert count_kernels(out.schedule()) == (2 if short and copies else 1)
