@@ -23,6 +23,13 @@ def test_structurally_equal_nodes_are_one_object():
 def test_float_constants_keep_sign_and_nan():
   assert UOp.const(dtypes.float32, 0.0) is not UOp.const(dtypes.float32, -0.0)
   assert UOp.const(dtypes.float32, float("nan")) is UOp.const(dtypes.float32, float("nan"))
+  # inside an argument's tuples too (nested at any depth), while tuples of ints, ops and strings key themselves
+  b = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("b", 0, 9))
+  for plain, floating in [((1, 2), (1.0, 2)), ((Ops.ADD, (1,)), (Ops.ADD, (1.0,))), (((0, 1), (0, 0)), ((0, 1), (0, -0.0)))]:
+    assert UOp(Ops.PAD, None, (b,), plain) is not UOp(Ops.PAD, None, (b,), floating)
+    assert UOp(Ops.PAD, None, (b,), plain).key_arg is plain
+  zero, minus_zero = (UOp(Ops.PAD, None, (b,), ((0, 1), (s, 0))) for s in (0.0, -0.0))
+  assert zero is not minus_zero and zero.arg[1][0] == 0.0 and str(minus_zero.arg[1][0]) == "-0.0"
 
 
 def test_uop_is_immutable():
