@@ -75,6 +75,12 @@ class Capabilities:
   unsupported_ops: frozenset[str] = frozenset()
   optional_ops: frozenset[str] = frozenset()
 
+  @property
+  def launch_loops_in_order(self) -> bool:
+    """Whether the launch is loops (launch_dims=0) that run in order (`ordered_launch`): what the BLOCK
+    optimization needs."""
+    return self.launch_dims == 0 and self.ordered_launch
+
   def __post_init__(self) -> None:
     if unknown := sorted(set(self.optional_ops) - OPTIONAL_OPS):
       raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the "

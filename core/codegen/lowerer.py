@@ -775,7 +775,7 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
       raise OptError(f"{o}: the device has no work-groups of {o.amount} threads with local memory")
     elif o.op is OptOps.OUTER and (caps.launch_dims != 0 or o.amount != 1):
       raise OptError(f"{o}: only a device that loops over its launch dimensions orders them (amount 1)")
-    elif o.op is OptOps.BLOCK and (caps.launch_dims != 0 or not caps.ordered_launch):
+    elif o.op is OptOps.BLOCK and not caps.launch_loops_in_order:
       raise OptError(f"{o}: only a device that loops over its launch dimensions in order (Capabilities.ordered_launch) "
                      f"runs a sum's blocks inside them")
   if sum(o.op is OptOps.OUTER for o in opts) > 1: raise OptError("a plan has one OUTER")

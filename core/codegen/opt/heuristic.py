@@ -271,7 +271,7 @@ def _cache_order(k: KernelFeatures, caps: Capabilities, cols: int, tile: list[Op
   if size * n <= cache: return []
   if size * cols <= cache:
     return [Opt(OptOps.OUTER, 0, 1)] if n // cols >= OUTER_MIN_TILES else []
-  if caps.launch_dims != 0 or not caps.ordered_launch or not k.sum_block or k.sum_block * n * k.reduce_itemsize > cache:
+  if not caps.launch_loops_in_order or not k.sum_block or k.sum_block * n * k.reduce_itemsize > cache:
     return []
   tiles = k.dims[1][1] // prod(o.amount for o in tile if o.op is OptOps.UPCAST and o.axis == 1)
   group = next((g for g in BLOCK_ROWS if tiles % g == 0 and tiles >= g * BLOCK_MIN_GROUPS), 0)
