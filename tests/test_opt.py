@@ -318,7 +318,8 @@ def test_a_stride_2_gather_upcasts_by_2_so_its_divisions_fold():
 def test_heuristic_choices_are_pinned():
   mm = Tensor.empty(64, 64, device="PYTHON") @ Tensor.empty(64, 64, device="PYTHON")
   assert _plans(mm, AVX512) == [(Opt(V, 0, 16), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]  # 16 registers
-  assert _plans(mm, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
+  # with 32 registers 2 x 8 vectors, the sum written out 4 steps an iteration (16 registers: not measured)
+  assert _plans(mm, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 0, 4))
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
   # GPU: groups of 32-256 threads adding at least 64 values each, four loads in flight when the loop is long;
@@ -335,23 +336,24 @@ def test_heuristic_choices_are_pinned():
   # a matmul whose B does not stay in cache whole (half of it: 1 MiB of 2) loops over B's columns outermost where the
   # tile's panel of B (32 columns over the sum) fits, and there are 8 column tiles or more
   tile, l2 = (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8)), replace(ORDERED, vector_registers=32, cache_bytes=2 << 20)
+  unroll = Opt(R, 0, 4)  # the sum written out 4 steps an iteration, last (not with BLOCK)
   def mm(n: int, k: int, m: int) -> Tensor: return Tensor.empty(n, k, device="PYTHON") @ Tensor.empty(k, m, device="PYTHON")
-  assert _plans(big @ big, l2)[0] == (*tile, Opt(O, 0, 1))  # B 4 MiB, a panel 128 KiB
-  assert _plans(mm(64, 1024, 1024), l2)[0] == (*tile, Opt(O, 0, 1))
-  assert _plans(mm(256, 4096, 4096), l2)[0] == (*tile, Opt(O, 0, 1))  # a panel 512 KiB
-  assert _plans(mm(1024, 512, 512), l2)[0] == tile  # B 1 MiB stays in cache
-  assert _plans(mm(1024, 8192, 128), l2)[0] == tile  # 4 column tiles
+  assert _plans(big @ big, l2)[0] == (*tile, Opt(O, 0, 1), unroll)  # B 4 MiB, a panel 128 KiB
+  assert _plans(mm(64, 1024, 1024), l2)[0] == (*tile, Opt(O, 0, 1), unroll)
+  assert _plans(mm(256, 4096, 4096), l2)[0] == (*tile, Opt(O, 0, 1), unroll)  # a panel 512 KiB
+  assert _plans(mm(1024, 512, 512), l2)[0] == (*tile, unroll)  # B 1 MiB stays in cache
+  assert _plans(mm(1024, 8192, 128), l2)[0] == (*tile, unroll)  # 4 column tiles
   # ... measured against the cache the device declares (1 MiB when it does not say)
-  assert _plans(mm(1024, 512, 512), replace(l2, cache_bytes=0))[0] == (*tile, Opt(O, 0, 1))
-  assert _plans(big @ big, replace(l2, cache_bytes=16 << 20))[0] == tile
+  assert _plans(mm(1024, 512, 512), replace(l2, cache_bytes=0))[0] == (*tile, Opt(O, 0, 1), unroll)
+  assert _plans(big @ big, replace(l2, cache_bytes=16 << 20))[0] == (*tile, unroll)
   # ... where the panel does not fit either, a sum cut into blocks of 256 whose block of B (256 rows, all columns) fits
   # runs the blocks inside groups of 8 row tiles, or of 4 where that leaves 4 groups or more; only where the launch
   # loops run in order
   assert _plans(mm(256, 16384, 512), l2)[0] == (*tile, Opt(B, 1, 8))  # a panel 2 MiB; 32 row tiles: 4 groups of 8
-  assert _plans(mm(128, 16384, 512), l2)[0] == (*tile, Opt(B, 1, 4))  # 16 row tiles: 4 groups of 4
-  assert _plans(mm(64, 16384, 512), l2)[0] == tile  # 8 row tiles
-  assert _plans(mm(256, 16384, 2048), l2)[0] == tile  # a block of 2 MiB
-  assert _plans(mm(256, 16384, 512), replace(l2, ordered_launch=False))[0] == tile
+  assert _plans(mm(128, 16384, 512), l2)[0] == (*tile, Opt(B, 1, 4))  # 16 row tiles: 4 groups of 4 (no unroll)
+  assert _plans(mm(64, 16384, 512), l2)[0] == (*tile, unroll)  # 8 row tiles
+  assert _plans(mm(256, 16384, 2048), l2)[0] == (*tile, unroll)  # a block of 2 MiB
+  assert _plans(mm(256, 16384, 512), replace(l2, ordered_launch=False))[0] == (*tile, unroll)
   assert _plans(Tensor.empty(64, 64, device="PYTHON") * 2, GPU) == [()]  # too few threads would be left
   # contiguous along the reduce loop, not along the outputs: vector accumulators along the reduce axis
   # ... four vectors loaded per step where the axis has two such steps or more
@@ -467,7 +469,7 @@ def test_heuristic_choices_are_pinned():
   conv66 = Tensor.empty(2, 32, 68, 68, device="PYTHON").conv2d(Tensor.empty(32, 32, 3, 3, device="PYTHON"))
   assert _plans(conv66, masked)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
   odd = Tensor.empty(200, 200, device="PYTHON") @ Tensor.empty(200, 200, device="PYTHON")
-  assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8))
+  assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 0, 4))
   # too few output channels to tile: the tile's rows are image rows, along which the kernel's rows slide (ky, axis
   # 1; kx slides along the vectorised columns): written out, neighbouring output rows share their input rows
   def features(t: Tensor): return kernel_features([it for it in t.schedule() if not it.is_copy][-1].ast, AVX512)

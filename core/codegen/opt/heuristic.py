@@ -22,7 +22,8 @@ What it decides:
   vectors along the image row, up to 4 of them, and channels: 4 x 4 or 2 x 8 with AVX-512's 32 registers); where
   the device has masked loads and stores, a dim 0 the register's width does not divide still gets whole vectors
   (the last one's extra lanes masked, none wider than the dimension) when that wastes fewer lanes than the widest
-  vector that divides it; without vector ops, 8 x 4 scalar copies. A matmul whose B does not stay in cache whole
+  vector that divides it; without vector ops, 8 x 4 scalar copies. With 32 vector registers a matmul tile's sum is
+  written out 4 steps a loop iteration (not under BLOCK, below). A matmul whose B does not stay in cache whole
   (half the cache) loops over B's columns outermost (OUTER) where the tile's panel of B fits, so the panel stays
   while the rows are swept; else, where its sum is cut into blocks each reading a block of B that fits, it runs the
   blocks inside groups of 8 row tiles (4 for a matmul of few rows: BLOCK), so each group reads B once. A
@@ -74,6 +75,7 @@ WIDE_REGISTER_FILE = 32
 TRANSPOSE_UPCAST = 8  # outputs per thread along the dim a transposed read runs along (_transpose_tile)
 TRANSPOSE_MIN_SIZE = 1 << 16  # ... in an elementwise kernel of this many outputs or more
 COLUMN_VECTORS = 8  # vectors per thread along dim 0 of a reduction tiled along it alone (_tiles)
+MATMUL_SUM_UNROLL = 4  # steps of a matmul tile's sum written out per loop iteration (_tiles)
 
 
 def _accumulator_budget(caps: Capabilities) -> int:
@@ -248,6 +250,15 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
     if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1]:
       out += _cache_order(k, caps, factors[0] * copies, out)
+    if row_dim == 1 and len(k.reduce_axes) == 1 and k.reduce_axes[0] % MATMUL_SUM_UNROLL == 0 and \
+        k.reduce_axes[0] >= 2 * MATMUL_SUM_UNROLL and caps.vector_registers >= WIDE_REGISTER_FILE and \
+        not any(o.op is OptOps.BLOCK for o in out):
+      # a matmul's sum written out MATMUL_SUM_UNROLL steps a loop iteration, so its loop and index arithmetic are paid
+      # once per 4 x 16 FMAs (AVX-512, 2 x 8 tile, two threads: 1024^3 270-286 -> 287-305 GFLOP/s, 512^3 265-268 ->
+      # 289-291, 1024x512 by 512x2048 251-253 -> 277-285, x @ W.T at 1024 262-275 -> 307-308; found by PLUGRAD_BEAM).
+      # Not with BLOCK, whose sums it slowed (256x16384 by 16384x512 184-194 -> 170-182), nor measured with 16 vector
+      # registers
+      out.append(Opt(OptOps.UNROLL, 0, MATMUL_SUM_UNROLL))
   return out
 
 
