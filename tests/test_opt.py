@@ -318,8 +318,12 @@ def test_a_stride_2_gather_upcasts_by_2_so_its_divisions_fold():
 def test_heuristic_choices_are_pinned():
   mm = Tensor.empty(64, 64, device="PYTHON") @ Tensor.empty(64, 64, device="PYTHON")
   assert _plans(mm, AVX512) == [(Opt(V, 0, 16), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]  # 16 registers
-  # with 32 registers 2 x 8 vectors, the sum written out 4 steps an iteration (16 registers: not measured)
-  assert _plans(mm, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 0, 4))
+  # with 32 registers 2 x 8 vectors; a sum of 128 terms or more written out 4 steps an iteration (16 registers: not
+  # measured)
+  assert _plans(mm, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
+  long_sum = Tensor.empty(64, 128, device="PYTHON") @ Tensor.empty(128, 64, device="PYTHON")
+  assert _plans(long_sum, replace(AVX512, vector_registers=32))[0] == \
+    (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 0, 4))
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
   # GPU: groups of 32-256 threads adding at least 64 values each, four loads in flight when the loop is long;

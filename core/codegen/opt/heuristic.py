@@ -76,6 +76,7 @@ TRANSPOSE_UPCAST = 8  # outputs per thread along the dim a transposed read runs 
 TRANSPOSE_MIN_SIZE = 1 << 16  # ... in an elementwise kernel of this many outputs or more
 COLUMN_VECTORS = 8  # vectors per thread along dim 0 of a reduction tiled along it alone (_tiles)
 MATMUL_SUM_UNROLL = 4  # steps of a matmul tile's sum written out per loop iteration (_tiles)
+MATMUL_UNROLL_MIN_SUM = 128  # ... for a sum of this many terms or more
 
 
 def _accumulator_budget(caps: Capabilities) -> int:
@@ -251,13 +252,13 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
     if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1]:
       out += _cache_order(k, caps, factors[0] * copies, out)
     if row_dim == 1 and len(k.reduce_axes) == 1 and k.reduce_axes[0] % MATMUL_SUM_UNROLL == 0 and \
-        k.reduce_axes[0] >= 2 * MATMUL_SUM_UNROLL and caps.vector_registers >= WIDE_REGISTER_FILE and \
+        k.reduce_axes[0] >= MATMUL_UNROLL_MIN_SUM and caps.vector_registers >= WIDE_REGISTER_FILE and \
         not any(o.op is OptOps.BLOCK for o in out):
       # a matmul's sum written out MATMUL_SUM_UNROLL steps a loop iteration, so its loop and index arithmetic are paid
       # once per 4 x 16 FMAs (AVX-512, 2 x 8 tile, two threads: 1024^3 270-286 -> 287-305 GFLOP/s, 512^3 265-268 ->
       # 289-291, 1024x512 by 512x2048 251-253 -> 277-285, x @ W.T at 1024 262-275 -> 307-308; found by PLUGRAD_BEAM).
-      # Not with BLOCK, whose sums it slowed (256x16384 by 16384x512 184-194 -> 170-182), nor measured with 16 vector
-      # registers
+      # Not with BLOCK, whose sums it slowed (256x16384 by 16384x512 184-194 -> 170-182), nor for a short sum (a
+      # cumsum's windows of 32: 8x50257 369-376 -> 397-414 us), nor measured with 16 vector registers
       out.append(Opt(OptOps.UNROLL, 0, MATMUL_SUM_UNROLL))
   return out
 
