@@ -474,6 +474,10 @@ def test_heuristic_choices_are_pinned():
   assert _plans(conv66, masked)[0] == (Opt(R, 1, 3), Opt(R, 2, 3), Opt(V, 0, 16), Opt(U, 2, 16))
   odd = Tensor.empty(200, 200, device="PYTHON") @ Tensor.empty(200, 200, device="PYTHON")
   assert _plans(odd, masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 0, 4))
+  # a scan's window (cumsum's chunks of 32, sliding along the row, no load reused across rows): two vectors along the
+  # row and the window written out 8 steps an iteration, or, where the row takes one vector (50257 wide), 8 rows
+  assert _plans(Tensor.empty(1024, 1024, device="PYTHON").cumsum(1), masked)[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(R, 0, 8))
+  assert _plans(Tensor.empty(8, 50257, device="PYTHON").cumsum(1), masked)[0] == (Opt(V, 0, 16), Opt(U, 1, 8), Opt(R, 0, 8))
   # too few output channels to tile: the tile's rows are image rows, along which the kernel's rows slide (ky, axis
   # 1; kx slides along the vectorised columns): written out, neighbouring output rows share their input rows
   def features(t: Tensor): return kernel_features([it for it in t.schedule() if not it.is_copy][-1].ast, AVX512)
