@@ -324,6 +324,10 @@ def test_heuristic_choices_are_pinned():
   long_sum = Tensor.empty(64, 128, device="PYTHON") @ Tensor.empty(128, 64, device="PYTHON")
   assert _plans(long_sum, replace(AVX512, vector_registers=32))[0] == \
     (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8), Opt(R, 0, 4))
+  # ... only where the rows reuse the loads: an embedding's lookup, a one-hot sum the lowering reads as one load per
+  # value, unrolled would sum the whole vocabulary again
+  lookup = Tensor.empty(1000, 64, device="PYTHON")[Tensor.zeros(8, 32, dtype=dtypes.int32, device="PYTHON")]
+  assert _plans(lookup, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
   # GPU: groups of 32-256 threads adding at least 64 values each, four loads in flight when the loop is long;

@@ -255,14 +255,16 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
     if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1]:
       out += _cache_order(k, caps, factors[0] * copies, out)
-    if row_dim == 1 and len(k.reduce_axes) == 1 and k.reduce_axes[0] % MATMUL_SUM_UNROLL == 0 and \
+    if row_dim == 1 and 1 in k.reuse_dims and len(k.reduce_axes) == 1 and k.reduce_axes[0] % MATMUL_SUM_UNROLL == 0 and \
         k.reduce_axes[0] >= MATMUL_UNROLL_MIN_SUM and caps.vector_registers >= WIDE_REGISTER_FILE and \
         not any(o.op is OptOps.BLOCK for o in out):
       # a matmul's sum written out MATMUL_SUM_UNROLL steps a loop iteration, so its loop and index arithmetic are paid
       # once per 4 x 16 FMAs (AVX-512, 2 x 8 tile, two threads: 1024^3 270-286 -> 287-305 GFLOP/s, 512^3 265-268 ->
       # 289-291, 1024x512 by 512x2048 251-253 -> 277-285, x @ W.T at 1024 262-275 -> 307-308; found by PLUGRAD_BEAM).
       # Not with BLOCK, whose sums it slowed (256x16384 by 16384x512 184-194 -> 170-182), nor for a short sum (a
-      # cumsum's windows of 32: 8x50257 369-376 -> 397-414 us), nor measured with 16 vector registers
+      # cumsum's windows of 32: 8x50257 369-376 -> 397-414 us), nor measured with 16 vector registers; and only where
+      # the rows reuse the loads (a matmul's): a one-hot sum read as a gather (an embedding's lookup) unrolled is
+      # summed over the whole vocabulary again (0.2 -> 232 ms), a sort's rank counts slowed 22 -> 37 ms
       out.append(Opt(OptOps.UNROLL, 0, MATMUL_SUM_UNROLL))
   return out
 
