@@ -487,30 +487,6 @@ def test_exp_reduces_its_own_argument_and_is_within_one_ulp(negate):
   assert np.array_equal(got[np.isinf(w32)], w32[np.isinf(w32)])
 
 
-def test_exp_scales_by_ldexp_where_the_host_has_it_with_the_same_bits(monkeypatch, tmp_path):
-  # 2**n applied to exp's polynomial: one vscalefps (LLVM's ldexp) on an AVX-512 host, else two exponent-field
-  # scalings (elsewhere ldexp is a libm call per element); both round once, so the results are the same to the bit,
-  # overflow, the subnormal range and NaN included
-  from plugrad_cpu_llvm import renderer
-  if not renderer._native_ldexp(): pytest.skip("the host has no AVX-512 (vscalefps): only the two scalings are rendered")
-  x = np.concatenate([np.linspace(-120, 120, 20001, dtype=np.float32), np.linspace(-104, -87, 20003, dtype=np.float32),
-                      np.array([np.nan, np.inf, -np.inf, 0.0, 88.72283, 88.72284, -103.97208, -103.9721], np.float32)])
-
-  def results() -> list[np.ndarray]:
-    t = Tensor(x, device="CPU")
-    return [g.numpy().view(np.uint32) for g in (t.exp(), t.exp2(), (-t).exp())]
-  assert "llvm.ldexp" in _rendered(Tensor(x, device="CPU").exp())
-  native = results()
-  monkeypatch.setattr(renderer, "_native_ldexp", lambda: False)
-  # a registry of its own, with its own cache directory: the kernels compiled above are not reused
-  prev = set_registry(Registry(Config.from_env({"PLUGRAD_CACHE_DIR": str(tmp_path)})))
-  try:
-    assert "llvm.ldexp" not in _rendered(Tensor(x, device="CPU").exp())
-    for got, want in zip(native, results()): np.testing.assert_array_equal(got, want)
-  finally:
-    set_registry(prev)
-
-
 def test_float_log2_is_inline_and_within_two_ulp():
   # log2 of float32 is inline too (a libm call per element before: Box-Muller's randn spent a third of its time
   # there), from normal and subnormal inputs, exact at powers of two and at the special values
