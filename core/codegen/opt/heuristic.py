@@ -22,9 +22,10 @@ What it decides:
   vectors along the image row, up to 4 of them, and channels: 4 x 4 or 2 x 8 with AVX-512's 32 registers); where
   the device has masked loads and stores, a dim 0 the register's width does not divide still gets whole vectors
   (the last one's extra lanes masked, none wider than the dimension) when that wastes fewer lanes than the widest
-  vector that divides it; without vector ops, 8 x 4 scalar copies. With 32 vector registers a matmul tile's sum is
-  written out 4 steps a loop iteration (not under BLOCK, below). A matmul whose B does not stay in cache whole
-  (half the cache) loops over B's columns outermost (OUTER) where the tile's panel of B fits, so the panel stays
+  vector that divides it; without vector ops, 8 x 4 scalar copies. With 32 vector registers a matmul tile's sum of
+  128 terms or more is written out 4 steps a loop iteration, where its rows reuse the loads (not under BLOCK, below).
+  A matmul whose B does not stay in cache whole (half the cache) loops over B's columns outermost (OUTER) where the
+  tile's panel of B fits, so the panel stays
   while the rows are swept; else, where its sum is cut into blocks each reading a block of B that fits, it runs the
   blocks inside groups of 8 row tiles (4 for a matmul of few rows: BLOCK), so each group reads B once. A
   reduction that reads contiguously along its own innermost loop and not along the
@@ -220,9 +221,9 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
   over a dim 0 it does not divide."""
   lanes = caps.max_vector_bytes // max(k.itemsize, 1)
   width, rows = (vector_lanes(caps, k.itemsize), 8) if vector else (min(8, lanes), 4)
+  if vector and (scan := _scan_tile(k, caps, width, masked_ok)): return scan
   # the rows of a vector tile: the first dimension each vector load is reused along (a convolution's output
   # channels, not its image rows, whose loads move with them), else dim 1
-  if vector and (scan := _scan_tile(k, caps, width, masked_ok)): return scan
   row_dim = next((d for d in k.reuse_dims if k.dims[d][0] == 1 and k.dims[d][1] % 2 == 0), 1) if vector else 1
   tiled, factors = [d for d in (0, row_dim) if d < len(k.dims)], []
   for d in tiled:
@@ -255,9 +256,9 @@ def _tiles(k: KernelFeatures, caps: Capabilities, vector: bool, masked_ok: bool 
       if rows > factors[1]: out[-1] = Opt(OptOps.UPCAST, row_dim, rows)
     if row_dim == 1 and len(k.dims) == 2 and factors[0] * copies > factors[1]:
       out += _cache_order(k, caps, factors[0] * copies, out)
-    if row_dim == 1 and 1 in k.reuse_dims and len(k.reduce_axes) == 1 and k.reduce_axes[0] % MATMUL_SUM_UNROLL == 0 and \
-        k.reduce_axes[0] >= MATMUL_UNROLL_MIN_SUM and caps.vector_registers >= WIDE_REGISTER_FILE and \
-        not any(o.op is OptOps.BLOCK for o in out):
+    if row_dim == 1 and 1 in k.reuse_dims and len(k.reduce_axes) == 1 and \
+        k.reduce_axes[0] % MATMUL_SUM_UNROLL == 0 and k.reduce_axes[0] >= MATMUL_UNROLL_MIN_SUM and \
+        caps.vector_registers >= WIDE_REGISTER_FILE and not any(o.op is OptOps.BLOCK for o in out):
       # a matmul's sum written out MATMUL_SUM_UNROLL steps a loop iteration, so its loop and index arithmetic are paid
       # once per 4 x 16 FMAs (AVX-512, 2 x 8 tile, two threads: 1024^3 270-286 -> 287-305 GFLOP/s, 512^3 265-268 ->
       # 289-291, 1024x512 by 512x2048 251-253 -> 277-285, x @ W.T at 1024 262-275 -> 307-308; found by PLUGRAD_BEAM).
