@@ -13,8 +13,8 @@ from plugrad.engine.compile import compile_for
 from plugrad.engine.counters import GlobalCounters, work_of
 from plugrad.engine.run import Capture, prepare_graph
 from plugrad.engine.schedule_cache import ScheduleCache, ScheduleTemplate, structure_key
-from plugrad.registry import Device, Registry
-from plugrad.scheduler import ScheduleItem, buffer_of, create_schedule, kernelize, record_applied
+from plugrad.registry import Registry
+from plugrad.scheduler import ScheduleItem, create_schedule, kernelize, record_applied
 from plugrad.spec import tensor_spec
 from plugrad.symbolic import bind_graph, unbind_graph
 from plugrad.uops import UOp, check_spec
@@ -95,7 +95,7 @@ def _schedule(roots: list[UOp], devices: list[str], live: LiveBuffers, rebind: R
   if found is not None and (hit := cache.get(found[0])) is not None:
     key, template = hit
     if natively and (run := _native_run(cache, key, template, len(found[1]), registry)) is not None:
-      return [], _run_natively(template, run, roots, found[1], rebind)
+      return [], _run_natively(template, run, roots, found[1], registry, rebind)
     items, new_roots = template.instantiate(found[1], new_buffer_on(registry), nodes=not runs_now)
 
     def apply() -> None: _apply(roots, new_roots, rebind)
@@ -132,7 +132,7 @@ def _native_run(cache: ScheduleCache, key: object, template: ScheduleTemplate, n
   """The graph role's run of a cached schedule's kernels, prepared once it is worth it; None to run it from
   Python (also while an observer wants each launch, or a TinyJit captures them)."""
   if not GRAPH or Capture.active is not None or registry.observes_launches(): return None
-  if (run := cache.natives.get(key, _UNPREPARED)) is not _UNPREPARED: return run
+  if key in cache.natives: return cache.natives[key]
   if (runs := cache.runs.get(key, 0) + 1) < NATIVE_AFTER_RUNS:
     cache.runs[key] = runs
     return None
@@ -146,28 +146,19 @@ def _native_run(cache: ScheduleCache, key: object, template: ScheduleTemplate, n
     kernels = [compile_for(device, st.ast) for st in steps]
     graph_run = prepare_graph(registry, device.name, [(ck, st.outs + st.ins) for ck, st in zip(kernels, steps)],
                               nleaves + len(template.outputs))
-    if graph_run is not None: run = _CountedRun(graph_run, [ck.program for ck in kernels], template, device)
+    if graph_run is not None: run = _CountedRun(graph_run, [ck.program for ck in kernels])
   cache.natives[key] = run
   return run
 
 
-_UNPREPARED = object()  # what `cache.natives` answers for a schedule whose native run was not prepared yet
-
-
 class _CountedRun:
   """A device graph role's run of a cached schedule that counts its kernels in GlobalCounters, as their launches from
-  Python would one by one; with what a realize needs to call it (the outputs' allocator, the buffers freed after it)
-  worked out once."""
-  __slots__ = ("run", "start_run", "kernels", "ops", "mem", "outputs", "frees")
+  Python would one by one."""
+  __slots__ = ("run", "kernels", "ops", "mem")
 
-  def __init__(self, run: Callable[[list], None], programs: list[LoopProgram], template: ScheduleTemplate,
-               device: Device):
+  def __init__(self, run: Callable[[list], None], programs: list[LoopProgram]):
     self.run, self.kernels = run, len(programs)
-    self.start_run: Callable[[list], Callable[[], None]] | None = getattr(run, "start", None)
     self.ops, self.mem = work_of(programs)
-    # every step runs on `device`, so every buffer a step writes is made there
-    self.outputs = [(device.name, size, dt, device.allocator, opts) for _, size, dt, opts in template.outputs]
-    self.frees = [ref for st in template.steps for ref in st.frees]
 
   def __call__(self, raws: list) -> None:
     self.run(raws)
@@ -176,10 +167,10 @@ class _CountedRun:
   def start(self, raws: list) -> Callable[[], None]:
     """The run under way where the graph role can start it (`Graph.prepare`), and the function that waits for it;
     else run now."""
-    if self.start_run is None:
+    if (start := getattr(self.run, "start", None)) is None:
       self(raws)
       return _ran
-    finish = self.start_run(raws)
+    finish = start(raws)
     GlobalCounters.count(self.kernels, self.ops, self.mem)
     return finish
 
@@ -189,10 +180,10 @@ def _ran() -> None:
 
 
 def _run_natively(template: ScheduleTemplate, run: _CountedRun, roots: list[UOp], leaves: list[UOp],
-                  rebind: Rebind) -> Callable[[], None]:
+                  registry: Registry, rebind: Rebind) -> Callable[[], None]:
   """What a realize calls to run a cached schedule natively: fresh buffers, the run, the frees, the rebind."""
   def run_and_rebind() -> None:
-    buffer = [buffer_of(n) for n in leaves] + [Buffer(*spec) for spec in run.outputs]
+    buffer = template.buffers(leaves, new_buffer_on(registry))
     # the tensors are told what they became while the kernels run (after a 64 MiB row sum that Python runs with the
     # caches cold: it was 31 us after the kernel, 4096x4096 float32); nothing reads or frees a buffer before the wait
     finish = run.start([b.raw for b in buffer])
@@ -200,7 +191,8 @@ def _run_natively(template: ScheduleTemplate, run: _CountedRun, roots: list[UOp]
       _apply(roots, template.root_nodes(leaves, buffer), rebind)
     finally:
       finish()
-    for ref in run.frees: buffer[ref].deallocate(final=True)
+    for st in template.steps:
+      for ref in st.frees: buffer[ref].deallocate(final=True)
   return run_and_rebind
 
 
