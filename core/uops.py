@@ -22,9 +22,8 @@ _PLAIN = (int, str, bool, type(None))
 
 def _key_arg(arg: Any) -> Any:
   # -0.0 == 0.0 and nan != nan would break hash-consing of float constants; key them by bits
-  if type(arg) is tuple: return arg if _plain_tuple(arg) else tuple(_key_arg(a) for a in arg)
+  if isinstance(arg, tuple): return arg if _plain_tuple(arg) else tuple(_key_arg(a) for a in arg)
   if isinstance(arg, float): return ("float", arg.hex())
-  if isinstance(arg, tuple) and not _plain_tuple(arg): return tuple(_key_arg(a) for a in arg)
   return arg
 
 
