@@ -12,7 +12,10 @@ waits for one to start.
 How a worker joins a job safely: it counts itself `inside`, then reads `closed`; the caller, done with its own part,
 sets `closed` and waits until `inside` is 0 (both sequentially consistent). A worker that counted itself in before the
 close is waited for; one that counts itself in after it sees the job closed and touches nothing of it, so the
-caller may free the job's memory as soon as it returns.
+caller may free the job's memory as soon as it returns. A worker starts with generation 0 as the last it saw (the
+state's own start), not the current one: a thread that reaches its loop after the first job was published (a loaded
+machine starts threads late) still takes that job, or finds it closed; reading the current generation, it missed the
+job, and a run that counted on it ran alone.
 
 Linux only (futexes): elsewhere `NativePool.create` returns None and the runtime keeps its Python pool.
 """
@@ -24,7 +27,6 @@ import os
 import platform
 import sys
 import threading
-import time
 import weakref
 from typing import Any, Callable
 
@@ -36,16 +38,13 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 #: A worker spins this many times (each a pause hint) for the next job before it sleeps: long enough to catch the
 #: next launch of a program that launches back to back, short enough that an idle program leaves the cores alone.
 WORKER_SPINS = 8000
-#: The longest NativePool.start waits for freshly started workers to reach their loop (they normally take well under a
-#: millisecond; past this the job still runs, by its caller).
-READY_WAIT_SECONDS = 0.1
 #: A thread waiting for others (the caller for workers to leave a job, a graph run's threads at each launch's end)
 #: spins this many times, then yields its core at every try: the thread it waits for may have been descheduled.
 SPINS_BEFORE_YIELD = 4000
 
 # the state: one 8-byte slot each
-_GEN, _SLEEPING, _INSIDE, _CLOSED, _FN, _A, _B, _SEATS, _STOP, _READY = range(10)
-_SLOTS = 10
+_GEN, _SLEEPING, _INSIDE, _CLOSED, _FN, _A, _B, _SEATS, _STOP = range(9)
+_SLOTS = 9
 
 _JOB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -124,7 +123,7 @@ def _pool_ir(futex: int, pause_decl: str, pause: str) -> str:
   `pool_stop(ptr state)` (see the module docstring)."""
   slots = "\n".join(_slot(n, k) for n, k in [("gen", _GEN), ("sleeping", _SLEEPING), ("inside", _INSIDE),
                                               ("closed", _CLOSED), ("fnp", _FN), ("ap", _A), ("bp", _B),
-                                              ("seats", _SEATS), ("stop", _STOP), ("ready", _READY)])
+                                              ("seats", _SEATS), ("stop", _STOP)])
   pause_line = f"  {pause}" if pause else ""
   caller_wait = "\n".join(wait_ir("check", "run", "%inside", "seq_cst", 0, "exit", pause))
   return f"""\
@@ -135,15 +134,12 @@ declare i32 @sched_yield()
 define void @pool_worker(ptr %s) {{
 entry:
 {slots}
-  %g0 = load atomic i32, ptr %gen seq_cst, align 8
-  ; from here on it sees every job published (NativePool.start waits for this count before its first one)
-  %r0 = atomicrmw add ptr %ready, i64 1 seq_cst
   ; a worker that starts after its pool was stopped sees the stop here (pool_stop sets it before it bumps gen)
   %st0 = load atomic i64, ptr %stop seq_cst, align 8
   %quit0 = icmp ne i64 %st0, 0
   br i1 %quit0, label %exit, label %wait
 wait:
-  %seen = phi i32 [%g0, %entry], [%g, %seat], [%g, %leave], [%seen, %slept]
+  %seen = phi i32 [0, %entry], [%g, %seat], [%g, %leave], [%seen, %slept]
   br label %spin
 spin:
   %k = phi i64 [0, %wait], [%k1, %pause]
@@ -385,12 +381,7 @@ class NativePool:
     workers are busy with another thread's job, the returned function runs this one alone."""
     if helpers <= 0 or not self._busy.acquire(blocking=False): return lambda: _JOB(fn)(a, b)
     try:
-      if not self._started:
-        self._start()
-        # a worker still starting would read the job's generation as its first and never take it (pool_run's caller
-        # runs its job anyway; this one's caller goes away): wait until the workers are in their loop
-        deadline = time.perf_counter() + READY_WAIT_SECONDS
-        while self._state[_READY] < self.workers and time.perf_counter() < deadline: time.sleep(0)
+      if not self._started: self._start()
       state = ctypes.addressof(self._state)
       self._start_job(state, fn, a, b, min(helpers, self.workers))
     except BaseException:

@@ -97,6 +97,21 @@ def test_each_thread_takes_its_own_contiguous_group_of_chunks_first(native, monk
   assert sorted(ran[0] for ran in rec.ran.values()) == [0, 6]  # the first piece of each thread's own group
 
 
+def test_a_worker_that_starts_after_the_first_job_was_published_still_takes_it(monkeypatch):
+  # on a loaded machine a worker thread may reach its loop late: taking the generation it then saw as its last, it
+  # missed the job already published, and a run needing two threads (the recorder's first pieces meet) ran alone
+  pool = rt._Pool()
+  if pool.native() is None: pytest.skip("no native workers in this process (not Linux on x86-64 or arm64)")
+  start, late = threading.Thread.start, []
+  monkeypatch.setattr(threading.Thread, "start", lambda self: late.append(self))  # the workers: started below
+  rec = _Recorder(threads=2)
+  rec.meet = threading.Barrier(2, timeout=10)
+  start(threading.Timer(0.3, lambda: [start(t) for t in late]))  # while this thread waits in its first piece
+  pool.run_pulled(rec, [0], rt._pieces(12, 6), rec.fn, rec.address)
+  assert len(late) == pool.native().workers and len(rec.ran) == 2
+  assert sorted(s for ran in rec.ran.values() for s in ran) == [0, 2, 4, 6, 8, 10]
+
+
 def test_launches_from_two_threads_at_once_are_each_complete():
   # one thread's launch may find the workers busy with the other's: it runs its chunks alone
   counters = [_counter(threads=4) for _ in range(2)]
