@@ -2526,35 +2526,40 @@ class Tensor(metaclass=_TensorMeta):
     """Hyperbolic sine: its Taylor series below |x| = 0.5 (no cancellation), (e^|x| - e^-|x|) / 2 with x's sign
     above, finite wherever the result is."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.sinh().cast(x.dtype)  # halves in float32: e^x overflows at 11
     up, down = x._half_exp_pair()
     series = x._odd_series([1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800])
     return (x.abs() < 0.5).where(series, (x < 0).where(down - up, up - down))
 
   def cosh(self) -> Tensor:
     """Hyperbolic cosine, finite wherever the result is."""
+    if (x := self._float()).dtype != (w := x._wide()).dtype: return w.cosh().cast(x.dtype)
     up, down = self._half_exp_pair()
     return up + down
 
   def asinh(self) -> Tensor:
     """Inverse hyperbolic sine."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.asinh().cast(x.dtype)  # halves in float32: a^2 overflows at 256
     a = x.abs()
-    # log(2|x|) past 1e9, where |x|^2 + 1 would overflow or round to |x|^2; below, log1p(a + a^2 / (1 + sqrt(1 + a^2)))
-    # (log(a + sqrt(a^2 + 1)) near 1 lost digits: 15 ulps)
-    big = (a > 1e9).where((a * 2).log(), (a + a * a / (1 + (a * a + 1).sqrt()))._log1p())
+    # log|x| + ln 2 past 1e9, where |x|^2 + 1 would overflow or round to |x|^2 (log(2|x|) overflowed past 1.7e38);
+    # below, log1p(a + a^2 / (1 + sqrt(1 + a^2))) (log(a + sqrt(a^2 + 1)) near 1 lost digits: 15 ulps)
+    big = (a > 1e9).where(a.log() + math.log(2), (a + a * a / (1 + (a * a + 1).sqrt()))._log1p())
     return (a < 0.1).where(x._odd_series([1, -1 / 6, 3 / 40, -5 / 112]), x.sign() * big)
 
   def acosh(self) -> Tensor:
     """Inverse hyperbolic cosine (NaN below 1)."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.acosh().cast(x.dtype)  # halves in float32, as asinh
     # log1p(t + sqrt(t) sqrt(x + 1)) with t = x - 1 (exact near 1): log(x + sqrt(x^2 - 1)) lost digits there (8 ulps);
     # sqrt(t) is NaN below 1 (the product t (x + 1) is positive again below -1)
     t = x - 1
-    return (x > 1e9).where((x * 2).log(), (t + t.sqrt() * (x + 1).sqrt())._log1p())
+    return (x > 1e9).where(x.log() + math.log(2), (t + t.sqrt() * (x + 1).sqrt())._log1p())
 
   def atanh(self) -> Tensor:
     """Inverse hyperbolic tangent (+-inf at +-1, NaN outside [-1, 1])."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.atanh().cast(x.dtype)
     # log1p(2a / (1 - a)) / 2 with x's sign, a = |x|: log((1 + x) / (1 - x)) rounded the quotient near 1 (8 ulps),
     # and for x < 0 the quotient 2x / (1 - x) nears -1, where log1p magnifies its rounding
     a = x.abs()
@@ -2666,6 +2671,7 @@ class Tensor(metaclass=_TensorMeta):
   def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
     """gamma * (x for x > 0, alpha * (exp(x) - 1) otherwise), with torch's constants."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.selu(alpha, gamma).cast(x.dtype)  # e^x - 1 of a half lost digits
     return gamma * (x > 0).where(x, alpha * (x._below_zero().exp() - 1))
   def _below_zero(self) -> Tensor:
     # x where x <= 0, else 0: what an exp(x) branch of a where sees, so that the branch not taken stays finite
@@ -2680,6 +2686,7 @@ class Tensor(metaclass=_TensorMeta):
   def hardswish(self) -> Tensor:
     """x * relu6(x + 3) / 6."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.hardswish().cast(x.dtype)  # x * 6 overflows a half past 10922
     return x * (x + 3).relu6() * (1 / 6)
   def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
     """clip(x, min_val, max_val), whose gradient is 0 on the bounds (torch's; clip's is 1 there)."""

@@ -236,6 +236,11 @@ def test_hyperbolic_functions_keep_their_digits(device):
                           (Tensor(c, device=device).acosh(), np.arccosh(c.astype(np.float64)), 4e-7)]:
     if device != "CPU": rtol = max(rtol, 8e-6)  # exp2 of the rounded x log2 e: |x| ulps at most (the CPU reduces x)
     np.testing.assert_allclose(got.numpy(), want, rtol=rtol, atol=0)
+  # past 1.7e38, 2|x| overflowed: log|x| + ln 2
+  huge = np.array([3.4e38, -3.4e38, 1e30], np.float32)
+  np.testing.assert_allclose(Tensor(huge, device=device).asinh().numpy(), np.arcsinh(huge.astype(np.float64)), rtol=4e-7)
+  np.testing.assert_allclose(Tensor(huge[[0, 2]], device=device).acosh().numpy(), np.arccosh(huge[[0, 2]].astype(np.float64)),
+                             rtol=4e-7)
   # the gradients are torch's up to where the functions overflow (89.4): no inf or NaN from a branch not taken
   xs = np.array([-89.3, -50, -3, -0.4, 0, 0.3, 0.6, 2, 87.9, 88.1, 89.3, 90], np.float32)
   for name in ("sinh", "cosh"):
@@ -321,12 +326,15 @@ def test_ints_within_64_bits_wrap_like_torch(device):
 
 
 @pytest.mark.parametrize("dtype,rtol", [("float16", 2e-3), ("bfloat16", 1.6e-2)])  # about one unit in the last place
-@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "reciprocal"])
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "reciprocal",
+                                  "sinh", "cosh", "asinh", "acosh", "atanh", "selu", "hardswish"])
 def test_half_math_rounds_once_like_torch(device, dtype, rtol, name):
-  # torch computes halves in float32 and rounds the result once; a half x / ln 2 alone is already off by 0.5%
-  x = np.concatenate([np.linspace(-10, 10, 401), np.linspace(0.01, 60000, 100), [-0.01, 1e-3]]).astype(np.float32)
+  # torch computes halves in float32 and rounds the result once; a half x / ln 2 alone is already off by 0.5%, and
+  # in half, sinh(11.5) and asinh(300) overflowed inside (a^2) and hardswish(2e4) in x * 6
+  x = np.concatenate([np.linspace(-10, 10, 401), np.linspace(0.01, 60000, 100), [-0.01, 1e-3, 11.5, -11.5, 300]])
+  x = x.astype(np.float32)
   tx = torch.tensor(x).to(TORCH_DTYPES[dtype])
-  want = getattr(torch, name)(tx).float().numpy()
+  want = (getattr(torch, name, None) or getattr(torch.nn.functional, name))(tx).float().numpy()
   got = getattr(Tensor(tx.float().numpy(), device=device).cast(dtype), name)().cast(dtypes.float32).numpy()
   ok = np.isclose(got, want, rtol=rtol, atol=1e-3) | (np.isnan(got) & np.isnan(want)) | (got == want)
   assert ok.all(), f"{name} differs from torch at {tx.float().numpy()[~ok][:5]}: {got[~ok][:5]} vs {want[~ok][:5]}"
