@@ -2792,8 +2792,11 @@ class Tensor(metaclass=_TensorMeta):
     n = self.shape[ax]
     if n == 0: return values, self.zeros_like(dtype=dtypes.int32)
     x, v = self.transpose(ax, -1), values.transpose(ax, -1)
-    # hit[i, j]: input i (at or before j) equals the running max at j; the largest such i is the index
-    hit = (x.unsqueeze(-1) == v.unsqueeze(-2)) & _triangle(n, n, 0, True, self.device)
+    # hit[i, j]: input i (at or before j) equals the running max at j; the largest such i is the index. A NaN is
+    # the running max from where it comes on, and the latest NaN its index (torch's; == never held for it: -1)
+    hit = x.unsqueeze(-1) == v.unsqueeze(-2)
+    if self.dtype.is_float: hit = hit | (x.isnan().unsqueeze(-1) & v.isnan().unsqueeze(-2))
+    hit = hit & _triangle(n, n, 0, True, self.device)
     pos = Tensor.arange(1, n + 1, dtype=dtypes.int32, device=self.device).reshape(n, 1)
     idx = (hit.cast(dtypes.int32) * pos).max(-2) - 1
     return values, idx.transpose(ax, -1)
@@ -3511,7 +3514,11 @@ class Tensor(metaclass=_TensorMeta):
     countdown = Tensor.arange(total, 0, -1, dtype=dtypes.int32, device=self.device).reshape(spatial)
     cd = countdown.pad(full[-n:])._pool(k, s, d)
     hit = pooled == out.reshape(out.shape + (1,) * n)
-    return out, (total - (hit.cast(dtypes.int32) * cd).max(axes)).cast(dtypes.int32)
+    first = (total - (hit.cast(dtypes.int32) * cd).max(axes)).cast(dtypes.int32)
+    if not self.dtype.is_float: return out, first
+    # a window with a NaN has it as its max, at the last NaN's position (torch's; == never held for it: `total`)
+    last_nan = (pooled.isnan().cast(dtypes.int32) * (total + 1 - cd)).max(axes) - 1
+    return out, out.isnan().where(last_nan, first).cast(dtypes.int32)
 
   def avg_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
                  dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, ceil_mode: bool = False,

@@ -267,6 +267,10 @@ def test_cumulative_ints_and_ties(dev):
   check(lambda t: torch.cumsum(t, 0), lambda t: t.cumsum(0), np.array([True, False, True]), dev=dev)
   extremes = np.array([5, -128, 3, 127, -128], np.int8)  # -x would overflow at -128
   check(lambda t: tuple(torch.cummin(t, 0)), lambda t: t.cummin(0), extremes, dev=dev)
+  # a NaN is the running max from where it comes on, at the latest NaN's index (== never held for it: -1)
+  nans = np.array([[1, np.nan, 3, 0, np.nan, 2], [np.nan, 1, 2, 3, 4, 5], [3, 1, np.nan, 0, 7, 7]], np.float32)
+  check(lambda t: tuple(torch.cummax(t, 1)), lambda t: t.cummax(1), nans, dev=dev)
+  check(lambda t: tuple(torch.cummin(t, 1)), lambda t: t.cummin(1), nans, dev=dev)
 
 
 def test_cumsum_long_axis_in_chunks():

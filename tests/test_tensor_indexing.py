@@ -239,6 +239,20 @@ def test_max_pool2d(k, s, d, p, ceil, dev):
   same(idx, want_idx.int())
 
 
+def test_max_pool2d_indices_with_nans_and_ties_are_torchs(dev):
+  # a window holding a NaN has it as its max, at the last NaN's position (== never held for NaN: the index was past
+  # the end); ties of numbers keep the first
+  rng = np.random.default_rng(3)
+  x = rng.standard_normal((2, 2, 7, 6)).astype(np.float32)
+  x[rng.random(x.shape) < 0.2] = np.nan
+  x[rng.random(x.shape) < 0.1] = 1.0
+  for k, s, p in [(2, 2, 0), (3, 1, 1), (3, 2, 1)]:
+    want, want_idx = F.max_pool2d(torch.from_numpy(x), k, s, p, return_indices=True)
+    got, idx = Tensor(x, device=dev).max_pool2d(k, s, padding=p, return_indices=True)
+    same(got, want)
+    same(idx, want_idx.int())
+
+
 @pytest.mark.parametrize("k,s,p,ceil,include", [((2, 2), None, 0, False, True), (3, 2, 1, False, False),
                                                 (3, 2, 1, True, True), ((2, 3), 2, (1, 1), True, False),
                                                 (2, 3, 0, True, True)])
