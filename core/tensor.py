@@ -1339,18 +1339,15 @@ class Tensor(metaclass=_TensorMeta):
     x ** -0.5 are sqrt and 1 / sqrt, as torch's (within half an ulp where exp2(b log2 x) was off by up to 4; -0.0 and
     -inf give torch's -0.0 and NaN, -inf and NaN)."""
     if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()
-    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and abs(x) <= 16:
-      n = int(abs(x))
-      base = self if self.dtype.is_float or x >= 0 else self._float()
-      acc, p = None, base
-      while n:  # square and multiply
-        if n & 1: acc = p if acc is None else acc * p
-        p, n = p * p, n >> 1
-      acc = acc if acc is not None else base.ones_like()
-      return acc if x >= 0 else acc.reciprocal()
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and self.dtype != dtypes.bool:
+      if self.dtype.is_int and isinstance(x, int):  # exact for any exponent (a float one promotes, as x * 2.0 does)
+        return self._float().pow(x) if x < 0 else self._square_and_multiply(x)
+      if self.dtype.is_float and float(x).is_integer() and abs(x) <= 16:
+        acc = self._square_and_multiply(int(abs(x)))
+        return acc if x >= 0 else acc.reciprocal()
     a, b = self._binary_operands(x, reverse)
-    if a.dtype.is_int or a.dtype == dtypes.bool:
-      return a._float().pow(b._float()).round_half_away().cast(a.dtype)
+    if a.dtype == dtypes.bool: return a.cast(dtypes.int32)._int_pow(b.cast(dtypes.int32)).cast(dtypes.bool)
+    if a.dtype.is_int: return a._int_pow(b)
     # |a|**b via exp2/log2, then the sign for negative bases with odd integer exponents, NaN for other negative bases
     # at a == 0, log2 sees 1 and |a|**b is chosen directly (0, inf or NaN): the gradient stays finite there
     zero = a == 0
@@ -1364,6 +1361,28 @@ class Tensor(metaclass=_TensorMeta):
     # only where the formula gave NaN: a constant 1 elsewhere would cut the gradient (d/da at a == 1 is b)
     one = (b == 0) | (a == 1) | ((a == -1) & (b.abs() == float("inf")))
     return (one & (out != out)).where(1.0, out)
+
+  def _square_and_multiply(self, n: int) -> Tensor:
+    """self ** n for a Python int n >= 0: log2(n) multiplications, exact for integers (wrapping as torch's)."""
+    acc, p = None, self
+    while n:
+      if n & 1: acc = p if acc is None else acc * p
+      p, n = p * p, n >> 1
+    return acc if acc is not None else self.ones_like()
+
+  def _int_pow(self, b: Tensor) -> Tensor:
+    """self ** b for integer tensors of one dtype, exact (wrapping as torch's): square and multiply over every bit of
+    the exponent, which float32's exp2(b log2 a) rounded (10 ** 9 was 999999552). A negative exponent gives torch's
+    0, except 1 for a base of 1 and +-1 for -1."""
+    acc, p = self.ones_like(), self
+    signed = not b.dtype.is_unsigned
+    e = (b < 0).where(0, b) if signed else b
+    for _ in range(b.dtype.itemsize * 8 - signed):
+      acc = (e & 1).cast(dtypes.bool).where(acc * p, acc)
+      p, e = p * p, e >> 1
+    if not signed: return acc
+    at_negative = (self == 1).where(1, (self == -1).where((b & 1).cast(dtypes.bool).where(-1, 1), 0))
+    return (b < 0).where(at_negative.cast(acc.dtype), acc)
 
   def round_half_away(self) -> Tensor:
     return (self < 0).where(-((-self) + 0.5).trunc(), (self + 0.5).trunc())

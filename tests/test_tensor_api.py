@@ -185,6 +185,26 @@ def test_pow_edge_cases(dev):
     check(torch.pow, Tensor.pow, base, exp, dev=dev)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint8"])
+def test_integer_pow_is_exact_and_wraps_as_torchs(dtype, dev):
+  # float32's exp2(b log2 a) rounded: 10 ** 9 was 999999552, 3 ** 39 (int64) off in its last digits, 7 ** 31 0
+  rng = np.random.default_rng(1)
+  low = 0 if dtype == "uint8" else -12
+  a = np.concatenate([[1, 0, 2, 3, 10, 7], rng.integers(low, 13, 60)]).astype(dtype)
+  b = np.concatenate([[5, 0, 7, 39, 9, 31], rng.integers(0 if low == 0 else -3, 70, 60)]).astype(dtype)
+  if low: a[:2] = -1  # a negative exponent: 0, but 1 for a base of 1 and +-1 for -1 (torch's)
+  check(torch.pow, Tensor.pow, a, b, dev=dev)
+  for e in (17, 31, 39, 100):
+    check(lambda t, e=e: t ** e, lambda t, e=e: t ** e, a, dev=dev)
+
+
+def test_pow_promotes_as_the_other_binary_ops(dev):
+  # an integer tensor to a float power is float (as x * 2.0 is), a bool one to an int power int (as x + 2 is)
+  assert (Tensor([3], dtype=dtypes.int32, device=dev) ** 2.0).dtype == dtypes.float32
+  assert (Tensor([True, False], device=dev) ** 2).tolist() == [1, 0]
+  assert (Tensor([True, False], device=dev) ** 2).dtype == (Tensor([True], device=dev) + 2).dtype
+
+
 def test_inplace_operators_write_through(dev):
   a = Tensor([1.0, 2.0], device=dev).realize()
   alias = a
