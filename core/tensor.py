@@ -1337,7 +1337,8 @@ class Tensor(metaclass=_TensorMeta):
   def pow(self, x: Any, reverse: bool = False) -> Tensor:
     """Elementwise power; integer exponents of float bases multiply exactly, negative bases work, and x ** 0.5 and
     x ** -0.5 are sqrt and 1 / sqrt, as torch's (within half an ulp where exp2(b log2 x) was off by up to 4; -0.0 and
-    -inf give torch's -0.0 and NaN, -inf and NaN)."""
+    -inf give torch's -0.0 and NaN, -inf and NaN). Integer tensors to integer powers are exact and wrap as torch's;
+    to a negative Python int power they give floats."""
     if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and self.dtype != dtypes.bool:
       if self.dtype.is_int and isinstance(x, int):  # exact for any exponent (a float one promotes, as x * 2.0 does)
