@@ -1709,6 +1709,7 @@ class Tensor(metaclass=_TensorMeta):
   def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `axis`, computed stably (in `dtype` when given)."""
     x = self._float() if dtype is None else self.cast(dtype)
+    if 0 in x.shape: return x  # no values: nothing to normalize (the max of an empty axis has no identity)
     # the shift by the max cancels, so no gradient flows through it (as tinygrad): two kernels fewer in backward
     e = (x - x.max(axis, keepdim=True).detach()).exp()
     return e / e.sum(axis, keepdim=True)
@@ -1716,12 +1717,17 @@ class Tensor(metaclass=_TensorMeta):
   def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     """log(softmax(x)) along `axis`, computed stably (in `dtype` when given)."""
     x = self._float() if dtype is None else self.cast(dtype)
+    if 0 in x.shape: return x  # as softmax
     m = x - x.max(axis, keepdim=True).detach()  # the shift cancels: no gradient through it, as in softmax
     return m - m.exp().sum(axis, keepdim=True).log()
 
   def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over `axis` (all axes when None, as tinygrad), shifted by the max so it cannot overflow."""
     x = self._float()
+    axes = x._axes(axis)
+    if any(x.shape[a] == 0 for a in axes):  # the log of an empty sum, as torch's (max has no identity there)
+      shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape) if keepdim or i not in axes)
+      return Tensor.full(shape, -math.inf, dtype=x.dtype, device=x.device)
     m = x.max(axis, keepdim=True)
     m = m.isinf().where(0.0, m)  # an infinite max would make x - m NaN
     out = (x - m).exp().sum(axis, keepdim=True).log() + m

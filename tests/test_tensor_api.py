@@ -620,6 +620,16 @@ def test_argument_forms(dev):
   assert_same(t.logsumexp((0, 1), keepdim=True), torch.from_numpy(x).logsumexp((0, 1), keepdim=True))
 
 
+def test_softmax_family_over_an_empty_axis_is_torchs(dev):
+  # the max that shifts them has no identity over an empty axis: these raised
+  z = np.zeros((2, 0), np.float32)
+  for name in ("softmax", "log_softmax", "softmin"):
+    assert_same(getattr(Tensor(z, device=dev), name)(1), getattr(torch.nn.functional, name)(torch.from_numpy(z), 1))
+  for axis, keepdim in [(1, False), (1, True), (0, False), (None, True)]:
+    want = torch.from_numpy(z).logsumexp((0, 1) if axis is None else axis, keepdim=keepdim)
+    assert_same(Tensor(z, device=dev).logsumexp(axis, keepdim), want)  # -inf: the log of an empty sum
+
+
 GRADIENT_CASES = {  # name: (plugrad loss, torch loss) of one (4, 5) input
   "advanced index": (lambda t: t[[0, 2, 2], 1:].sum(), lambda t: t[[0, 2, 2], 1:].sum()),
   "gather": (lambda t: (t.gather(1, Tensor([[0, 0], [1, 4], [2, 2], [3, 1]], device=t.device)) ** 2).sum(),
