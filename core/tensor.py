@@ -1349,6 +1349,7 @@ class Tensor(metaclass=_TensorMeta):
     a, b = self._binary_operands(x, reverse)
     if a.dtype == dtypes.bool: return a.cast(dtypes.int32)._int_pow(b.cast(dtypes.int32)).cast(dtypes.bool)
     if a.dtype.is_int: return a._int_pow(b)
+    if a.dtype != (w := a._wide()).dtype: return w.pow(b._wide()).cast(a.dtype)  # halves in float32, as torch
     # |a|**b via exp2/log2, then the sign for negative bases with odd integer exponents, NaN for other negative bases
     # at a == 0, log2 sees 1 and |a|**b is chosen directly (0, inf or NaN): the gradient stays finite there
     zero = a == 0
@@ -2595,6 +2596,7 @@ class Tensor(metaclass=_TensorMeta):
   def atan(self) -> Tensor:
     """Inverse tangent: Cephes' range reduction to |x| <= tan(pi/8) and its minimax polynomial."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.atan().cast(x.dtype)  # halves in float32, rounded once, as torch
     a = x.abs()
     big, mid = a > 2.414213562373095, a > 0.4142135623730950
     r = big.where(-1 / a, mid.where((a - 1) / (a + 1), a))
@@ -2607,11 +2609,13 @@ class Tensor(metaclass=_TensorMeta):
   def asin(self) -> Tensor:
     """Inverse sine (NaN outside [-1, 1])."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.asin().cast(x.dtype)
     return (x / ((1 - x) * (1 + x)).sqrt()).atan()
 
   def acos(self) -> Tensor:
     """Inverse cosine (NaN outside [-1, 1])."""
     x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return w.acos().cast(x.dtype)
     return ((1 - x) / (1 + x)).sqrt().atan() * 2
 
   def erf(self) -> Tensor:

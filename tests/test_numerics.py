@@ -327,7 +327,8 @@ def test_ints_within_64_bits_wrap_like_torch(device):
 
 @pytest.mark.parametrize("dtype,rtol", [("float16", 2e-3), ("bfloat16", 1.6e-2)])  # about one unit in the last place
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "reciprocal",
-                                  "sinh", "cosh", "asinh", "acosh", "atanh", "selu", "hardswish"])
+                                  "sinh", "cosh", "asinh", "acosh", "atanh", "selu", "hardswish", "atan", "asin",
+                                  "acos"])
 def test_half_math_rounds_once_like_torch(device, dtype, rtol, name):
   # torch computes halves in float32 and rounds the result once; a half x / ln 2 alone is already off by 0.5%, and
   # in half, sinh(11.5) and asinh(300) overflowed inside (a^2) and hardswish(2e4) in x * 6
@@ -335,9 +336,23 @@ def test_half_math_rounds_once_like_torch(device, dtype, rtol, name):
   x = x.astype(np.float32)
   tx = torch.tensor(x).to(TORCH_DTYPES[dtype])
   want = (getattr(torch, name, None) or getattr(torch.nn.functional, name))(tx).float().numpy()
-  got = getattr(Tensor(tx.float().numpy(), device=device).cast(dtype), name)().cast(dtypes.float32).numpy()
+  out = getattr(Tensor(tx.float().numpy(), device=device).cast(dtype), name)()
+  assert out.dtype == getattr(dtypes, dtype)  # atan, asin and acos came back float32
+  got = out.cast(dtypes.float32).numpy()
   ok = np.isclose(got, want, rtol=rtol, atol=1e-3) | (np.isnan(got) & np.isnan(want)) | (got == want)
   assert ok.all(), f"{name} differs from torch at {tx.float().numpy()[~ok][:5]}: {got[~ok][:5]} vs {want[~ok][:5]}"
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float16", 2e-3), ("bfloat16", 1.6e-2)])
+def test_half_pow_is_half_and_rounds_once_like_torch(device, dtype, rtol):
+  # it came back float32 (the special values' constants promoted it)
+  a = np.abs(np.linspace(-3, 3, 61, dtype=np.float32)) + 0.01
+  b = np.linspace(-2.5, 2.5, 61, dtype=np.float32)
+  ta, tb = (torch.from_numpy(v).to(TORCH_DTYPES[dtype]) for v in (a, b))
+  for got, want in [(Tensor(a, device=device).cast(dtype) ** Tensor(b, device=device).cast(dtype), ta ** tb),
+                    (Tensor(a, device=device).cast(dtype) ** 2.5, ta ** 2.5)]:
+    assert got.dtype == getattr(dtypes, dtype)
+    np.testing.assert_allclose(got.cast(dtypes.float32).numpy(), want.float().numpy(), rtol=rtol, atol=1e-3)
 
 
 @pytest.mark.parametrize("caps", [CPU_LIKE, GPU_LIKE], ids=["loops", "gpu"])
