@@ -1929,7 +1929,9 @@ class Tensor(metaclass=_TensorMeta):
     x = self._conv_windows(ks, groups, cout // groups, st, dl, pads)
     out = x.shape[3:3 + n]
     w = self._channels_innermost(weight, groups).reshape((1, groups, cout // groups) + (1,) * n + (cin_g,) + ks)
-    ret = (x * w).sum(tuple(range(-1 - n, 0)), dtype=dtype).reshape((bs, cout) + out)
+    prods = x * w
+    if dtype is None and prods.dtype.is_int: dtype = prods.dtype  # integers keep their dtype, as in matmul
+    ret = prods.sum(tuple(range(-1 - n, 0)), dtype=dtype).reshape((bs, cout) + out)
     whole = dtype is None and self.dtype == weight.dtype and self.dtype.is_float and all(s == 1 for s in st)
     if whole and isinstance(self.device, str) and weight.device == self.device and \
        all(isinstance(d, int) for d in self.shape + weight.shape):
@@ -3748,6 +3750,7 @@ class Tensor(metaclass=_TensorMeta):
     for a in aligned[1:]: prod_all = prod_all * a
     summed = [i for i, c in enumerate(letters) if c not in rhs]
     out = prod_all._broadcast_to(tuple(sizes[c] for c in letters))
+    if dtype is None and out.dtype.is_int: dtype = out.dtype  # integers keep their dtype, as in matmul and torch's
     out = out.sum(summed, dtype=dtype) if summed else (out.cast(dtype) if dtype is not None else out)
     kept = [c for c in letters if c in rhs]
     return out.permute([kept.index(c) for c in rhs])

@@ -31,6 +31,18 @@ def test_einsum(formula, shapes, dev):
   same(Tensor.einsum(formula, [Tensor(a, device=dev) for a in arrays]), want, atol=1e-4)
 
 
+def test_integer_einsum_and_conv2d_keep_their_dtype_as_matmul(dev):
+  # they summed into int64 (sum's promotion) where matmul and torch's einsum keep int8 and wrap: 100 + 100 was 200
+  a, b = np.array([[100, 100]], np.int8), np.ones((2, 1), np.int8)
+  want = torch.einsum("ij,jk->ik", torch.from_numpy(a), torch.from_numpy(b))
+  got = Tensor.einsum("ij,jk->ik", Tensor(a, device=dev), Tensor(b, device=dev))
+  assert got.dtype == dtypes.int8 and got.tolist() == want.tolist() == (Tensor(a, device=dev) @ Tensor(b, device=dev)).tolist()
+  x, w = np.arange(75, dtype=np.int32).reshape(1, 3, 5, 5), np.ones((2, 3, 3, 3), np.int32)
+  conv = Tensor(x, device=dev).conv2d(Tensor(w, device=dev), padding=1)
+  want_conv = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), padding=1)  # torch has no int conv
+  assert conv.dtype == dtypes.int32 and np.array_equal(conv.numpy(), want_conv.numpy())
+
+
 def test_einsum_errors(dev):
   with pytest.raises(ValueError, match="operands"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2, device=dev))
   with pytest.raises(ValueError, match="sizes"):
