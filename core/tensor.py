@@ -1453,7 +1453,9 @@ class Tensor(metaclass=_TensorMeta):
     # floats: a zero (also -0.0) becomes the constant +0.0, as torch's abs, whose gradient there is 0, as torch's
     if self.dtype.is_float: return (self == 0).where(0.0, (self < 0).where(-self, self))
     return (self < 0).where(-self, self)
-  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+  def sign(self) -> Tensor:
+    """-1, 0 or 1 (0 for NaN); a bool is its own sign, as in torch."""
+    return self if self.dtype == dtypes.bool else (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
   def reciprocal(self) -> Tensor: return self._float()._alu(Ops.RECIP)
   def sqrt(self) -> Tensor: return self._float()._alu(Ops.SQRT)
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
@@ -1669,7 +1671,8 @@ class Tensor(metaclass=_TensorMeta):
     n = prod(self.shape[a] for a in self._axes(axis))
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     if isinstance(n, UOp): return (sq / Tensor._from(n - correction, self.device).cast(sq.dtype)).cast(self._float().dtype)
-    return (sq * (1 / (n - correction)) if n - correction > 0 else sq * float("nan")).cast(self._float().dtype)
+    # no degrees of freedom left: a division by 0 (inf, or NaN for constant values), as torch and tinygrad
+    return (sq * (1 / (n - correction)) if n - correction > 0 else sq * math.inf).cast(self._float().dtype)
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """Standard deviation over `axis`; its gradient is 0 where it is 0 (torch's; the chain rule gives 0 * inf)."""

@@ -8,6 +8,7 @@ same function through torch and plugrad and compares values, shapes and dtype ki
   check(torch.erf, Tensor.erf, (3, 5), dev=dev)
 """
 import ctypes
+import warnings
 
 import numpy as np
 import pytest
@@ -618,6 +619,17 @@ def test_argument_forms(dev):
   assert_same(t.softmax(0, dtype="float64"), torch.from_numpy(x).double().softmax(0))
   assert_same(t.logsumexp(), torch.from_numpy(x).logsumexp((0, 1)))
   assert_same(t.logsumexp((0, 1), keepdim=True), torch.from_numpy(x).logsumexp((0, 1), keepdim=True))
+
+
+def test_variance_without_degrees_of_freedom_and_the_sign_of_bools_are_torchs(dev):
+  # var divides by 0 (inf, NaN for constant values), where it gave NaN; sign of bools raised (a bool subtraction)
+  for values, correction in [([1.0, 3.0], 2), ([1.0, 3.0], 3), ([2.0, 2.0], 2)]:
+    t, tt = Tensor(values, device=dev), torch.tensor(values)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+      warnings.simplefilter("ignore")  # torch warns of the missing degrees of freedom
+      assert_same(t.var(correction=correction), tt.var(correction=correction))
+      assert_same(t.std(correction=correction), tt.std(correction=correction))
+  assert_same(Tensor([True, False], device=dev).sign(), torch.tensor([True, False]).sign())
 
 
 def test_softmax_family_over_an_empty_axis_is_torchs(dev):
