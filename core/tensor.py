@@ -84,6 +84,12 @@ def _shape_args(shape: tuple) -> tuple[int, ...]:
   return tuple(s if isinstance(s, UOp) else int(s) for s in shape)
 
 
+def _wide_index(index: Tensor) -> Tensor:
+  """An integer index tensor in a dtype that holds any axis size: int8, int16 and the unsigned kinds of them as int32
+  (an axis of 300 is 44 in int8: positions compared in the index's own dtype wrapped, and one index picked two)."""
+  return index.cast(dtypes.int32) if index.dtype.itemsize < 4 else index
+
+
 def _plain_sizes(xs: Sequence[Any]) -> bool:
   """Whether every entry is a Python int >= 0 (not a bool, a numpy int, a symbolic size or -1)."""
   return all(type(x) is int and x >= 0 for x in xs)
@@ -2243,7 +2249,7 @@ class Tensor(metaclass=_TensorMeta):
         if t.dtype == dtypes.bool:  # a mask stands for the coordinates of its True entries, one index per axis
           cols = t.nonzero()
           parsed.append(("mask", ([cols[:, k] for k in range(t.ndim)], t.shape), t.ndim))
-        elif t.dtype.is_int: parsed.append(("adv", (t, host), 1))
+        elif t.dtype.is_int: parsed.append(("adv", (_wide_index(t), host), 1))
         else: raise IndexError(f"tensors used as indices must be integer or bool, not {t.dtype.name}")
       else: raise TypeError(f"invalid index {e!r} of type {type(e).__name__}")
     if sum(1 for k, _, _ in parsed if k is Ellipsis) > 1: raise IndexError("an index can only have one ellipsis")
@@ -2479,8 +2485,8 @@ class Tensor(metaclass=_TensorMeta):
 
   def _index_hits(self, n: int) -> Tensor:
     """For an integer tensor: a bool tensor with a new last axis of size n, True where the value equals the position."""
-    return self.unsqueeze(-1) == Tensor.arange(n, dtype=self.dtype if self.dtype.is_int else dtypes.int32,
-                                               device=self.device)
+    x = _wide_index(self) if self.dtype.is_int else self
+    return x.unsqueeze(-1) == Tensor.arange(n, dtype=x.dtype if x.dtype.is_int else dtypes.int32, device=self.device)
 
   # ------------------------------------------------------------------ math (tinygrad 0.14's names)
 
@@ -3142,6 +3148,7 @@ class Tensor(metaclass=_TensorMeta):
     d = _norm_axis(dim, self.ndim)
     if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
       raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
+    index = _wide_index(index)
     if not (_plain_sizes(self.shape) and _plain_sizes(index.shape)) or isinstance(self.device, tuple):
       x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
       x = x.unsqueeze(-1).transpose(-1, d)  # the gathered axis moves last, size 1 left in its place

@@ -48,6 +48,28 @@ def test_getitem_tensor_and_mask(dev):
   same(t[[0, 1]], X[[0, 1]])  # a list is one index, as in torch
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
+def test_small_integer_index_dtypes_reach_the_whole_axis(dtype, dev):
+  # positions were compared in the index's own dtype, where an axis of 300 is 44 in int8: x[100] read 0, a negative
+  # index wrapped to the wrong end, and a gather or scatter at 5 also hit 261
+  n = 70000 if dtype == "int16" else 300
+  pos = np.array([5, 100, -1] if dtype != "uint8" else [5, 100, 250])
+  idx = Tensor(pos.astype(dtype), device=dev)
+  x = np.arange(n, dtype=np.float32)
+  same(Tensor(x, device=dev)[idx], x[pos])
+  ahead = np.array([5, 5000, 30000] if dtype == "int16" else [5, 100, 120])  # past the wrapped axis size too
+  at = Tensor(ahead.astype(dtype), device=dev)  # gather and scatter take positions from 0, as torch's
+  same(Tensor(x, device=dev).gather(0, at), x[ahead])
+  want = x.copy()
+  want[pos] = -7
+  y = Tensor(x, device=dev).contiguous().realize()
+  y[idx] = -7.0
+  same(y, want)
+  sums = np.zeros(n, np.float32)
+  sums[ahead] = 1
+  same(Tensor.zeros(n, device=dev).scatter_reduce(0, at, Tensor.ones(3, device=dev), "sum"), sums)
+
+
 def test_a_gather_reads_the_row_it_picks(dev):
   # a tensor index is a one-hot sum that the lowering reads as one gated load per value: no loop over the table, the
   # picked value itself (-0.0 stays -0.0), and a NaN in a row not picked stays out, as in torch
