@@ -2233,8 +2233,6 @@ class Tensor(metaclass=_TensorMeta):
     parsed: list = []  # (kind, value, number of axes it uses)
     for e in entries:
       if e is None or e is Ellipsis: parsed.append((e, e, 0))
-      elif isinstance(e, (bool, np.bool_)):
-        raise TypeError(f"a bool index ({e!r}) is not supported; use None or a mask tensor")
       elif isinstance(e, (int, np.integer)): parsed.append(("int", int(e), 1))
       elif isinstance(e, slice):
         for part in (e.start, e.stop, e.step):
@@ -2313,11 +2311,36 @@ class Tensor(metaclass=_TensorMeta):
   def __getitem__(self, index: Any) -> Tensor:
     """Indexing as torch: ints, slices (any step, empty ones too), None, Ellipsis, integer tensors, lists or
     arrays (advanced indexing: several broadcast together; their dims replace theirs when they are adjacent,
-    else come first) and bool masks. An out-of-range position in an index tensor gives 0 (it cannot be checked
-    without running it); in a list or array it raises IndexError."""
+    else come first) and bool masks (a 0-d one, True, False or a tensor, adds an axis of size 1 or 0). An
+    out-of-range position in an index tensor gives 0 (it cannot be checked without running it); in a list or array
+    it raises IndexError."""
     if (basic := self._basic_index(index)) is not None: return basic
     if (sym := self._symbolic_slice(index)) is not None: return sym
+    if (scalar := self._scalar_mask(index)) is not None:
+      plain, at, keep = scalar
+      out = self[plain]
+      if keep: return out
+      # the axis it added holds nothing: the output dims before it are those of the slices, Nones and Ellipsis
+      spanned = self.ndim - sum(1 for e in plain if e is not None and e is not Ellipsis)
+      axis = sum(0 if isinstance(e, (int, np.integer)) else spanned if e is Ellipsis else 1 for e in plain[:at])
+      return out.shrink(tuple((0, 0) if k == axis else None for k in range(out.ndim)))
     return self._read_plan(*self._index_plan(index))
+
+  @staticmethod
+  def _scalar_mask(index: Any) -> tuple[tuple, int, bool] | None:
+    """For an index holding a 0-d bool (True, False, or a 0-d bool tensor or array, whose value is read here): the
+    index with None in its place, its position and its value; None for any other index. As in torch and numpy, it
+    adds an axis, of size 1 for True and 0 for False: a 0-d mask selects everything or nothing (as a mask of no axes,
+    it indexed none and selected everything either way)."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    at = [i for i, e in enumerate(entries) if isinstance(e, (bool, np.bool_)) or
+          (isinstance(e, (Tensor, np.ndarray)) and e.dtype in (dtypes.bool, np.bool_) and e.ndim == 0)]
+    if not at: return None
+    if len(at) > 1 or any(isinstance(e, (Tensor, list, np.ndarray)) for i, e in enumerate(entries) if i != at[0]):
+      raise IndexError("a 0-d bool index cannot be combined with another one or with index tensors, lists or arrays")
+    value = entries[at[0]]
+    entries[at[0]] = None
+    return tuple(entries), at[0], bool(value.item() if isinstance(value, (Tensor, np.ndarray)) else value)
 
   def _basic_index(self, index: Any) -> Tensor | None:
     """The common index (Python ints, slices of step 1 with int or no bounds, None, one Ellipsis) of a tensor of plain
@@ -2434,6 +2457,9 @@ class Tensor(metaclass=_TensorMeta):
     v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
     if v.device != self.device: raise ValueError(f"setitem of a tensor on {v.device} into one on {self.device}")
     v = v.cast(self.dtype)
+    if (scalar := self._scalar_mask(index)) is not None:  # True: write where the index without it reads; False: nothing
+      if scalar[2]: self[scalar[0]] = v
+      return
     plan, layout = self._index_plan(index)
     if any(p[0] == "adv" for p in plan): new = self._setitem_advanced(plan, layout, v)
     else: new = self._setitem_basic(plan, layout, v)

@@ -70,6 +70,21 @@ def test_small_integer_index_dtypes_reach_the_whole_axis(dtype, dev):
   same(Tensor.zeros(n, device=dev).scatter_reduce(0, at, Tensor.ones(3, device=dev), "sum"), sums)
 
 
+@pytest.mark.parametrize("mask", [True, False])
+def test_a_0d_bool_index_selects_everything_or_nothing(mask, dev):
+  # as torch and numpy: it adds an axis of size 1 or 0. As a mask of no axes it indexed none: x[Tensor(False)] read
+  # everything, and y[Tensor(False)] = 0 wrote everything
+  t, tx = Tensor(X, device=dev), torch.from_numpy(X)
+  for wrap, twrap in [(lambda m: m, lambda m: m), (lambda m: Tensor(m, device=dev), torch.tensor)]:
+    for index in [lambda m: m, lambda m: (m, 1), lambda m: (slice(None), m), lambda m: (Ellipsis, m, 0)]:
+      same(t[index(wrap(mask))], tx[index(twrap(mask))])
+    y, ty = Tensor(X, device=dev).contiguous().realize(), tx.clone()
+    y[wrap(mask), 1] = -1.0
+    ty[twrap(mask), 1] = -1.0
+    same(y, ty)
+  with pytest.raises(IndexError, match="0-d bool"): t[Tensor(mask, device=dev), Tensor([0, 1], device=dev)]
+
+
 def test_a_gather_reads_the_row_it_picks(dev):
   # a tensor index is a one-hot sum that the lowering reads as one gated load per value: no loop over the table, the
   # picked value itself (-0.0 stays -0.0), and a NaN in a row not picked stays out, as in torch
