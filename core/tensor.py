@@ -1062,6 +1062,7 @@ class Tensor(metaclass=_TensorMeta):
     """Swap two axes."""
     order = list(range(self.ndim))
     a, b = _norm_axis(dim0, self.ndim), _norm_axis(dim1, self.ndim)
+    if self.ndim == 0: return self  # axis 0 or -1 of a scalar, as torch
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
 
@@ -1164,7 +1165,7 @@ class Tensor(metaclass=_TensorMeta):
     """Reverse the order of elements along `axis` (an int or several: flip(0, 1) or flip((0, 1)))."""
     if more: axis = ((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)) + more
     axes = tuple(sorted({_norm_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)}))
-    axes = tuple(a for a in axes if isinstance(self.shape[a], UOp) or self.shape[a] > 1)
+    axes = tuple(a for a in axes if self.ndim and (isinstance(self.shape[a], UOp) or self.shape[a] > 1))
     return self._new(UOp(Ops.FLIP, self.dtype, (self.uop,), axes)) if axes else self
 
   def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
@@ -1173,6 +1174,7 @@ class Tensor(metaclass=_TensorMeta):
     if not ts: raise ValueError("cat needs at least one tensor")
     if ts[0] is not self: return ts[0].cat(*ts[1:], dim=dim)
     d = _norm_axis(dim, self.ndim)
+    if any(t.ndim == 0 for t in ts): raise ValueError("cat of a 0-d tensor: it has no axis to join along; use stack")
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ValueError(f"cat: shapes {[t.shape for t in ts]} differ outside dimension {dim}")
@@ -3172,6 +3174,7 @@ class Tensor(metaclass=_TensorMeta):
     if index.ndim != self.ndim:
       raise ArgumentError(f"gather index {index.shape} and tensor {self.shape} differ in dimensions")
     d = _norm_axis(dim, self.ndim)
+    if self.ndim == 0: return self.reshape(1).gather(0, index.reshape(1)).reshape(())  # a scalar's one value
     if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
       raise ValueError(f"gather index {index.shape} is larger than {self.shape} outside dimension {dim}")
     index = _wide_index(index)
@@ -3419,6 +3422,7 @@ class Tensor(metaclass=_TensorMeta):
     d = _norm_axis(dim, self.ndim)
     if size < 0: raise ArgumentError(f"unfold size must be >= 0, got {size}")
     if step <= 0: raise ArgumentError(f"unfold step must be > 0, got {step}")
+    if self.ndim == 0: return self.reshape(1).unfold(0, size, step).reshape(size)  # as torch: one window of <= 1
     if size > self.shape[d]:
       raise ArgumentError(f"unfold size {size} is larger than dimension {dim} of shape {self.shape}")
     order = [i for i in range(self.ndim) if i != d] + [d]

@@ -85,6 +85,16 @@ def test_a_0d_bool_index_selects_everything_or_nothing(mask, dev):
   with pytest.raises(IndexError, match="0-d bool"): t[Tensor(mask, device=dev), Tensor([0, 1], device=dev)]
 
 
+def test_movement_ops_of_a_0d_tensor_are_torchs(dev):
+  # axis 0 (or -1) of a scalar is its only one, as in torch; these raised an IndexError from inside the library
+  t, tt = Tensor(3.0, device=dev), torch.tensor(3.0)
+  same(t.flip(0), tt.flip(0))
+  same(t.transpose(0, -1), tt.transpose(0, -1))
+  same(t.unfold(0, 1, 1), tt.unfold(0, 1, 1))
+  same(t.gather(0, Tensor(0, device=dev)), tt.gather(0, torch.tensor(0)))
+  with pytest.raises(ValueError, match="0-d"): Tensor.cat(t, t)
+
+
 def test_a_gather_reads_the_row_it_picks(dev):
   # a tensor index is a one-hot sum that the lowering reads as one gated load per value: no loop over the table, the
   # picked value itself (-0.0 stays -0.0), and a NaN in a row not picked stays out, as in torch
