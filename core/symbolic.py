@@ -227,9 +227,10 @@ symbolic = PatternMatcher([
   (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(x,)),)), lambda x: x),
   # where(True, a, b) -> a ; where(False, a, b) -> b
   (UPat(Ops.WHERE, src=(UPat(Ops.CONST, name="c"), x, y)), lambda c, x, y: x if c.arg else y),
-  # where(g, load(b, i, g), 0) -> load(b, i, g): a gated load already yields 0 where the gate is off
-  (UPat(Ops.WHERE, src=(UPat.var("g"), UPat(Ops.LOAD, name="ld"), UPat(Ops.CONST, arg=0))),
-   lambda g, ld: ld if len(ld.src) > 2 and ld.src[2] is g else None),
+  # where(g, load(b, i, g), 0) -> load(b, i, g): a gated load already yields 0 where the gate is off (+0.0: not
+  # for a -0.0, which a float pad keeps, as cat's)
+  (UPat(Ops.WHERE, src=(UPat.var("g"), UPat(Ops.LOAD, name="ld"), UPat(Ops.CONST, arg=0, name="z"))),
+   lambda g, ld, z: ld if len(ld.src) > 2 and ld.src[2] is g and math.copysign(1.0, z.arg) > 0 else None),
   # where(c, a, a) -> a
   (UPat(Ops.WHERE, src=(UPat.var(), x, x)), lambda x: x),
   # relu's where(0 < x, x, where(x < 0, 0, x * 0)) -> where(x < 0, 0, x): the same value for every x (at 0, -0.0 and

@@ -1188,7 +1188,8 @@ class Tensor(metaclass=_TensorMeta):
       pads = [(0, 0)] * self.ndim
       pads[d] = (offset, total - offset - t.shape[d])
       offset += t.shape[d]
-      p = t.cast(dt).pad(tuple(pads))
+      # floats pad with -0.0, the exact identity of +: a -0.0 part stays -0.0 (0.0 + -0.0 is 0.0)
+      p = t.cast(dt).pad(tuple(pads), value=-0.0 if dt.is_float else 0)
       out = p if out is None else out + p
     return out
 

@@ -85,6 +85,14 @@ def test_a_0d_bool_index_selects_everything_or_nothing(mask, dev):
   with pytest.raises(IndexError, match="0-d bool"): t[Tensor(mask, device=dev), Tensor([0, 1], device=dev)]
 
 
+def test_cat_and_stack_keep_negative_zeros(dev):
+  # the parts are padded and added: padded with 0.0, -0.0 + 0.0 made a -0.0 part +0.0 (-0.0 is the exact identity)
+  a, b = np.array([-0.0, 2.0], np.float32), np.array([1.0, -0.0], np.float32)
+  for got, want in [(Tensor.cat(Tensor(a, device=dev), Tensor(b, device=dev)), np.concatenate([a, b])),
+                    (Tensor.stack(Tensor(a, device=dev), Tensor(b, device=dev)), np.stack([a, b]))]:
+    assert np.array_equal(np.signbit(got.numpy()), np.signbit(want)) and np.array_equal(got.numpy(), want)
+
+
 def test_movement_ops_of_a_0d_tensor_are_torchs(dev):
   # axis 0 (or -1) of a scalar is its only one, as in torch; these raised an IndexError from inside the library
   t, tt = Tensor(3.0, device=dev), torch.tensor(3.0)
