@@ -433,8 +433,9 @@ class Tensor(metaclass=_TensorMeta):
     if isinstance(data, UOp):
       self.uop = data if dt is None or data.dtype == dt else data.cast(dt)
     elif isinstance(data, Tensor):
+      if device is not None and data.device != self.device: data = data.to(self.device)  # a copy, as torch.tensor
       self.uop = data.uop if dt is None else data.uop.cast(dt)
-      self.device = data.device if device is None else self.device
+      self.device = data.device
     elif isinstance(data, (bool, int, float, np.generic)) and not isinstance(data, np.ndarray):
       dt = dt or (dtypes.from_any(data.dtype) if isinstance(data, np.generic) else dtypes.from_py(data))
       self.uop = UOp.const(dt, data.item() if isinstance(data, np.generic) else _check_py_int(data))
@@ -473,7 +474,9 @@ class Tensor(metaclass=_TensorMeta):
     dev_name = canonical_device(device) if device else get_registry().default_device()
     dt = dtypes.from_any(arr.dtype)
     if arr.size == 0: return Tensor(arr, device=dev_name)  # no memory to share
-    why = ("it is not C-contiguous (np.ascontiguousarray makes a copy that is)" if not arr.flags.c_contiguous else
+    why = ("its bytes are not in the machine's order (arr.astype(arr.dtype.newbyteorder('=')) makes a copy that is)"
+           if not arr.dtype.isnative else
+           "it is not C-contiguous (np.ascontiguousarray makes a copy that is)" if not arr.flags.c_contiguous else
            "it is not aligned to its element size" if not arr.flags.aligned else
            "it is read-only (kernels may write into a tensor's buffer)" if not arr.flags.writeable else
            "it views a plugrad tensor's memory (from np.asarray): use that tensor" if pinned_buffer(arr) else None)
@@ -698,6 +701,8 @@ class Tensor(metaclass=_TensorMeta):
     if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer))):
       raise TypeError(f"randint takes integer bounds, got low={low!r}, high={high!r}")
     if not 0 < high - low <= 2**32: raise ValueError(f"randint needs low < high within 2**32, got low={low}, high={high}")
+    if dt.is_int and not dt.min <= low <= high - 1 <= dt.max:  # as torch: the values would wrap
+      raise ValueError(f"randint [{low}, {high}) does not fit {dt.name} ({dt.min}..{dt.max})")
     bits = _random_bits(shape, device)
     offset = bits if high - low == 2**32 else bits % (high - low)  # modulo bias below 2**-32 * (high - low)
     return (offset.cast(dtypes.int64) + low).cast(dt).realize() if dt.itemsize == 8 or low < 0 else \
@@ -2205,7 +2210,9 @@ class Tensor(metaclass=_TensorMeta):
       if weight.shape != (self.shape[cdim],): raise ValueError(f"nll_loss weight needs shape {(self.shape[cdim],)}, got {weight.shape}")
       w = hit.where(weight.reshape((-1,) + (1,) * (self.ndim - cdim - 1)), 0).sum(cdim)
     if ignore_index is not None: w = (Y != ignore_index).where(w, 0)
-    nll = -hit.where(self, 0).sum(cdim) * w
+    # a target weighted 0 (ignored) is selected away, not multiplied by 0: when every target is, the mean is 0 / 0
+    # (NaN, as torch's) and its gradient 1 / 0 would make the product's gradient 0 * inf (NaN; torch's is 0)
+    nll = (w != 0).where(-hit.where(self, 0).sum(cdim) * w, 0)
     return nll.sum() / w.sum() if reduction == "mean" else nll._do_reduction(reduction)
 
   def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:

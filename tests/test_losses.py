@@ -93,6 +93,12 @@ def test_nll_loss_weight_and_ignore_index(dev, reduction):
              SEQ_LOGITS, SEQ_LABELS)
 
 
+def test_nll_loss_with_every_target_ignored_is_nan_with_zero_gradients(dev):
+  # torch's: 0 / 0 for the mean, 0 for the gradient (the weights multiplied in made it 0 * inf, NaN, into the model)
+  check_loss(dev, lambda x, y: x.log_softmax(1).nll_loss(y, ignore_index=2),
+             lambda x, y: F.nll_loss(x.log_softmax(1), y, ignore_index=2), LOGITS[:2], np.array([2, 2]))
+
+
 def test_nll_loss_plain():
   check_loss("PYTHON", lambda x, y: x.nll_loss(y), lambda x, y: F.nll_loss(x, y), LOGITS, LABELS)
 

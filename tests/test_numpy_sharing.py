@@ -50,6 +50,7 @@ def test_from_numpy_keeps_the_array_alive(host_dev):
     (lambda: np.ones((4, 4), np.float32).T, "not C-contiguous"),
     (lambda: np.frombuffer(b"\0" * 17, np.uint8)[1:].view(np.float32), "not aligned"),
     (lambda: np.frombuffer(b"\0" * 16, np.float32), "read-only"),
+    (lambda: np.arange(4, dtype=np.dtype(np.int32).newbyteorder("S")), "machine's order"),  # it read garbage
 ])
 def test_from_numpy_refuses_what_it_cannot_share(dev, make, why):
   with pytest.raises(ValueError, match=why): Tensor.from_numpy(make(), device=dev)

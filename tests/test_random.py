@@ -46,6 +46,9 @@ def test_randint_covers_its_range_uniformly():
   assert Tensor.randint(5, low=0, high=2**32, dtype=dtypes.int64).dtype == dtypes.int64
   with pytest.raises(ValueError, match="low < high"): Tensor.randint(3, low=5, high=5)
   with pytest.raises(TypeError, match="integer bounds"): Tensor.randint(3, high=2.5)
+  # bounds the dtype cannot hold raise, as torch's (int8 values of [0, 1000) wrapped into -128..127)
+  with pytest.raises(ValueError, match="does not fit int8"): Tensor.randint(3, low=0, high=1000, dtype=dtypes.int8)
+  with pytest.raises(ValueError, match="does not fit uint8"): Tensor.randint(3, low=-1, high=5, dtype=dtypes.uint8)
 
 
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.float64])

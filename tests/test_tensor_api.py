@@ -632,6 +632,13 @@ def test_variance_without_degrees_of_freedom_and_the_sign_of_bools_are_torchs(de
   assert_same(Tensor([True, False], device=dev).sign(), torch.tensor([True, False]).sign())
 
 
+def test_a_tensor_made_from_a_tensor_on_another_device_is_a_copy_there():
+  # it took the new device's name and kept the other's buffer: the first kernel failed inside the device
+  for src, dst in [("CPU", "PYTHON"), ("PYTHON", "CPU")]:
+    x = Tensor(Tensor([1.5, 2.5], device=src), device=dst)
+    assert x.device == dst and (x + Tensor([1.0, 1.0], device=dst)).tolist() == [2.5, 3.5]
+
+
 def test_softmax_family_over_an_empty_axis_is_torchs(dev):
   # the max that shifts them has no identity over an empty axis: these raised
   z = np.zeros((2, 0), np.float32)
