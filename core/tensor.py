@@ -3479,9 +3479,10 @@ class Tensor(metaclass=_TensorMeta):
     return x / norm.maximum(eps)
 
   def clone(self, device: DeviceArg | None = None) -> Tensor:
-    """A copy in a buffer of its own (on `device` when given): writes to either never show in the other."""
+    """A copy in a buffer of its own (on `device` when given), made now, as torch's: writes to either never show in
+    the other. (Left lazy, it read the source when realized: an assign to the source realized first showed in it.)"""
     src = self if device is None else self.to(device)
-    return Tensor.empty(src.shape, dtype=src.dtype, device=src.device).assign(src)
+    return Tensor.empty(src.shape, dtype=src.dtype, device=src.device).assign(src).realize()
 
   def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
     """Resize the last len(size) axes: mode 'linear' (torch's linear/bilinear/trilinear), 'nearest' or

@@ -572,6 +572,10 @@ def test_clone_replace_to_(dev):
   b = a.clone()
   a += 1
   assert b.tolist() == [1.0, 2.0] and a.tolist() == [2.0, 3.0]
+  src = Tensor([4.0, 5.0], device=dev).realize()
+  copy = src.clone()  # made now: an assign to the source realized before the copy is read does not show in it
+  src.assign(Tensor([0.0, 0.0], device=dev)).realize()
+  assert copy.tolist() == [4.0, 5.0]
   c = Tensor([0.0, 0.0], device=dev)
   assert c.replace(a).tolist() == [2.0, 3.0]
   with pytest.raises(ValueError, match="same shape"): c.replace(Tensor.ones(3))
