@@ -73,9 +73,12 @@ def exec_alu(op: Ops, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DTy
     if op is Ops.CAST:
       x = srcs[0]
       if dtype.is_int and src_dtypes[0].is_float:
-        # float -> int truncates; out-of-range values are undefined in C, here they go through int64
-        x = np.where(np.isfinite(x), np.trunc(x), 0).astype(np.float64)
-        x = np.clip(x, -2.0**63, 2.0**63 - 1).astype(np.int64)
+        # float -> int truncates; out-of-range values are undefined in C, here they go through int64, but
+        # uint64's upper half [2**63, 2**64) converts exactly (and from 2**64 on to 0), as numpy and torch
+        f = np.where(np.isfinite(x), np.trunc(x), 0).astype(np.float64)
+        x = np.clip(f, -2.0**63, 2.0**63 - 1).astype(np.int64)
+        if dtype == dtypes.uint64:
+          x = np.where(f >= 2.0**63, np.where(f < 2.0**64, f, 0).astype(np.uint64), x.astype(np.uint64))
       if dtype == dtypes.bool: return np.asarray(x != 0)
       return round_to(np.asarray(x).astype(dtype.np) if dtype != dtypes.bfloat16 else np.asarray(x, np.float32), dtype)
     if op is Ops.BITCAST:

@@ -325,6 +325,17 @@ def test_ints_within_64_bits_wrap_like_torch(device):
   assert Tensor([2**63 + 5], dtype=dtypes.uint64, device=device).tolist() == [2**63 + 5]
 
 
+@pytest.mark.parametrize("src", ["float32", "float64"])
+def test_floats_to_uint64_convert_their_upper_half_exactly(device, src):
+  # they went through int64, whose range ends at 2**63: 1.8e19 became 2**63. Negatives and values from 2**64 on are
+  # undefined in C (a C renderer's device may differ): the host devices wrap the first through int64 and give 0 for
+  # the others, as torch and numpy
+  host = [-1.0, -3.7, 2e19, 1e30] if device in ("CPU", "PYTHON") else []
+  x = np.array([1.8e19, 2.0**63, 9.2e18, 3.7] + host, src)
+  want = torch.from_numpy(x).to(torch.uint64).tolist()
+  assert Tensor(x, device=device).cast(dtypes.uint64).tolist() == want
+
+
 @pytest.mark.parametrize("dtype,rtol", [("float16", 2e-3), ("bfloat16", 1.6e-2)])  # about one unit in the last place
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "reciprocal",
                                   "sinh", "cosh", "asinh", "acosh", "atanh", "selu", "hardswish", "atan", "asin",

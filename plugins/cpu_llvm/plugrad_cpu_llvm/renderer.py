@@ -1117,6 +1117,11 @@ class _Kernel:
       if st != "half":  # as numpy on x86: values >= 2**63 clip to 2.0**63, which converts to INT64_MIN
         big = self.op(f"fcmp oge {st} {v}, {render_const(2.0**63, dtypes.float64)}")
         i = self.op(f"select i1 {big}, i64 {-(1 << 63)}, i64 {i}")
+        if dst == dtypes.uint64:  # its upper half converts exactly, from 2**64 on to 0 (numpy's and torch's)
+          upper = self.intrinsic(f"llvm.fptoui.sat.i64.{sfx}", "i64", [(st, v)])
+          i = self.op(f"select i1 {big}, i64 {upper}, i64 {i}")
+          past = self.op(f"fcmp oge {st} {v}, {render_const(2.0**64, dtypes.float64)}")
+          i = self.op(f"select i1 {past}, i64 0, i64 {i}")
       mag = self.intrinsic(f"llvm.fabs.{sfx}", st, [(st, v)])
       inf = self.op(f"fcmp oeq {st} {mag}, {render_const(float('inf'), src if src != dtypes.bfloat16 else dtypes.float32)}")
       i = self.op(f"select i1 {inf}, i64 0, i64 {i}")
