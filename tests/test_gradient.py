@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from plugrad import Context, Tensor, dtypes
+from plugrad.testing import available_devices
 from plugrad.uops import Ops
 
 # named `dev`, not `device`: the plugrad pytest plugin would run a `device` test on every device
@@ -355,6 +356,37 @@ def test_backward_after_realize_says_why_it_cannot():
   loss = (w * w).sum()
   loss.item()
   with pytest.raises(RuntimeError, match="already realized"): loss.backward()
+
+
+@pytest.mark.parametrize("dev", ["PYTHON", "CPU"])
+def test_backward_through_a_value_read_before_it_says_why_it_cannot(dev):
+  # logging accuracy from the logits before backward made the logits (a live tensor) their buffer: the loss built on
+  # them then had no path to the weights, whose gradients stayed None, and training silently changed nothing
+  if dev not in available_devices(): pytest.skip(f"no {dev} device here (CPU: plugrad-cpu-llvm and llvmlite)")
+  w = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, device=dev, requires_grad=True)
+  b = Tensor([0.1, 0.2, 0.3], device=dev, requires_grad=True)
+  x, y = Tensor(np.arange(20, dtype=np.float32).reshape(5, 4) / 7, device=dev), Tensor([0, 1, 2, 0, 1], device=dev)
+  out = x @ w + b
+  out.argmax(1).numpy()
+  assert out.tolist() == (out + 0).tolist()  # out became its buffer (no kernel recomputes it)
+  with pytest.raises(RuntimeError, match="realized .* require gradients"):
+    out.sparse_categorical_crossentropy(y).backward()
+  h = x @ w  # reading a value of the graph itself, as h.numpy() for a debug print
+  h.numpy()
+  with pytest.raises(RuntimeError, match="Call backward"): (h + b).sum().backward()
+  # read after backward, a detached copy, a realized input computed from no such tensor, or a realized value made a
+  # parameter of its own: no error, and the gradients are torch's
+  out = x @ w + b
+  out.sparse_categorical_crossentropy(y).backward()
+  out.argmax(1).numpy()
+  data = ((x - 1) * 2).realize()
+  frozen = (x @ w).detach().realize()
+  w.grad = None
+  ((data @ w) * frozen).sum().backward()
+  np.testing.assert_allclose(w.grad.numpy(), (data.numpy().T @ frozen.numpy()), rtol=1e-6)
+  v = (w * 2).realize().requires_grad_(True)
+  (v * v).sum().backward()
+  np.testing.assert_allclose(v.grad.numpy(), 2 * v.numpy(), rtol=1e-6)
 
 
 def test_equal_leaves_keep_their_own_gradients_and_buffers():
