@@ -215,14 +215,18 @@ def _broadcast_const(u: UOp) -> Any:
 
 
 class _RNG:
-  """The random state: a seed and, per device, a counter in a one-element device buffer.
+  """The random state: a seed and, per device, a counter in a one-element device buffer and the seed's two keys in
+  another.
 
-  A draw of n numbers advances the counter by n with an `assign` and hashes (seed, counter + i) on the
+  A draw of n numbers advances the counter by n with an `assign` and hashes (keys, counter + i) on the
   device, so random numbers are computed where they are used, and a TinyJit replay draws new ones as
-  eager code does (the counter's update is one of the kernels it replays)."""
+  eager code does (the counter's update is one of the kernels it replays). `manual_seed` writes both buffers in
+  place, so a replay after it draws what eager code draws after it (with the keys as constants in the kernels and
+  new counters, a replay kept its first seed's stream going)."""
   lock = threading.Lock()
   seed = 0
   counters: dict[str, Tensor] = {}
+  keys: dict[str, Tensor] = {}
 
 
 def _seed_keys(seed: int) -> tuple[int, int]:
@@ -252,11 +256,12 @@ def _random_bits(shape: tuple[int, ...], device: str | tuple[str, ...] | None) -
     if (ctr := _RNG.counters.get(device)) is None:
       # uploaded, not computed: a counter made inside a TinyJit capture must not be reset by its replays
       ctr = _RNG.counters[device] = Tensor(np.zeros(1, np.uint32), device=device)
+      _RNG.keys[device] = Tensor(np.array(_seed_keys(_RNG.seed), np.uint32), device=device)
     ctr.assign(ctr + n).realize()  # its own realize: the draw's graph then holds no assign (schedule-cache friendly)
+    keys = _RNG.keys[device]
   first = ctr - n  # the counter after this draw's update: the draws are realized before the next one
-  k0, k1 = _seed_keys(_RNG.seed)
   index = Tensor.arange(n, dtype=dtypes.uint32, device=device) + first
-  return _hash32(_hash32(index ^ k0) + k1).reshape(shape)
+  return _hash32(_hash32(index ^ keys[0]) + keys[1]).reshape(shape)
 
 
 def _unit_uniform(shape: tuple[int, ...], dt: DType, device: str | None) -> Tensor:
@@ -717,7 +722,9 @@ class Tensor(metaclass=_TensorMeta):
     """Seed the random numbers of every device: after the same seed, the same program draws the same numbers."""
     with _RNG.lock:
       _RNG.seed = int(seed)
-      _RNG.counters = {}
+      for device, ctr in _RNG.counters.items():  # in place: TinyJit's replays read these buffers (see _RNG)
+        ctr.assign(Tensor(np.zeros(1, np.uint32), device=device)).realize()
+        _RNG.keys[device].assign(Tensor(np.array(_seed_keys(_RNG.seed), np.uint32), device=device)).realize()
 
   @staticmethod
   def rand(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,

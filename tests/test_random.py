@@ -3,7 +3,7 @@ distribution asked for, on every device."""
 import numpy as np
 import pytest
 
-from plugrad import Tensor, dtypes
+from plugrad import Tensor, TinyJit, dtypes
 
 
 def test_seeded_draws_repeat_and_differ_between_draws(dev):
@@ -14,6 +14,18 @@ def test_seeded_draws_repeat_and_differ_between_draws(dev):
   assert not np.array_equal(a, b)
   Tensor.manual_seed(8)
   assert not np.array_equal(Tensor.rand(1000, device=dev).numpy(), a)
+
+
+def test_a_tinyjit_replay_after_manual_seed_draws_what_eager_code_draws(dev):
+  # the captured kernels kept the first seed's keys as constants and the counter it had: reseeding did not reach them
+  Tensor.manual_seed(7)
+  eager = [Tensor.rand(3, device=dev).numpy() for _ in range(3)]
+
+  @TinyJit
+  def noisy(x: Tensor) -> Tensor: return x + Tensor.rand(3, device=dev)
+  for _ in range(3):  # capture, then replays
+    Tensor.manual_seed(7)
+    for want in eager: np.testing.assert_array_equal(noisy(Tensor.zeros(3, device=dev).contiguous()).numpy(), want)
 
 
 def test_devices_draw_the_same_stream():
