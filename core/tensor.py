@@ -864,6 +864,7 @@ class Tensor(metaclass=_TensorMeta):
     buf = buffer_of(node)
     view = buf.host_view() if buf.options is None else None  # an image layout is not the flat order
     if view is None or u is None: return None if view is None else view.reshape(self.shape)
+    if not _plain_view(u): return None  # bounds bound to Variables' values: numpy slices need ints (a copy reads it)
     arr = _numpy_view(u, view)
     return arr if np.may_share_memory(arr, view) else None  # a reshape of a strided view is a copy in numpy
 
@@ -4150,6 +4151,15 @@ def _view_base(u: UOp) -> UOp | None:
     if any(isinstance(d, UOp) for d in u.shape): return None
     u = u.src[0]
   return u
+
+
+def _plain_view(u: UOp) -> bool:
+  """Whether a view of a buffer node has plain ints in every argument down to the buffer (no symbolic size)."""
+  def plain(a: Any) -> bool: return all(map(plain, a)) if isinstance(a, tuple) else not isinstance(a, UOp)
+  while u.op is not Ops.BUFFER:
+    if not plain(u.arg): return False
+    u = u.src[0]
+  return True
 
 
 def _numpy_view(u: UOp, flat: np.ndarray) -> np.ndarray:

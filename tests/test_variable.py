@@ -141,6 +141,15 @@ def test_symbolic_starts_and_square_views(dev, val):
 
 
 @pytest.mark.parametrize("val", (1, 6))
+def test_a_symbolic_view_of_a_realized_buffer_reads_back(dev, val):
+  # numpy()/tolist()/item() took it as a numpy view of the buffer, whose slices need ints (a TypeError)
+  a = np.arange(40, dtype=np.float32).reshape(10, 4)
+  b, n = Tensor(a, device=dev).realize(), Variable("n", 1, 9).bind(val)
+  np.testing.assert_array_equal(b[n - 1:n].numpy(), a[val - 1:val])
+  assert b[n - 1:n].tolist() == a[val - 1:val].tolist() and b[n:n + 1, 2:3].item() == a[val, 2]
+
+
+@pytest.mark.parametrize("val", (1, 6))
 def test_gradients_through_a_symbolic_view(dev, val):
   n = Variable("n", 1, 16).bind(val)
   x = Tensor(K, device=dev, requires_grad=True)
