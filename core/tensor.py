@@ -23,6 +23,7 @@ from plugrad.config import TRAINING, Context
 from plugrad.device import Buffer, check_supported, image_spec_for, pinned_buffer
 from plugrad.dtype import DType, dtypes, promote_types, result_type_with_scalar, truncate, f32_to_bf16, bf16_to_f32
 from plugrad.engine import kernelize_roots, realize as engine_realize, realized_view, schedule as engine_schedule
+from plugrad.engine.jit import note_pending_write
 from plugrad.engine.schedule import Rebind
 from plugrad.gradient import compute_gradient, custom_gradients
 from plugrad import multi as _multi
@@ -938,11 +939,13 @@ class Tensor(metaclass=_TensorMeta):
     # scheduler._applied), and two assigns of equal values at different times are two writes
     if version_base(self.uop) is not None:  # a buffer, or a pending write into one: write in place
       self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, value.uop), next(_assign_ids))
+      note_pending_write(self)  # a TinyJit replay reading the buffer realizes it first
     elif (through := self._write_through(value)) is not None:
       base, whole, chain = through
       node = UOp(Ops.ASSIGN, base.dtype, (base, whole), next(_assign_ids))
       for op in reversed(chain): node = op.replace(src=(node,))  # this tensor stays the same view of the buffer
       self.uop = node
+      note_pending_write(self)
     else:
       self.uop = value.uop  # nothing aliases an unrealized tensor: the new value simply replaces it
     return self

@@ -29,6 +29,18 @@ def test_replay_uses_the_new_inputs(dev):
   assert len(calls) == 2 and f.cnt == 5  # the Python function ran for the plain call and the capture only
 
 
+def test_state_assigned_between_calls_and_not_realized_is_read_as_eager_code_reads_it(dev):
+  # a pending assign made before the capture was captured with it (every replay wrote that old value again), and
+  # one made after it was not seen by the replays (they read the buffer as it was)
+  w = Tensor([1.0, 1.0], device=dev).realize()
+
+  @TinyJit
+  def scale(x: Tensor) -> Tensor: return x * w
+  for k in range(1, 6):
+    assert scale(Tensor([1.0, 2.0], device=dev)).tolist() == [k, 2 * k]
+    w.assign(Tensor([k + 1.0, k + 1.0], device=dev))  # not realized
+
+
 def test_training_steps_replayed_match_eager():
   def train(jit: bool) -> list[float]:
     Tensor.manual_seed(0)

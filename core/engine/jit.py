@@ -4,8 +4,9 @@ and replay them on later calls without running the Python function again.
 A replay launches the captured kernels on the same buffers, except that each tensor argument's
 buffer is replaced by the new argument's. So, as in tinygrad:
 - the function must compute everything from its tensor arguments and from tensors that keep their
-  buffers (model parameters, optimizer state, updated in place by `assign`); Python values it reads
-  (ints, floats, `.item()` results) are frozen at capture;
+  buffers (model parameters, optimizer state, updated in place by `assign`: one not yet realized when a call
+  comes is realized first, as eager code would read it); Python values it reads (ints, floats, `.item()`
+  results) are frozen at capture;
 - the returned tensors are the same objects on every call, their buffers written again by each replay;
 - tensor arguments must keep their shape, dtype, device and view structure between calls (a change
   raises, naming the argument).
@@ -25,7 +26,7 @@ from plugrad.device import Buffer
 from plugrad.engine.run import Capture, Launch, prepare_native, replay, traffic_of
 from plugrad.engine.schedule_cache import structure_key
 from plugrad.registry import get_registry
-from plugrad.scheduler import buffer_of
+from plugrad.scheduler import assigned_buffer, buffer_of, is_pending_assign, version_base
 from plugrad.symbolic import bind_graph, unbind_graph
 from plugrad.uops import Ops, UOp
 
@@ -65,6 +66,28 @@ def _var_vals(inputs: list[tuple[int | str, Any]], var_args: list[tuple[int | st
 def _describe(t: Any) -> str: return f"{t.dtype.name} {tuple(t.shape)} on {t.device}"
 
 
+#: Tensors holding an assign not yet realized, by id, weakly (the frontend's assign notes each: `note_pending_write`).
+#: A replay reads its buffers as they are, so it first realizes those that write one of them, as eager code would
+#: read them (a parameter assigned between calls and not realized was read stale by every replay).
+_pending_writes: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def note_pending_write(t: Any) -> None:
+  """Note a tensor that now holds an assign not yet realized (see `_pending_writes`)."""
+  _pending_writes[id(t)] = t
+
+
+def _realize_writes_into(used: set[Buffer] | None) -> None:
+  """Realize the pending assigns that write a buffer in `used` (None: every one), forgetting those realized
+  meanwhile."""
+  if not _pending_writes: return
+  writes = []
+  for key, t in list(_pending_writes.items()):
+    if (base := version_base(t.uop)) is None or not is_pending_assign(base): del _pending_writes[key]
+    elif used is None or assigned_buffer(base) in used: writes.append(t)
+  if writes: writes[0].realize(*writes[1:])
+
+
 class _Captured:
   """What a capture recorded: the launches, and for each tensor argument its structure and buffer."""
 
@@ -84,6 +107,7 @@ class _Captured:
     self.matched: list[weakref.ref[UOp]] = [weakref.ref(t.uop) for _, t in inputs]
     self.descriptions = [_describe(t) for _, t in inputs]
     self.buffers = [_buffer(t) for _, t in inputs]
+    self.used = {b for ln in launches for b in ln.bufs}  # what the kernels read and write
 
   def seen(self, i: int, t: Any) -> bool:
     """Whether tensor argument `i` is the very node whose structure matched last time (so realized, and matching)."""
@@ -161,11 +185,13 @@ class TinyJit(Generic[R]):
     if unseen: unseen[0].realize(*unseen[1:])
     if self.captured is not None:
       self.captured.check(inputs, var_args)
+      _realize_writes_into(self.captured.used)
       self.cnt += 1
       return self.captured.run(inputs, _var_vals(inputs, var_args))
     if self.cnt == 0:
       ret = self._run(args, kwargs)
     else:
+      _realize_writes_into(None)  # made before this call: else the capture holds them, and every replay writes them again
       with Capture() as cap: ret = self._run(args, kwargs)
       if not cap.launches: raise RuntimeError("TinyJit: the captured call launched no kernel: nothing to replay")
       self.captured = _Captured(cap.launches, inputs, ret, var_args)
