@@ -188,13 +188,27 @@ def _check_py_int(value: Any) -> Any:
   return value
 
 
-def _array_from_py(data: list | tuple, dt: DType) -> np.ndarray:
-  """A (nested) list as a numpy array of `dt`'s type; ints out of the dtype's range wrap (numpy refuses them)."""
+def _wide_int(values: Sequence[int]) -> DType | None:
+  """The dtype Python ints beyond the default int's range take when none was asked for: int64, or uint64 for values
+  of its upper half (as numpy and torch infer them; they wrapped into int32: [2**40] was [0]); None when they fit the
+  default int. OverflowError when no 64-bit type holds them all."""
+  lo, hi = min(values), max(values)
+  if dtypes.default_int.min <= lo and hi <= dtypes.default_int.max: return None
+  if hi < 1 << 63: return dtypes.int64
+  if lo >= 0: return dtypes.uint64
+  raise OverflowError(f"Python ints from {lo} to {hi} fit no 64-bit integer type; pass a dtype to wrap them into")
+
+
+def _array_from_py(data: list | tuple, dt: DType, inferred: bool = False) -> np.ndarray:
+  """A (nested) list as a numpy array of `dt`'s type; ints out of the dtype's range wrap (numpy refuses them), unless
+  the dtype was `inferred`: then they widen it (`_wide_int`)."""
   try:
     return np.array(data, dtype=dt.np)
   except OverflowError:
     obj = np.array(data, dtype=object)
     flat = [_check_py_int(v) for v in obj.ravel()]
+    if inferred and dt.is_int and (wide := _wide_int(flat)) is not None:
+      return np.array(flat, dtype=wide.np).reshape(obj.shape)
     if not dt.is_int: return np.array(flat, dtype=dt.np).reshape(obj.shape)
     # through uint64: a C cast to a narrower integer keeps the low bits, which is the wrap
     return np.array([int(v) % (1 << 64) for v in flat], dtype=np.uint64).astype(dt.np).reshape(obj.shape)
@@ -495,16 +509,19 @@ class Tensor(metaclass=_TensorMeta):
       self.uop = data.uop if dt is None else data.uop.cast(dt)
       self.device = data.device
     elif isinstance(data, (bool, int, float, np.generic)) and not isinstance(data, np.ndarray):
+      if dt is None and isinstance(data, int) and not isinstance(data, bool):
+        dt = _wide_int([_check_py_int(data)])
       dt = dt or (dtypes.from_any(data.dtype) if isinstance(data, np.generic) else dtypes.from_py(data))
       self.uop = UOp.const(dt, data.item() if isinstance(data, np.generic) else _check_py_int(data))
     elif isinstance(data, (list, tuple, np.ndarray)):
       if isinstance(data, np.ndarray): arr = data
       else:
-        dt = dt or dtypes.from_py(data)
+        inferred, dt = dt is None, dt or dtypes.from_py(data)
         try:
-          arr = _array_from_py(data, dt)
+          arr = _array_from_py(data, dt, inferred)
         except ValueError as e:
           raise ValueError(f"cannot make a tensor from a ragged or mixed list: {e}") from None
+        if inferred and dt.is_int: dt = dtypes.from_any(arr.dtype)  # widened for ints past the default's range
       if arr.dtype == object: raise TypeError("cannot make a tensor from an array of Python objects")
       dt = dt or dtypes.from_any(arr.dtype)
       self.uop = _upload(arr, dt, self.device)

@@ -325,6 +325,17 @@ def test_ints_within_64_bits_wrap_like_torch(device):
   assert Tensor([2**63 + 5], dtype=dtypes.uint64, device=device).tolist() == [2**63 + 5]
 
 
+def test_python_ints_past_int32_make_a_64_bit_tensor_when_no_dtype_is_given(device):
+  # they wrapped into the default int32: Tensor([2**40, 1]) was [0, 1], Tensor.full((2,), 2**40) [0, 0]
+  for data, dt in [([2**40, 1], dtypes.int64), ([[1, -2**40]], dtypes.int64), ([2**63, 5], dtypes.uint64),
+                   (2**40, dtypes.int64), ([1, 2], dtypes.int32)]:
+    t = Tensor(data, device=device)
+    assert t.dtype == dt and t.tolist() == data
+  assert Tensor.full((2,), 2**40, device=device).tolist() == [2**40] * 2
+  assert Tensor([2**40], dtype=dtypes.int32, device=device).tolist() == [0]  # a dtype given: they wrap into it
+  with pytest.raises(OverflowError, match="no 64-bit"): Tensor([-1, 2**63], device=device)
+
+
 @pytest.mark.parametrize("src", ["float32", "float64"])
 def test_floats_to_uint64_convert_their_upper_half_exactly(device, src):
   # they went through int64, whose range ends at 2**63: 1.8e19 became 2**63. Negatives and values from 2**64 on are
