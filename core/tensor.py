@@ -520,7 +520,8 @@ class Tensor(metaclass=_TensorMeta):
         try:
           arr = _array_from_py(data, dt, inferred)
         except ValueError as e:
-          raise ValueError(f"cannot make a tensor from a ragged or mixed list: {e}") from None
+          what = "a ragged or mixed list" if "inhomogeneous" in str(e) or "sequence" in str(e) else "this list"
+          raise ValueError(f"cannot make a {dt.name} tensor from {what}: {e}") from None
         if inferred and dt.is_int: dt = dtypes.from_any(arr.dtype)  # widened for ints past the default's range
       if arr.dtype == object: raise TypeError("cannot make a tensor from an array of Python objects")
       dt = dt or dtypes.from_any(arr.dtype)

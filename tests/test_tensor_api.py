@@ -636,6 +636,13 @@ def test_variance_without_degrees_of_freedom_and_the_sign_of_bools_are_torchs(de
   assert_same(Tensor([True, False], device=dev).sign(), torch.tensor([True, False]).sign())
 
 
+def test_lists_that_cannot_become_a_tensor_say_why():
+  with pytest.raises(ValueError, match="ragged"): Tensor([[1, 2], [3]])
+  # a NaN for an int dtype was reported as a ragged or mixed list
+  with pytest.raises(ValueError, match="int32 tensor from this list: cannot convert float NaN"):
+    Tensor([float("nan")], dtype=dtypes.int32)
+
+
 def test_a_tensor_made_from_a_tensor_on_another_device_is_a_copy_there():
   # it took the new device's name and kept the other's buffer: the first kernel failed inside the device
   for src, dst in [("CPU", "PYTHON"), ("PYTHON", "CPU")]:
