@@ -2599,9 +2599,11 @@ class Tensor(metaclass=_TensorMeta):
     return x.pad(tuple((start, size - end) if i == axis else (0, 0) for i in range(x.ndim)))
 
   def _setitem_advanced(self, plan: list[tuple], layout: list, v: Tensor) -> Tensor | None:
-    # the flat positions the index selects, found by reading a tensor of positions with the same plan
+    # the flat positions the index selects, found by reading a tensor of positions with the same plan, counted from 1:
+    # an out-of-range index reads 0, so it selects position -1, which is none (from 0, it wrote into element 0)
     pos_dt = dtypes.int64 if self.numel() >= 2**31 else dtypes.int32
-    pos = Tensor.arange(self.numel(), dtype=pos_dt, device=self.device).reshape(self.shape)._read_plan(plan, layout)
+    ones = Tensor.arange(1, self.numel() + 1, dtype=pos_dt, device=self.device).reshape(self.shape)
+    pos = ones._read_plan(plan, layout) - 1
     if broadcast_shape(v.shape, pos.shape) != pos.shape:
       raise ValueError(f"cannot set a value of shape {v.shape} into a selection of shape {pos.shape}")
     nr, n = pos.numel(), self.numel()

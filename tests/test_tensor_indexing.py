@@ -85,6 +85,17 @@ def test_a_0d_bool_index_selects_everything_or_nothing(mask, dev):
   with pytest.raises(IndexError, match="0-d bool"): t[Tensor(mask, device=dev), Tensor([0, 1], device=dev)]
 
 
+def test_setitem_through_an_out_of_range_tensor_index_writes_nowhere(dev):
+  # as a read gives 0 there, a write goes nowhere (tinygrad's rule): it wrote into element 0
+  t = Tensor.zeros(4, device=dev).contiguous().realize()
+  t[Tensor([1, 9, -7], device=dev)] = Tensor([1.0, 5.0, 6.0], device=dev)
+  assert t.tolist() == [0.0, 1.0, 0.0, 0.0]
+  m = Tensor.zeros(3, 2, device=dev).contiguous().realize()
+  m[Tensor([7], device=dev)] = Tensor([4.0, 5.0], device=dev)
+  m[Tensor([0, 2], device=dev), Tensor([1, 5], device=dev)] = 3.0
+  assert m.tolist() == [[0.0, 3.0], [0.0, 0.0], [0.0, 0.0]]
+
+
 def test_cat_and_stack_keep_negative_zeros(dev):
   # the parts are padded and added: padded with 0.0, -0.0 + 0.0 made a -0.0 part +0.0 (-0.0 is the exact identity)
   a, b = np.array([-0.0, 2.0], np.float32), np.array([1.0, -0.0], np.float32)
