@@ -1100,8 +1100,9 @@ class Tensor(metaclass=_TensorMeta):
     if _plain_sizes(shape) and _plain_sizes(cur := self._uop.shape) and prod(shape) == prod(cur):
       # the common case (sizes that are ints >= 0, the element count kept): nothing to infer or check further
       return self if shape == cur else self._new(UOp(Ops.RESHAPE, self.dtype, (self._uop,), tuple(shape)))
-    if None in shape:
-      if len(shape) > self.ndim: raise ValueError(f"reshape {shape}: None needs an axis of {self.shape} at its position")
+    if None in shape:  # as tinygrad: the size of this tensor's axis at that position
+      if any(s is None and i >= self.ndim for i, s in enumerate(shape)):
+        raise ValueError(f"reshape {shape}: None needs an axis of {self.shape} at its position")
       shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
     if any(_is_sint(s) for s in shape) or any(isinstance(s, UOp) for s in self.shape):
       return self._reshape_symbolic(tuple(shape))

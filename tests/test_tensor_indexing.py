@@ -204,6 +204,9 @@ def test_reshape_none_and_minus_one(dev):
   assert t.reshape(-1, 1, None).shape == (60, 1, 5)[:0] + (12, 1, 5)
   with pytest.raises(ValueError): t.reshape(-1, -1)
   with pytest.raises(ValueError): t.reshape(7, -1)
+  # more sizes than axes: None still names the axis at its position (tinygrad's; it raised)
+  assert t.reshape(12, 5).reshape(None, 5, 1).shape == (12, 5, 1)
+  with pytest.raises(ValueError, match="None needs an axis"): t.reshape(60).reshape(2, None)
 
 
 def test_stack_cat_of_a_sequence(dev):
