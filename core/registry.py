@@ -347,6 +347,11 @@ class Registry:
   def _warn_reference_device(self, name: str, statuses: list[DeviceStatus]) -> None:
     unavailable = [f"{s.name}: {s.reason}" for s in statuses if not s.available and s.name not in self._builtin_names]
     fix = f"devices installed but unavailable: {'; '.join(unavailable)}" if unavailable else INSTALL_A_DEVICE
+    if self.config.disable_autoload and not unavailable:  # installed, but switched off: installing is not the fix
+      installed = sorted({ep.name for ep in self._entry_points(DEVICE_GROUP)})
+      unknown = sorted(set(self.config.plugins) - set(installed))
+      fix = (f"plugin autoloading is off (PLUGRAD_DISABLE_PLUGIN_AUTOLOAD) and PLUGRAD_PLUGINS names none of the "
+             f"installed device plugins {installed}" + (f" (it names {unknown}, which are not installed)" if unknown else ""))
     warnings.warn(f"plugrad is running on {name}, the reference interpreter, which checks rather than computes fast: {fix}",
                   PluginWarning, stacklevel=4)
 

@@ -194,6 +194,14 @@ def test_only_the_reference_device_warns_once_what_to_install():
   with pytest.warns(PluginWarning, match="pip install"): make_registry([]).default_device()
 
 
+def test_with_autoload_off_the_warning_says_so_instead_of_what_to_install():
+  # it told to pip install the CPU plugin that was installed and only switched off (or misnamed in PLUGRAD_PLUGINS)
+  reg = make_registry([FakeEP("CPU", device_plugin("CPU", 60))],
+                      env={"PLUGRAD_DISABLE_PLUGIN_AUTOLOAD": "1", "PLUGRAD_PLUGINS": "cpu"})
+  with pytest.warns(PluginWarning, match=r"autoloading is off.*\['CPU'\].*\['cpu'\], which are not installed"):
+    assert reg.default_device() == "PYTHON"
+
+
 def general_plugin(name, obj):
   ep = FakeEP(name, obj, dist=f"{name}-dist")
   ep.general = True
