@@ -120,7 +120,11 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 def cmd_new_plugin(args: argparse.Namespace) -> int:
   from pathlib import Path
   from plugrad.skeleton import new_plugin
-  for path in new_plugin(args.name, Path(args.dir)): print(path)
+  try:
+    paths = new_plugin(args.name, Path(args.dir))
+  except (FileExistsError, ValueError) as e:
+    raise CLIError(str(e)) from None
+  for path in paths: print(path)
   return 0
 
 

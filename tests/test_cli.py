@@ -143,3 +143,10 @@ def test_compile_confirms_each_kernel():
   res = run("kernels", "--device", "PYTHON", "--compile", "-c", "a = Tensor.rand(4); out = [a + 1, a.sum()]")
   assert res.returncode == 0, res.stderr  # Tensor.rand's two kernels and out's two
   assert res.stdout.count("// compiled for PYTHON: ") == 4 and "4 of 4 kernels compiled for PYTHON" in res.stderr
+
+
+def test_new_plugin_into_a_folder_in_use_is_a_clean_error(tmp_path):
+  (tmp_path / "mine.txt").write_text("kept")
+  res = run("new-plugin", "FOO", "--dir", str(tmp_path))  # it ended in a FileExistsError traceback
+  assert res.returncode == 2 and "exists and is not empty" in res.stderr and "Traceback" not in res.stderr
+  assert run("new-plugin", "9bad", "--dir", str(tmp_path / "x")).returncode == 2
