@@ -628,13 +628,22 @@ class Tensor(metaclass=_TensorMeta):
 
   # _uop, not the uop property: these are read on every op
   @property
-  def shape(self) -> tuple[int, ...]: return self._uop.shape
+  def shape(self) -> tuple[int, ...]:
+    """The size of each axis."""
+    return self._uop.shape
   @property
-  def dtype(self) -> DType: return self._uop.dtype
+  def dtype(self) -> DType:
+    """The element type."""
+    return self._uop.dtype
   @property
-  def ndim(self) -> int: return len(self._uop.shape)
-  def numel(self) -> int: return prod(self._uop.shape)
+  def ndim(self) -> int:
+    """The number of axes."""
+    return len(self._uop.shape)
+  def numel(self) -> int:
+    """The number of elements."""
+    return prod(self._uop.shape)
   def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+    """The shape, or the size of axis `dim`."""
     return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim)]
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
@@ -671,22 +680,29 @@ class Tensor(metaclass=_TensorMeta):
   @staticmethod
   def zeros(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
             requires_grad: bool | None = None) -> Tensor:
+    """A tensor of zeros of `shape` (float32 unless `dtype`)."""
     return Tensor.full(_shape_args(shape), 0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
   @staticmethod
   def ones(*shape: ShapeArg, dtype: DType | str | None = None, device: DeviceArg | None = None,
            requires_grad: bool | None = None) -> Tensor:
+    """A tensor of ones of `shape` (float32 unless `dtype`)."""
     return Tensor.full(_shape_args(shape), 1, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
   def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
+    """A tensor of this shape (and dtype and device unless given) filled with `fill_value`."""
     return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device)
   def zeros_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
+    """A tensor of zeros of this shape (and dtype and device unless given)."""
     return self.full_like(0, dtype, device)
   def ones_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
+    """A tensor of ones of this shape (and dtype and device unless given)."""
     return self.full_like(1, dtype, device)
   def empty_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
+    """A tensor of this shape (and dtype and device unless given) whose values are not set."""
     return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def rand_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
+    """Uniform random values in [0, 1) of this shape (and dtype and device unless given)."""
     return Tensor.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)
 
   @staticmethod
@@ -1145,7 +1161,9 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"cannot reshape a tensor of shape {self.shape} to {shape}: the element counts differ")
     return self if shape == self.shape else self._new(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape))
 
-  def view(self, *shape: ShapeArg) -> Tensor: return self.reshape(*shape)
+  def view(self, *shape: ShapeArg) -> Tensor:
+    """The same data with another shape (reshape's other name, as torch)."""
+    return self.reshape(*shape)
 
   def permute(self, *order: int | Sequence[int]) -> Tensor:
     """Reorder the axes: output axis i is input axis order[i]."""
@@ -1167,7 +1185,9 @@ class Tensor(metaclass=_TensorMeta):
     return self.permute(order)
 
   @property
-  def T(self) -> Tensor: return self.permute(tuple(range(self.ndim))[::-1])
+  def T(self) -> Tensor:
+    """The tensor with its axes reversed (a transpose for 2-D)."""
+    return self.permute(tuple(range(self.ndim))[::-1])
 
   def expand(self, *shape: ShapeArg) -> Tensor:
     """Broadcast size-1 axes to `shape` (-1 keeps an axis); new leading axes may be added."""
@@ -1194,6 +1214,7 @@ class Tensor(metaclass=_TensorMeta):
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
   def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Axis `dim` split into `sizes` (their product is its size)."""
     d = _norm_axis(dim, self.ndim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
@@ -1374,21 +1395,36 @@ class Tensor(metaclass=_TensorMeta):
       raise ValueError(f"bitcast from {self.dtype.name} to {dt.name} needs equal item sizes")
     return self if dt == self.dtype else self._new(UOp(Ops.BITCAST, dt, (self.uop,)))
 
-  def float(self) -> Tensor: return self.cast(dtypes.float32)
-  def half(self) -> Tensor: return self.cast(dtypes.float16)
-  def int(self) -> Tensor: return self.cast(dtypes.int32)
-  def bool(self) -> Tensor: return self.cast(dtypes.bool)
-  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def float(self) -> Tensor:
+    """A cast to float32."""
+    return self.cast(dtypes.float32)
+  def half(self) -> Tensor:
+    """A cast to float16."""
+    return self.cast(dtypes.float16)
+  def int(self) -> Tensor:
+    """A cast to int32 (floats truncate toward zero)."""
+    return self.cast(dtypes.int32)
+  def bool(self) -> Tensor:
+    """A cast to bool (nonzero is True)."""
+    return self.cast(dtypes.bool)
+  def double(self) -> Tensor:
+    """A cast to float64."""
+    return self.cast(dtypes.float64)
 
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
   def _wide(self) -> Tensor: return self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
 
-  def add(self, x: Any, reverse: bool = False) -> Tensor: return self._bin(Ops.ADD, x, reverse)
+  def add(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise self + x (broadcast, promoted as torch); `reverse` computes x + self."""
+    return self._bin(Ops.ADD, x, reverse)
   def sub(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise self - x (broadcast, promoted as torch); `reverse` computes x - self."""
     a, b = self._operand_nodes(x, reverse)
     if a.dtype == dtypes.bool: raise TypeError("subtraction of bool tensors is not supported; use ^ or logical_not")
     return self._new(UOp(Ops.SUB, a.dtype, (a, b)))
-  def mul(self, x: Any, reverse: bool = False) -> Tensor: return self._bin(Ops.MUL, x, reverse)
+  def mul(self, x: Any, reverse: bool = False) -> Tensor:
+    """Elementwise self * x (broadcast, promoted as torch); `reverse` computes x * self."""
+    return self._bin(Ops.MUL, x, reverse)
 
   def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
     """True division (integers give float32); rounding_mode 'trunc' or 'floor' rounds the quotient."""
@@ -1496,6 +1532,7 @@ class Tensor(metaclass=_TensorMeta):
     return (b < 0).where(at_negative.cast(acc.dtype), acc)
 
   def round_half_away(self) -> Tensor:
+    """Elementwise rounding to the nearest integer, halves away from 0."""
     return (self < 0).where(-((-self) + 0.5).trunc(), (self + 0.5).trunc())
 
   def __add__(self, x): return self.add(x)
@@ -1551,13 +1588,19 @@ class Tensor(metaclass=_TensorMeta):
   def logical_not(self) -> Tensor:
     """True where the value is zero/False."""
     return self.cast(dtypes.bool)._bin(Ops.CMPNE, True)
-  def logical_and(self, x: Any) -> Tensor: return self.cast(dtypes.bool) & (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
-  def logical_or(self, x: Any) -> Tensor: return self.cast(dtypes.bool) | (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
+  def logical_and(self, x: Any) -> Tensor:
+    """Elementwise and of truth values (a bool tensor)."""
+    return self.cast(dtypes.bool) & (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
+  def logical_or(self, x: Any) -> Tensor:
+    """Elementwise or of truth values (a bool tensor)."""
+    return self.cast(dtypes.bool) | (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
 
   def neg(self) -> Tensor:
+    """Elementwise -x."""
     if self.dtype == dtypes.bool: raise TypeError("negation of a bool tensor is not supported; use logical_not")
     return self._alu(Ops.NEG)
   def abs(self) -> Tensor:
+    """Elementwise absolute value (+0.0 for both zeros, as torch)."""
     if self.dtype.is_unsigned or self.dtype == dtypes.bool: return self
     # floats: a zero (also -0.0) becomes the constant +0.0, as torch's abs, whose gradient there is 0, as torch's
     if self.dtype.is_float: return (self == 0).where(0.0, (self < 0).where(-self, self))
@@ -1565,35 +1608,58 @@ class Tensor(metaclass=_TensorMeta):
   def sign(self) -> Tensor:
     """-1, 0 or 1 (0 for NaN); a bool is its own sign, as in torch."""
     return self if self.dtype == dtypes.bool else (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
-  def reciprocal(self) -> Tensor: return self._float()._alu(Ops.RECIP)
-  def sqrt(self) -> Tensor: return self._float()._alu(Ops.SQRT)
-  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def exp2(self) -> Tensor: return self._float()._alu(Ops.EXP2)
-  def log2(self) -> Tensor: return self._float()._alu(Ops.LOG2)
+  def reciprocal(self) -> Tensor:
+    """Elementwise 1 / x."""
+    return self._float()._alu(Ops.RECIP)
+  def sqrt(self) -> Tensor:
+    """Elementwise square root (NaN below 0)."""
+    return self._float()._alu(Ops.SQRT)
+  def rsqrt(self) -> Tensor:
+    """Elementwise 1 / sqrt(x)."""
+    return self.sqrt().reciprocal()
+  def exp2(self) -> Tensor:
+    """Elementwise 2**x."""
+    return self._float()._alu(Ops.EXP2)
+  def log2(self) -> Tensor:
+    """Elementwise base-2 logarithm (-inf at 0, NaN below)."""
+    return self._float()._alu(Ops.LOG2)
   # composite math on halves runs in float32 and rounds once (torch's opmath): a half x / ln 2 alone is off by 0.5%
   def exp(self) -> Tensor:
+    """Elementwise e**x."""
     x = self._float()
     return (x._wide() * (1 / math.log(2))).exp2().cast(x.dtype)
   def log(self) -> Tensor:
+    """Elementwise natural logarithm (-inf at 0, NaN below)."""
     x = self._float()
     return (x._wide().log2() * math.log(2)).cast(x.dtype)
-  def sin(self) -> Tensor: return self._float()._alu(Ops.SIN)
+  def sin(self) -> Tensor:
+    """Elementwise sine (radians)."""
+    return self._float()._alu(Ops.SIN)
   def cos(self) -> Tensor:
     """cos: the device's own where its renderer takes COS (the CPU's is one polynomial after the reduction, as its sin),
     else made of sins without rounding x first (`plugrad.codegen.lowerer.cos_from_sin`)."""
     return self._float()._alu(Ops.COS)
-  def tan(self) -> Tensor: return self.sin() / self.cos()
-  def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._alu(Ops.TRUNC)
+  def tan(self) -> Tensor:
+    """Elementwise tangent (radians)."""
+    return self.sin() / self.cos()
+  def trunc(self) -> Tensor:
+    """Elementwise rounding toward zero (integers unchanged)."""
+    return self if not self.dtype.is_float else self._alu(Ops.TRUNC)
   def floor(self) -> Tensor:
+    """Elementwise floor (integers unchanged)."""
     if not self.dtype.is_float: return self
     t = self.trunc()
     return (self < t).where(t - 1, t)
   def ceil(self) -> Tensor:
+    """Elementwise ceiling (integers unchanged)."""
     if not self.dtype.is_float: return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
-  def square(self) -> Tensor: return self * self
+  def square(self) -> Tensor:
+    """Elementwise x * x."""
+    return self * self
   def sigmoid(self) -> Tensor:
+    """Elementwise 1 / (1 + e**-x)."""
     x = self._float()
     xw = x._wide()
     # differentiated as s(1 - s): the chain rule through 1/(1 + e^-x) multiplies 0 by e^-x = inf below x = -88
@@ -1618,7 +1684,9 @@ class Tensor(metaclass=_TensorMeta):
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
     """x above 0, neg_slope * x elsewhere (so the gradient at 0 is neg_slope, as torch's)."""
     return (self > 0).where(self, self * neg_slope)
-  def silu(self) -> Tensor: return self * self.sigmoid()
+  def silu(self) -> Tensor:
+    """Elementwise x * sigmoid(x)."""
+    return self * self.sigmoid()
   swish = silu
   def gelu(self, approximate: str = "tanh") -> Tensor:
     """GELU: the tanh approximation by default (as tinygrad), the exact x * Phi(x) with approximate='none'."""
@@ -1634,8 +1702,12 @@ class Tensor(metaclass=_TensorMeta):
     # maximum, not relu: its tie at 0 gives the gradient sigmoid(0) = 1/2 there, as torch's
     return (bx.maximum(0) + (-bx.abs()).exp()._log1p()) * (1 / beta)
 
-  def maximum(self, x: Any) -> Tensor: return self._bin(Ops.MAX, x)
-  def minimum(self, x: Any) -> Tensor: return self._bin(Ops.MIN, x)
+  def maximum(self, x: Any) -> Tensor:
+    """Elementwise maximum with x (NaN if either is NaN, as torch)."""
+    return self._bin(Ops.MAX, x)
+  def minimum(self, x: Any) -> Tensor:
+    """Elementwise minimum with x (NaN if either is NaN, as torch)."""
+    return self._bin(Ops.MIN, x)
   def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
     """Limit values to [min_, max_] (either may be None)."""
     if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ and max_")
@@ -3779,9 +3851,15 @@ class Tensor(metaclass=_TensorMeta):
 
   # ------------------------------------------------------------------ dtype and info (tinygrad 0.14's names)
 
-  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
-  def long(self) -> Tensor: return self.cast(dtypes.int64)
-  def short(self) -> Tensor: return self.cast(dtypes.int16)
+  def bfloat16(self) -> Tensor:
+    """A cast to bfloat16."""
+    return self.cast(dtypes.bfloat16)
+  def long(self) -> Tensor:
+    """A cast to int64 (floats truncate toward zero)."""
+    return self.cast(dtypes.int64)
+  def short(self) -> Tensor:
+    """A cast to int16 (floats truncate toward zero)."""
+    return self.cast(dtypes.int16)
   def is_floating_point(self) -> bool:
     """True for float16, bfloat16, float32 and float64."""
     return self.dtype.is_float
