@@ -2622,11 +2622,14 @@ class Tensor(metaclass=_TensorMeta):
     hits = lin._index_hits(stride).reshape(big + (stride,) + (1,) * len(others))
     rest = [a for a in layout if a is None or a not in adv]
     out = Tensor._masked_pick(flat, hits, len(big)).reshape(big + tuple(1 if a is None else x.shape[a] for a in rest))
-    # torch's placement: adjacent advanced indices put their dims where they stood, others put them first
-    first = layout.index(adv[0])
-    if layout[first:first + len(adv)] != adv: return out
-    nb = len(big)
-    return out.permute(list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim)))
+    # torch's placement: adjacent advanced indices put their dims where they stood, others put them first; a 0-d
+    # index tensor places no dims and counts as an int there, as in torch (numpy counts it as an advanced index)
+    placed = [a for a in adv if plan[a][1].ndim] or adv[:1]
+    order = [a for a in layout if a is None or a not in adv or a in placed]
+    first = order.index(placed[0])
+    if order[first:first + len(placed)] != placed: return out
+    nb, before = len(big), sum(1 for a in order[:first] if a is None or a not in adv)
+    return out.permute(list(range(nb, nb + before)) + list(range(nb)) + list(range(nb + before, out.ndim)))
 
   def __setitem__(self, index: Any, value: Any) -> None:
     """Write `value` (broadcast, cast to this dtype) where `self[index]` reads; any index a read accepts.

@@ -85,6 +85,23 @@ def test_a_0d_bool_index_selects_everything_or_nothing(mask, dev):
   with pytest.raises(IndexError, match="0-d bool"): t[Tensor(mask, device=dev), Tensor([0, 1], device=dev)]
 
 
+@pytest.mark.parametrize("index", [
+  lambda I: (I(1), slice(None), I([0, 1])), lambda I: (slice(None), I(1), slice(None), I([0, 1])),
+  lambda I: (I([0, 1]), slice(None), I(1)), lambda I: (I(0), I(1), slice(None), I([1, 2])),
+  lambda I: (Ellipsis, I(1), I([0, 3])), lambda I: (I(1), slice(None), I(2)),
+])
+def test_a_0d_index_tensor_places_dims_as_an_int_does(index, dev):
+  # as torch: a 0-d index tensor counts as an int, so the other index's dims stay where it stood (numpy would put
+  # them first when a slice lies between)
+  a = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+  want = torch.from_numpy(a)[index(torch.tensor)]
+  same(Tensor(a, device=dev)[index(lambda v: Tensor(v, device=dev))], want)
+  t, tt = Tensor(a, device=dev).contiguous().realize(), torch.from_numpy(a.copy())
+  t[index(lambda v: Tensor(v, device=dev))] = -1.0
+  tt[index(torch.tensor)] = -1.0
+  same(t, tt)
+
+
 def test_setitem_through_an_out_of_range_tensor_index_writes_nowhere(dev):
   # as a read gives 0 there, a write goes nowhere (tinygrad's rule): it wrote into element 0
   t = Tensor.zeros(4, device=dev).contiguous().realize()
