@@ -1246,9 +1246,12 @@ class Tensor(metaclass=_TensorMeta):
     else:
       if len(padding) != self.ndim: raise ValueError(f"padding {padding} needs one entry per axis of {self.shape}")
       pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
-    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops first
-      x = self.shrink(tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, self.shape)))
-      return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in pairs), mode, value)
+    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops: first, or after a reflection (torch's orders)
+      crop = lambda x: x.shrink(tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pairs, x.shape)))  # noqa: E731
+      grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+      # reflect mirrors about the edges before the crop ([0, 1, 2] by (-1, 2): [1, 2, 1, 0]; cropped first, [1, 2] was
+      # too short to reflect by 2); circular wraps what is left
+      return crop(self.pad(grow, mode)) if mode in ("reflect", "replicate") else crop(self).pad(grow, mode, value)
     if mode == "circular": return self._pad_circular(pairs)
     if mode != "constant": return self._pad_reflect_replicate(pairs, mode)
     if all(b == 0 and a == 0 for b, a in pairs): return self

@@ -287,9 +287,10 @@ def test_pad_to_shrink_to_normalize(dev):
   same(t.normalize(1, 0), F.normalize(torch.from_numpy(X[0]), 1, 0))
 
 
-# negative pads crop; torch allows them in constant mode only
+# negative pads crop: reflect mirrors about the edges before the crop ((-1, 3) of 5 columns cropped first was a
+# reflection by 3 of 4 columns; of a 2x3 block, (-1, 2) raised), circular wraps what the crop leaves, as torch
 PAD_CASES = [(mode, pads) for mode in ("reflect", "replicate", "circular", "constant")
-             for pads in [(1, 2), (2, 0, 1, 3), (0, 0, 3, 1)]] + [("constant", (-1, 2, 1, -2))]
+             for pads in [(1, 2), (2, 0, 1, 3), (0, 0, 3, 1), (-1, 3), (2, -1, -1, 1)]] + [("constant", (-1, 2, 1, -2))]
 
 
 @pytest.mark.parametrize("mode,pads", PAD_CASES)
@@ -298,6 +299,11 @@ def test_pad_modes(mode, pads, dev):
   kw = {"value": 0.5} if mode == "constant" else {}
   want = F.pad(torch.from_numpy(x), pads, mode=mode, **kw)
   same(Tensor(x, device=dev).pad(pads, mode=mode, value=0.5), want)
+
+
+def test_reflect_by_more_than_what_a_crop_leaves(dev):
+  x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+  same(Tensor(x, device=dev).pad((-1, 2), mode="reflect"), F.pad(torch.from_numpy(x), (-1, 2), mode="reflect"))
 
 
 def test_pad_mode_errors(dev):
