@@ -231,6 +231,10 @@ CASES: dict[str, Case] = {
   "CumProd": Case("CumProd", {"x": pos(2, 3, 4)}, {"exclusive": 1}, init={"axis": np.array(1, np.int64)}, opset=26),
   "Softmax": Case("Softmax", {"x": X}, {"axis": 1}),
   "Softmax_opset11": Case("Softmax", {"x": X}, {"axis": 1}, opset=11),
+  # an explicit axis=-1 before opset 13 is the last axis, not the default 1 (3-D: values differ)
+  "Softmax_opset11_last_axis": Case("Softmax", {"x": X}, {"axis": -1}, opset=11),
+  "LogSoftmax_opset11_default": Case("LogSoftmax", {"x": X}, opset=11),
+  "Hardmax_opset11_last_axis": Case("Hardmax", {"x": X}, {"axis": -1}, opset=11),
   "LogSoftmax": Case("LogSoftmax", {"x": X}),
   "Hardmax": Case("Hardmax", {"x": X}, {"axis": 1}),
   # losses

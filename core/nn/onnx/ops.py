@@ -599,27 +599,29 @@ def topk(x: Tensor, k: int | list[int], *, axis: int = -1, largest: int = 1, sor
 
 
 @op("Softmax")
-def softmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
+def softmax(x: Tensor, *, axis: int | None = None, opset: int = 13) -> Tensor:
   return _coerced(x, axis, opset, Tensor.softmax)
 
 
 @op("LogSoftmax")
-def log_softmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
+def log_softmax(x: Tensor, *, axis: int | None = None, opset: int = 13) -> Tensor:
   return _coerced(x, axis, opset, Tensor.log_softmax)
 
 
 @op("Hardmax")
-def hardmax(x: Tensor, *, axis: int = -1, opset: int = 13) -> Tensor:
+def hardmax(x: Tensor, *, axis: int | None = None, opset: int = 13) -> Tensor:
   def hard(t: Tensor, axis: int) -> Tensor:
     hot = t.argmax(axis).one_hot(t.shape[axis]).cast(t.dtype)  # the class axis comes last: move it to `axis`
     return hot.permute(tuple(range(axis)) + (t.ndim - 1,) + tuple(range(axis, t.ndim - 1)))
   return _coerced(x, axis, opset, hard)
 
 
-def _coerced(x: Tensor, axis: int, opset: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:
-  """Before opset 13 the softmax family flattened x to 2-D at `axis` (default 1) and worked on the second axis."""
-  if opset >= 13: return fn(x, _axis(axis, x.ndim))
-  axis = _axis(1 if axis == -1 else axis, x.ndim)
+def _coerced(x: Tensor, axis: int | None, opset: int, fn: Callable[[Tensor, int], Tensor]) -> Tensor:
+  """Before opset 13 the softmax family flattened x to 2-D at `axis` (default 1) and worked on the second axis; from
+  13 on it works on `axis` (default -1). None: the attribute was not given (an explicit -1 before 13 is the last axis,
+  where it was taken for the default 1)."""
+  if opset >= 13: return fn(x, _axis(-1 if axis is None else axis, x.ndim))
+  axis = _axis(1 if axis is None else axis, x.ndim)
   return fn(x.reshape(prod(x.shape[:axis]), prod(x.shape[axis:])), 1).reshape(x.shape)
 
 
