@@ -264,3 +264,33 @@ def test_dtypes_the_device_lacks_fall_back_to_ones_it_has(monkeypatch: pytest.Mo
   out = OnnxRunner(helper.make_model(graph), device="PYTHON")({"x": np.array([4, 5], np.float32)})["y"]
   assert out.dtype == dtypes.float32  # float64 became float32 for the weight and the Cast alike
   np.testing.assert_allclose(out.numpy(), [2, 10])
+
+
+def test_shape_of_a_value_shaped_tensor_is_read_on_every_call(dev: str) -> None:
+  # Shape and Size were folded once per input signature: of a NonZero's or a Range's result, or a Reshape to a
+  # computed shape, a second call with other values returned the first call's shape
+  TP, N = onnx.TensorProto, helper.make_node
+
+  def model(nodes: list, inputs: list, out_type: int) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", out_type, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+  x4, vec = helper.make_tensor_value_info("x", TP.FLOAT, [4]), np.array
+  cases = [
+    (model([N("NonZero", ["x"], ["nz"]), N("Shape", ["nz"], ["y"])], [x4], TP.INT64),
+     [{"x": vec([1, 0, 0, 2], np.float32)}, {"x": vec([1, 1, 1, 0], np.float32)}]),
+    (model([N("NonZero", ["x"], ["nz"]), N("Size", ["nz"], ["y"])], [x4], TP.INT64),
+     [{"x": vec([1, 0, 0, 2], np.float32)}, {"x": vec([1, 1, 1, 0], np.float32)}]),
+    (model([N("Range", ["s", "n", "d"], ["r"]), N("Shape", ["r"], ["y"])],
+           [helper.make_tensor_value_info(k, TP.INT64, []) for k in "snd"], TP.INT64),
+     [{"s": vec(0), "n": vec(3), "d": vec(1)}, {"s": vec(0), "n": vec(5), "d": vec(1)}]),
+    (model([N("Reshape", ["x", "s"], ["r"]), N("Shape", ["r"], ["sh"]), N("ConstantOfShape", ["sh"], ["y"])],
+           [helper.make_tensor_value_info("x", TP.FLOAT, [6]), helper.make_tensor_value_info("s", TP.INT64, [2])], TP.FLOAT),
+     [{"x": np.arange(6, dtype=np.float32), "s": vec([2, 3])}, {"x": np.arange(6, dtype=np.float32), "s": vec([3, 2])}]),
+  ]
+  for m, feeds in cases:
+    runner, session = OnnxRunner(m, device=dev), ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for f in feeds:
+      got, want = runner(f)["y"].numpy(), session.run(None, f)[0]
+      assert got.shape == want.shape and np.array_equal(got, want)

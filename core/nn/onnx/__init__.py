@@ -8,7 +8,7 @@ raises NotImplementedError naming the operator, the node and the opset before an
 
 Values that decide shapes (Reshape's shape, Slice's bounds, the `Shape -> Gather -> Concat` chains that
 exporters emit) are read on the host. Every node whose inputs are all constant (weights, `Constant`
-nodes, and `Shape` of anything, since input shapes are fixed per call) is folded: computed and realized
+nodes, and `Shape` of anything whose shape the input shapes decide) is folded: computed and realized
 once per set of input shapes and reused by later calls, so a `TinyJit` around the runner captures only
 the kernels that depend on the inputs.
 """
@@ -27,6 +27,9 @@ from plugrad.engine.jit import TinyJit
 from plugrad.nn.onnx.ops import OPS, OnnxOp, device_dtype, onnx_dtype
 from plugrad.registry import get_registry
 from plugrad.tensor import Tensor
+
+#: Operators whose output shape depends on their inputs' values (read on the host inside the operator)
+_VALUE_SHAPED = frozenset({"NonZero", "Range", "Compress", "MaxUnpool", "NonMaxSuppression", "Unique"})
 
 try:
   import onnx
@@ -105,10 +108,16 @@ class OnnxRunner:
     weights = {init.name for init in graph.initializer}
     # every node is checked before any weight is loaded: an unsupported model fails at once
     known = set(weights)
+    # the values whose shapes depend on the inputs' values, not only on their shapes (a NonZero's, a Reshape's to a
+    # computed shape, and what is made of them): a Shape or Size of one is no constant of the input signature
+    value_shaped: set[str] = set()
     self.nodes: list[_Node] = []
     for i, n in enumerate(graph.node):
-      node = self._check(i, n, known)
+      node = self._check(i, n, known, value_shaped)
       known |= set(node.outputs) if node.const else set()
+      if not node.const and (n.op_type in _VALUE_SHAPED or any(name in value_shaped for name in n.input) or
+                             any(name and name not in known for pos, name in enumerate(n.input) if pos in node.op.static)):
+        value_shaped |= set(node.outputs)
       self.nodes.append(node)
     self._const_names = frozenset(known)
     self.inputs: dict[str, InputSpec] = {}
@@ -130,7 +139,7 @@ class OnnxRunner:
     dt = self._dtype(dtypes.from_any(arr.dtype))
     return Tensor(np.array(arr, dtype=dt.np, order="C"), device=self.device).realize()  # keeps 0-d arrays 0-d
 
-  def _check(self, index: int, n: onnx.NodeProto, known: set[str]) -> _Node:
+  def _check(self, index: int, n: onnx.NodeProto, known: set[str], value_shaped: set[str]) -> _Node:
     where = f"node {index} {n.name!r}" if n.name else f"node {index}"
     if n.domain not in _DEFAULT_DOMAINS:
       raise NotImplementedError(f"ONNX operator {n.domain}.{n.op_type} ({where}, opset {self.opset}) is not "
@@ -150,7 +159,8 @@ class OnnxRunner:
     if "opset" in op.specials: attrs["opset"] = self.opset
     if "n_outputs" in op.specials: attrs["n_outputs"] = len(n.output)
     if "device" in op.specials: attrs["device"] = self.device
-    const = n.op_type in ("Shape", "Size") or all(not name or name in known for name in n.input)
+    const = (n.op_type in ("Shape", "Size") and n.input[0] not in value_shaped) or \
+      all(not name or name in known for name in n.input)
     return _Node(index, n.name, op, tuple(n.input), tuple(n.output), attrs, const)
 
   def _input(self, spec: InputSpec, value: Tensor | np.ndarray | Any) -> Tensor:
