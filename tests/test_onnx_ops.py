@@ -228,6 +228,7 @@ CASES: dict[str, Case] = {
                                    init={"axis": np.array(-1, np.int64)}),
   "TopK": Case("TopK", {"x": f32(3, 6)}, init={"k": i64(3)}, n_out=2),
   "TopK_smallest": Case("TopK", {"x": f32(5, 3)}, {"axis": 0, "largest": 0}, init={"k": i64(2)}, n_out=2),
+  "TopK_opset9": Case("TopK", {"x": f32(3, 6)}, {"k": 2}, n_out=2, opset=9),  # k an attribute (it was refused)
   "CumProd": Case("CumProd", {"x": pos(2, 3, 4)}, {"exclusive": 1}, init={"axis": np.array(1, np.int64)}, opset=26),
   "Softmax": Case("Softmax", {"x": X}, {"axis": 1}),
   "Softmax_opset11": Case("Softmax", {"x": X}, {"axis": 1}, opset=11),
@@ -340,6 +341,10 @@ CASES: dict[str, Case] = {
   # resize
   "Resize_nearest_scales": Case("Resize", {"x": f32(1, 2, 3, 4)}, init={"scales": np.array([1, 1, 2, 1.5], np.float32)},
                                 order=["x", "", "scales"]),
+  # opset 10's (X, scales): the scales were read as roi ("Resize needs scales or sizes")
+  **{f"Resize_opset10_{m}": Case("Resize", {"x": f32(1, 2, 3, 4)}, {"mode": m},
+                                 init={"scales": np.array([1, 1, 2, 1.5], np.float32)}, opset=10)
+     for m in ("nearest", "linear")},
   **{f"Resize_nearest_{nm}": Case("Resize", {"x": f32(1, 2, 4, 5)}, {"nearest_mode": nm,
                                                                      "coordinate_transformation_mode": "asymmetric"},
                                   init={"sizes": i64(1, 2, 7, 3)}, order=["x", "", "", "sizes"])

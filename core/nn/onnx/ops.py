@@ -592,9 +592,12 @@ def cumprod(x: Tensor, axis: int | list[int], *, exclusive: int = 0, reverse: in
 
 
 @op("TopK", static=(1,))
-def topk(x: Tensor, k: int | list[int], *, axis: int = -1, largest: int = 1, sorted: int = 1  # noqa: A002
-         ) -> tuple[Tensor, Tensor]:
-  values, indices = x.topk(k if isinstance(k, int) else k[0], _axis(axis, x.ndim), bool(largest))
+def topk(x: Tensor, k_input: int | list[int] | None = None, *, axis: int = -1, largest: int = 1,
+         sorted: int = 1, k: int | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+  """k is an input from opset 10 on, an attribute before."""
+  if k_input is None and k is None: raise ValueError("TopK needs k (an input from opset 10, an attribute before)")
+  n = k if k_input is None else k_input if isinstance(k_input, int) else k_input[0]
+  values, indices = x.topk(n, _axis(axis, x.ndim), bool(largest))
   return values, indices.cast(dtypes.int64)
 
 
@@ -1108,7 +1111,8 @@ def resize(x: Tensor, roi: list[float] | None = None, scales: list[float] | None
            sizes: list[int] | None = None, *, antialias: int = 0, axes: list[int] | None = None,
            coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75,
            exclude_outside: int = 0, extrapolation_value: float = 0.0, keep_aspect_ratio_policy: str = "stretch",
-           mode: str = "nearest", nearest_mode: str = "round_prefer_floor") -> Tensor:
+           mode: str = "nearest", nearest_mode: str = "round_prefer_floor", opset: int = 19) -> Tensor:
+  if opset < 11: return upsample(x, roi, mode=mode)  # opset 10's (X, scales): Upsample's semantics
   if antialias: raise NotImplementedError("Resize with antialias=1 is not supported")
   if mode not in ("nearest", "linear", "cubic"): raise ValueError(f"unknown Resize mode {mode!r}")
   ax = [_axis(a, x.ndim) for a in axes] if axes is not None else list(range(x.ndim))
