@@ -960,6 +960,14 @@ class Tensor(metaclass=_TensorMeta):
     value = x.cast(self.dtype)._broadcast_to(self.shape)
     if value.uop is self.uop: return self  # writing a tensor into itself changes nothing
     if isinstance(self.device, tuple):
+      if self.uop.op is not Ops.MULTI and (through := self._write_through(value)) is not None:
+        # a view of the shards' buffers: the whole sharded tensor written in place, this tensor the same view of it
+        # (replacing the view's value left the buffers as they were: cache[:, a:b].assign(...) wrote nothing)
+        base, whole, chain = through
+        node = Tensor._from(base, self.device).assign(Tensor._from(whole, self.device)).uop
+        for op in reversed(chain): node = op.replace(src=(node,))
+        self.uop = node
+        return self
       axis = self.shard_axis
       low = _multi.lower(value.uop, self.device)
       shards = _multi.lower(value.shard(self.device, axis).uop, self.device).shards if low.axis != axis else low.shards
@@ -989,7 +997,7 @@ class Tensor(metaclass=_TensorMeta):
     buffer's whole new value (`value` where the view reads, the old contents elsewhere) and the view's
     movement ops from the top down; None when this tensor is no view of a buffer."""
     chain, u = [], self.uop
-    while version_base(u) is None:
+    while version_base(u) is None and not (u.op is Ops.MULTI and all(version_base(s) is not None for s in u.src)):
       if u.op not in GroupOp.Movement: return None
       chain.append(u)
       u = u.src[0]

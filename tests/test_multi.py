@@ -261,3 +261,19 @@ def test_gradient_flows_through_shard_to_the_unsharded_tensor(devs, axis):
   loss.backward()
   assert x.grad.device == get_registry().device(devs[1]).name
   np.testing.assert_allclose(x.grad.numpy(), np.exp(a) * 2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_assign_into_a_view_of_a_sharded_tensor_writes_its_shards(devs, axis):
+  # the view took the new value and the shards kept the old ones, silently (a KV cache's cache[:, a:b].assign(...))
+  a = _x(4, 6)
+  want = a.copy()
+  want[:, 2:4] = 1.0
+  want[1] += 5.0
+  x = Tensor(a, device=devs[0]).shard(devs, axis=axis).contiguous().realize()
+  x[:, 2:4].assign(Tensor.ones(4, 2, device=devs[0]).to(devs)).realize()
+  row = x[1]
+  row += 5.0
+  row.realize()
+  np.testing.assert_allclose(x.numpy(), want)
+  np.testing.assert_allclose(row.numpy(), want[1])
