@@ -95,7 +95,8 @@ class Lowered:
 def _pad_axis(u: UOp, axis: int, before: int, after: int) -> UOp:
   if not before and not after: return u
   pairs = tuple((before, after) if i == axis else (0, 0) for i in range(len(u.shape)))
-  return UOp(Ops.PAD, u.dtype, (u,), (pairs, False if u.dtype == dtypes.bool else 0))
+  # floats pad with -0.0, the exact identity of the gather's +: a -0.0 shard stays -0.0 (as cat's)
+  return UOp(Ops.PAD, u.dtype, (u,), (pairs, False if u.dtype == dtypes.bool else -0.0 if u.dtype.is_float else 0))
 
 
 def _copy_to(u: UOp, src: str, dest: str) -> UOp:

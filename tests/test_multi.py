@@ -277,3 +277,11 @@ def test_assign_into_a_view_of_a_sharded_tensor_writes_its_shards(devs, axis):
   row.realize()
   np.testing.assert_allclose(x.numpy(), want)
   np.testing.assert_allclose(row.numpy(), want[1])
+
+
+def test_a_gather_of_shards_keeps_negative_zeros(devs):
+  # the shards are padded to place and added: padded with 0.0, a -0.0 came back +0.0 (1 / x gave +inf)
+  a = np.array([-0.0, 1.0, -0.0, 2.0, -0.0, -3.0], np.float32)
+  x = Tensor(a, device=devs[0]).shard(devs, axis=0)
+  for got, want in [(x[1:], a[1:]), (x.flip(0), a[::-1])]:
+    assert np.array_equal(np.signbit(got.numpy()), np.signbit(want)) and np.array_equal(got.numpy(), want)
