@@ -448,6 +448,17 @@ _backward_outputs = _BackwardOutputs()
 _assign_ids = itertools.count()  # the arg of each ASSIGN node `Tensor.assign` makes
 
 
+def _halves_in_float32(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+  """A float function whose halves (float16, bfloat16) compute in float32 and round once, as torch's opmath: a
+  half's intermediates overflowed or lost digits inside (the reason each use names)."""
+  @functools.wraps(fn)
+  def wrapped(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    x = self._float()
+    if x.dtype != (w := x._wide()).dtype: return fn(w, *args, **kwargs).cast(x.dtype)
+    return fn(self, *args, **kwargs)
+  return wrapped
+
+
 class _TensorMeta(type):
   # `Tensor.training` reads and sets the TRAINING context variable: the one record of training mode
   @property
@@ -1421,6 +1432,15 @@ class Tensor(metaclass=_TensorMeta):
   def double(self) -> Tensor:
     """A cast to float64."""
     return self.cast(dtypes.float64)
+  def bfloat16(self) -> Tensor:
+    """A cast to bfloat16."""
+    return self.cast(dtypes.bfloat16)
+  def long(self) -> Tensor:
+    """A cast to int64 (floats truncate toward zero)."""
+    return self.cast(dtypes.int64)
+  def short(self) -> Tensor:
+    """A cast to int16 (floats truncate toward zero)."""
+    return self.cast(dtypes.int16)
 
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
   def _wide(self) -> Tensor: return self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
@@ -1920,10 +1940,8 @@ class Tensor(metaclass=_TensorMeta):
   def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over `axis` (all axes when None, as tinygrad), shifted by the max so it cannot overflow."""
     x = self._float()
-    axes = x._axes(axis)
-    if any(x.shape[a] == 0 for a in axes):  # the log of an empty sum, as torch's (max has no identity there)
-      shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape) if keepdim or i not in axes)
-      return Tensor.full(shape, -math.inf, dtype=x.dtype, device=x.device)
+    # the log of an empty sum, as torch's (the max that shifts it has no identity there)
+    if (empty := x._empty_reduction(axis, keepdim, -math.inf, x.dtype)) is not None: return empty
     m = x.max(axis, keepdim=True)
     m = m.isinf().where(0.0, m)  # an infinite max would make x - m NaN
     out = (x - m).exp().sum(axis, keepdim=True).log() + m
@@ -2779,54 +2797,54 @@ class Tensor(metaclass=_TensorMeta):
     e = a.minimum(88).exp()
     return (a < 88).where(e * 0.5, (a - 88).exp() * (math.exp(88) / 2)), 0.5 / e
 
+  @_halves_in_float32  # e^x overflows a half at 11
   def sinh(self) -> Tensor:
     """Hyperbolic sine: its Taylor series below |x| = 0.5 (no cancellation), (e^|x| - e^-|x|) / 2 with x's sign
     above, finite wherever the result is."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.sinh().cast(x.dtype)  # halves in float32: e^x overflows at 11
     up, down = x._half_exp_pair()
     series = x._odd_series([1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800])
     return (x.abs() < 0.5).where(series, (x < 0).where(down - up, up - down))
 
+  @_halves_in_float32  # as sinh
   def cosh(self) -> Tensor:
     """Hyperbolic cosine, finite wherever the result is."""
-    if (x := self._float()).dtype != (w := x._wide()).dtype: return w.cosh().cast(x.dtype)
     up, down = self._half_exp_pair()
     return up + down
 
+  @_halves_in_float32  # a^2 overflows a half at 256
   def asinh(self) -> Tensor:
     """Inverse hyperbolic sine."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.asinh().cast(x.dtype)  # halves in float32: a^2 overflows at 256
     a = x.abs()
     # log|x| + ln 2 past 1e9, where |x|^2 + 1 would overflow or round to |x|^2 (log(2|x|) overflowed past 1.7e38);
     # below, log1p(a + a^2 / (1 + sqrt(1 + a^2))) (log(a + sqrt(a^2 + 1)) near 1 lost digits: 15 ulps)
     big = (a > 1e9).where(a.log() + math.log(2), (a + a * a / (1 + (a * a + 1).sqrt()))._log1p())
     return (a < 0.1).where(x._odd_series([1, -1 / 6, 3 / 40, -5 / 112]), x.sign() * big)
 
+  @_halves_in_float32  # as asinh
   def acosh(self) -> Tensor:
     """Inverse hyperbolic cosine (NaN below 1)."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.acosh().cast(x.dtype)  # halves in float32, as asinh
     # log1p(t + sqrt(t) sqrt(x + 1)) with t = x - 1 (exact near 1): log(x + sqrt(x^2 - 1)) lost digits there (8 ulps);
     # sqrt(t) is NaN below 1 (the product t (x + 1) is positive again below -1)
     t = x - 1
     return (x > 1e9).where(x.log() + math.log(2), (t + t.sqrt() * (x + 1).sqrt())._log1p())
 
+  @_halves_in_float32  # as asinh
   def atanh(self) -> Tensor:
     """Inverse hyperbolic tangent (+-inf at +-1, NaN outside [-1, 1])."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.atanh().cast(x.dtype)
     # log1p(2a / (1 - a)) / 2 with x's sign, a = |x|: log((1 + x) / (1 - x)) rounded the quotient near 1 (8 ulps),
     # and for x < 0 the quotient 2x / (1 - x) nears -1, where log1p magnifies its rounding
     a = x.abs()
     big = (2 * a / (1 - a))._log1p() * 0.5
     return (a < 0.1).where(x._odd_series([1, 1 / 3, 1 / 5, 1 / 7, 1 / 9]), (x < 0).where(-big, big))
 
+  @_halves_in_float32  # its constants made a half's result float32
   def atan(self) -> Tensor:
     """Inverse tangent: Cephes' range reduction to |x| <= tan(pi/8) and its minimax polynomial."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.atan().cast(x.dtype)  # halves in float32, rounded once, as torch
     a = x.abs()
     big, mid = a > 2.414213562373095, a > 0.4142135623730950
     r = big.where(-1 / a, mid.where((a - 1) / (a + 1), a))
@@ -2836,16 +2854,16 @@ class Tensor(metaclass=_TensorMeta):
     # differentiated as 1 / (1 + x²): through |x| and sign(x), which have no slope at 0, the gradient there was 0
     return (x.sign() * (base + poly))._with_gradient("atan", x)
 
+  @_halves_in_float32  # as atan
   def asin(self) -> Tensor:
     """Inverse sine (NaN outside [-1, 1])."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.asin().cast(x.dtype)
     return (x / ((1 - x) * (1 + x)).sqrt()).atan()
 
+  @_halves_in_float32  # as atan
   def acos(self) -> Tensor:
     """Inverse cosine (NaN outside [-1, 1])."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.acos().cast(x.dtype)
     return ((1 - x) / (1 + x)).sqrt().atan() * 2
 
   def erf(self) -> Tensor:
@@ -2928,10 +2946,10 @@ class Tensor(metaclass=_TensorMeta):
     x = self._float()
     # torch's gradient: 1 above 0, e^(x/alpha) from 0 down (a min/max tie would halve it where e^x - 1 rounds to 0)
     return (x > 0).where(x, alpha * ((x._below_zero() / alpha).exp() - 1))
+  @_halves_in_float32  # e^x - 1 of a half lost digits
   def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
     """gamma * (x for x > 0, alpha * (exp(x) - 1) otherwise), with torch's constants."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.selu(alpha, gamma).cast(x.dtype)  # e^x - 1 of a half lost digits
     return gamma * (x > 0).where(x, alpha * (x._below_zero().exp() - 1))
   def _below_zero(self) -> Tensor:
     # x where x <= 0, else 0: what an exp(x) branch of a where sees, so that the branch not taken stays finite
@@ -2943,10 +2961,10 @@ class Tensor(metaclass=_TensorMeta):
   def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
     """clip(alpha * x + beta, 0, 1)."""
     return (alpha * self._float() + beta).hardtanh(0, 1)
+  @_halves_in_float32  # x * 6 overflows a half past 10922
   def hardswish(self) -> Tensor:
     """x * relu6(x + 3) / 6."""
     x = self._float()
-    if x.dtype != (w := x._wide()).dtype: return w.hardswish().cast(x.dtype)  # x * 6 overflows a half past 10922
     return x * (x + 3).relu6() * (1 / 6)
   def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
     """clip(x, min_val, max_val), whose gradient is 0 on the bounds (torch's; clip's is 1 there)."""
@@ -2969,11 +2987,16 @@ class Tensor(metaclass=_TensorMeta):
 
   def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """True where any value over `axis` is nonzero (False over an empty axis)."""
-    axes = self._axes(axis)
-    if any(self.shape[a] == 0 for a in axes):
-      out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape) if keepdim or i not in axes)
-      return Tensor.full(out_shape, False, dtype=dtypes.bool, device=self.device)
+    if (empty := self._empty_reduction(axis, keepdim, False, dtypes.bool)) is not None: return empty
     return (self != 0).cast(dtypes.int32).max(axis, keepdim).cast(dtypes.bool)
+
+  def _empty_reduction(self, axis: int | Sequence[int] | None, keepdim: bool, value: Any, dtype: DType) -> Tensor | None:
+    """A reduction over `axis` where a reduced axis is empty: `value` (the reduction of nothing) in the shape the
+    reduction gives; None where every reduced axis has elements (for reductions whose max has no identity there)."""
+    axes = self._axes(axis)
+    if not any(self.shape[a] == 0 for a in axes): return None
+    shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape) if keepdim or i not in axes)
+    return Tensor.full(shape, value, dtype=dtype, device=self.device)
 
   def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """True where every value over `axis` is nonzero (True over an empty axis)."""
@@ -3865,15 +3888,6 @@ class Tensor(metaclass=_TensorMeta):
 
   # ------------------------------------------------------------------ dtype and info (tinygrad 0.14's names)
 
-  def bfloat16(self) -> Tensor:
-    """A cast to bfloat16."""
-    return self.cast(dtypes.bfloat16)
-  def long(self) -> Tensor:
-    """A cast to int64 (floats truncate toward zero)."""
-    return self.cast(dtypes.int64)
-  def short(self) -> Tensor:
-    """A cast to int16 (floats truncate toward zero)."""
-    return self.cast(dtypes.int16)
   def is_floating_point(self) -> bool:
     """True for float16, bfloat16, float32 and float64."""
     return self.dtype.is_float
