@@ -112,3 +112,22 @@ def test_helpers_cover_what_llvm_emits_without_f16c():
                                                              opt=2, reloc="pic")
   called = set(undefined_symbols(bytes(tm.emit_object(mod))) or ()) - {"_GLOBAL_OFFSET_TABLE_"}
   assert called <= set(HELPERS), f"LLVM calls helpers plugrad does not provide: {called - set(HELPERS)}"
+
+
+_CONSTANTS = """
+define void @scale(ptr %p) {
+  %v = load <4 x float>, ptr %p
+  %w = fmul <4 x float> %v, <float 1.5, float 2.5, float 3.5, float 4.5>
+  store <4 x float> %w, ptr %p
+  ret void
+}
+"""
+
+
+@pytest.mark.skipif(not host_target()[0].startswith("x86_64"), reason="x86-64's code models only")
+def test_kernels_reach_their_constants_wherever_mcjit_maps_them():
+  # MCJIT maps code and constants apart; a 32-bit rip-relative reach aborted loads (or read the wrong address) once
+  # they landed over 2 GiB apart, as they did with CUDA's context in the process on a 16-core machine
+  asm = LLVMCompiler().assembly(_CONSTANTS)
+  assert ".LCPI" in asm and "movabs" in asm
+  assert not [line for line in asm.splitlines() if ".LCPI" in line and "(%rip)" in line]
