@@ -108,6 +108,9 @@ class CUDARenderer(CStyleRenderer):
       # like the reference: through float32, then rounded to nearest even
       return f"__bfloat162float(__float2bfloat16({x}))" if src.is_float and src.itemsize <= 4 else \
         f"__bfloat162float(__float2bfloat16((float)({x})))"
+    if dtype == dtypes.uint64 and src.is_float:
+      # the upper half [2**63, 2**64) converts exactly (cvt.rzi.u64); below it through int64 as the reference
+      return f"({x} >= 9223372036854775808.0 ? (unsigned long long)({x}) : (unsigned long long)(long long)({x}))"
     if dtype.is_int and src.is_float and dtype != dtypes.int64:
       # float -> int truncates through int64 as the reference does: wraps instead of saturating
       return f"(({self.ctype(dtype)})(long long)({x}))"
