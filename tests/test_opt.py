@@ -330,13 +330,20 @@ def test_heuristic_choices_are_pinned():
   assert _plans(lookup, replace(AVX512, vector_registers=32))[0] == (Opt(V, 0, 16), Opt(U, 0, 2), Opt(U, 1, 8))
   assert _plans(mm, AVX2) == [(Opt(V, 0, 8), Opt(U, 1, 8)), (Opt(U, 0, 8), Opt(U, 1, 4))]
   assert _plans(mm, SCALAR) == [(Opt(U, 0, 8), Opt(U, 1, 4))]
-  # GPU: groups of 32-256 threads adding at least 64 values each, four loads in flight when the loop is long;
-  # outputs too many to group get 4 x 8 tiles, and large elementwise kernels 4 outputs per thread
-  assert _plans(mm, GPU) == [(Opt(G, 0, 32),), ()]
+  # GPU: groups of 32-256 threads adding at least 64 values each, four loads in flight when the loop is long (its
+  # innermost loop, where the sum runs over several axes); not where neighbouring outputs read neighbouring elements
+  # and the sum reads strided (a column sum, a small matmul's columns of B: a thread per output, loads side by side);
+  # outputs too many to group get 4 x 8 tiles whose long sums run two terms an iteration, and large elementwise
+  # kernels 4 outputs per thread
+  assert _plans(mm, GPU) == [()]
   assert _plans(Tensor.empty(4096, 4096, device="PYTHON").sum(axis=1), GPU) == [(Opt(G, 0, 64),), ()]
+  assert _plans(Tensor.empty(4096, 4096, device="PYTHON").sum(axis=0), GPU) == [()]
   assert _plans(Tensor.empty(256, 65536, device="PYTHON").sum(axis=1), GPU) == [(Opt(G, 0, 256), Opt(R, 0, 4)), ()]
+  chain = [it for it in (Tensor.empty(4096, 4096, device="PYTHON") * 2).sum().schedule() if not it.is_copy][0]
+  assert kernel_features(chain.ast, GPU).reduce_axes == (16, 4096)  # 256 partial sums over (16, 4096) each
+  assert hand_coded_optimizations(kernel_features(chain.ast, GPU), GPU) == [(Opt(G, 0, 256), Opt(R, 1, 4)), ()]
   big = Tensor.empty(1024, 1024, device="PYTHON")
-  assert _plans(big @ big, GPU) == [(Opt(U, 0, 4), Opt(U, 1, 8)), ()]
+  assert _plans(big @ big, GPU) == [(Opt(U, 0, 4), Opt(U, 1, 8), Opt(R, 0, 2)), ()]
   assert _plans(big * 2, GPU) == [(Opt(U, 1, 4),), ()]
   assert _plans(Tensor.empty(4096, 8, 8, device="PYTHON") * 2, GPU) == [(Opt(U, 0, 4),), ()]  # merged into one axis
   with pytest.raises(OptError, match="loops over"):

@@ -457,7 +457,8 @@ def kernel_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
 def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   """`kernel_features` of a kernel whose axes are merged already. The load pattern (contiguous along the output or
   along the reduce loop) is read from a plain lowering only where it matters: on a device that loops over its launch
-  indices and has vector ops."""
+  indices and has vector ops, and for a reduction on a device with launch indices (whether a work-group's threads
+  would read apart)."""
   values = [v for _, v in outputs_of(ast)]
   value, shape = values[0], values[0].shape
   dims = _launch_dims(shape, caps)
@@ -478,9 +479,13 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   padded: tuple[int, ...] = ()
   unit_dims: tuple[int, ...] = ()
   lane_strided = False
-  if caps.launch_dims == 0 and caps.vector_ops:
+  gpu_reduce = caps.launch_dims > 0 and bool(reduces)
+  if (caps.launch_dims == 0 and caps.vector_ops) or gpu_reduce:
     sink, gids, lane = _plain_lowering(ast, values, dims)
     terms: dict[UOp, list[tuple[UOp, int]]] = {}  # each load's simplified index, for the readings below
+  if gpu_reduce:
+    lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
+    lane_ok = bool(lane_loads)
   if caps.launch_dims == 0 and caps.vector_ops and not reduces:
     loads = [u for u in sink.toposort if u.op is Ops.LOAD]
     unit_dims = tuple(d for d, g in enumerate(gids) if any(_reads_along(ld.src[1], g, terms) for ld in loads))

@@ -73,7 +73,9 @@ class KernelFeatures:
   :param outputs: how many buffers the kernel writes (a horizontally fused kernel writes several).
   :param out_size: output elements; `itemsize`: bytes per output element; `reduce_itemsize`: bytes per
     element of the (one) reduction's accumulator.
-  :param lane_contiguous: some load reads neighbouring elements for neighbouring outputs of launch dim 0.
+  :param lane_contiguous: some load reads neighbouring elements for neighbouring outputs of launch dim 0 (read on a
+    device that loops over its launch with vector ops, and for a reduction on one with launch indices, as is
+    `reduce_contiguous`).
   :param lane_divisors: constants c > 1 by which some load's index divides launch dim 0's index or takes its
     remainder (`x // 2`, `x % 2`: a stride-2 pooling's gradient); c outputs per thread along dim 0 make them
     constants in each copy, and an elementwise kernel's vector lanes fold them per lane.
