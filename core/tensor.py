@@ -40,6 +40,10 @@ DeviceArg = str | tuple[str, ...]
 # reductions of at least this many elements to at most this many outputs run in two stages
 SPLIT_REDUCE_MIN = 1 << 16
 SPLIT_REDUCE_MAX_OUTPUT = 64
+#: a reduction over leading axes (its outputs along the innermost axis, as sum(0)'s) on a device with launch indices
+#: runs as partial results, doubled while outputs x partials stay within COLUMN_SPLIT_THREADS threads each adding at
+#: least COLUMN_SPLIT_MIN_TERMS (see `Tensor._column_chunks`)
+COLUMN_SPLIT_THREADS, COLUMN_SPLIT_MIN_TERMS = 1 << 16, 256
 #: A matmul whose right operand is a row-major buffer of at least this many elements, read by at least PANEL_MIN_ROWS
 #: rows, copies it into panels one vector wide first on a device that loops over its outputs with vector ops (see
 #: `Tensor._panel_width`).
@@ -1799,6 +1803,7 @@ class Tensor(metaclass=_TensorMeta):
       r = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), truncate(value, self.dtype),
                       dtype=self.dtype, device=self.device).uop
     elif _may_split(n, self.device) and (split := self._split_reduce(op, axes, n)) is not None: r = split.uop
+    elif (chunks := self._column_chunks(axes, n)) > 1: r = self._split_columns(op, axes, chunks).uop
     else: r = UOp(Ops.REDUCE_AXIS, self.dtype, (u,), (op, axes))
     if keepdim: return self._new(r)
     out = tuple(s for i, s in enumerate(self.shape) if i not in axes)
@@ -1837,6 +1842,30 @@ class Tensor(metaclass=_TensorMeta):
     total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, chunk_axes)))
     # back to the keepdim layout: the kept axes in place, 1 where axes were reduced
     return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
+
+  def _column_chunks(self, axes: tuple[int, ...], size: Any) -> int:
+    """Partial results per output (4 or more, else 1) for a reduction over leading axes on a device with launch
+    indices, where its outputs alone are too few threads. Each thread then reads down a column beside its
+    neighbours' (sum(0) of 4096x4096 float32 on an H200: one thread per column or a work-group per column
+    110-116 us)."""
+    if not isinstance(size, int) or size < 4 * COLUMN_SPLIT_MIN_TERMS or axes != tuple(range(len(axes))) or \
+        len(axes) == self.ndim or isinstance(self.device, tuple) or not isinstance(numel := self.numel(), int):
+      return 1
+    if not get_registry().device(self.device).caps.launch_dims: return 1
+    out, chunks = numel // size, 1
+    while out * chunks * 2 <= COLUMN_SPLIT_THREADS and size % (chunks * 2) == 0 and \
+        size // (chunks * 2) >= COLUMN_SPLIT_MIN_TERMS:
+      chunks *= 2
+    return chunks if chunks >= 4 else 1
+
+  def _split_columns(self, op: Ops, axes: tuple[int, ...], chunks: int) -> Tensor:
+    """The reduction over the leading `axes` as two: `chunks` partial results per output (realized, laid out
+    (chunks, outputs) so neighbouring threads write and read neighbouring elements), then their reduction."""
+    kept = self.shape[len(axes):]
+    x = self.reshape((chunks, -1) + kept)
+    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, (1,)))).contiguous()
+    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, (0,))))
+    return total.reshape((1,) * len(axes) + kept)
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Sum over `axis` (all axes when None). Bools and integers sum as int64 (torch's rule), halves accumulate

@@ -674,3 +674,20 @@ def test_no_in_place_write_over_a_view_read_or_a_live_tensor():
   assert all(it.bufs[0] is not buffer_of(contiguous_base(kept.uop)) for it in doubled.schedule())
   assert_close(doubled, a.numpy() * 6)
   assert_close(kept, a.numpy() * 3)  # a tensor holds it: never overwritten
+
+
+@pytest.mark.parametrize("dev", ["CL", "CPU"])
+def test_a_column_reduction_runs_as_partial_sums_on_a_device_with_launch_indices(dev):
+  # sum(0) of 4096 x 64 on a GPU-like device: 64 outputs are too few threads, so (16, 64) partial sums of 256 rows
+  # each come first, laid out so neighbouring threads read neighbouring columns; a CPU loops over the rows itself
+  if dev not in available_devices(): pytest.skip(f"no {dev} device here (CL: an OpenCL runtime such as pocl)")
+  xn = np.random.default_rng(0).standard_normal((4096, 64)).astype(np.float32)
+  x = Tensor(xn, device=dev, requires_grad=True)
+  kernels = [it for it in x.sum(0).schedule() if not it.is_copy]
+  assert len(kernels) == (2 if dev == "CL" else 1)
+  np.testing.assert_allclose(x.sum(0).numpy(), xn.sum(0), rtol=1e-4, atol=1e-3)
+  np.testing.assert_array_equal(x.max(0).numpy(), xn.max(0))
+  np.testing.assert_allclose(x.reshape(64, 64, 64).mean((0, 1), keepdim=True).numpy(),
+                             xn.reshape(64, 64, 64).mean((0, 1), keepdims=True), rtol=1e-4, atol=1e-5)
+  (x.sum(0) * Tensor(np.arange(64, dtype=np.float32), device=dev)).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), np.broadcast_to(np.arange(64, dtype=np.float32), xn.shape))
