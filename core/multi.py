@@ -82,6 +82,14 @@ def shard(u: UOp, device: str, devices: Devices, axis: int | None) -> UOp:
   return multi(pieces, devices, axis)
 
 
+def split_replicated(u: UOp, devices: Devices, axis: int) -> UOp:
+  """The graph `u` of a replicated tensor on `devices` split along `axis`: each device keeps its piece of its own copy,
+  so nothing is copied between devices."""
+  shards = lower(u, devices).shards
+  bounds = shard_bounds(u.shape[axis], len(devices))
+  return multi([_shrink_axis(s, axis, start, end) for s, (start, end) in zip(shards, bounds)], devices, axis)
+
+
 @dataclass(frozen=True)
 class Lowered:
   """A logical node as one node per device; `axis` is the sharded axis (None: replicated)."""

@@ -617,7 +617,9 @@ class Tensor(metaclass=_TensorMeta):
     devs = _canonical_devices(devices)
     if axis is not None: axis = _norm_axis(axis, self.ndim)
     if isinstance(self.device, tuple):
-      if self.device == devs and self.shard_axis == axis: return self
+      if self.device == devs and (current := self.shard_axis) == axis: return self
+      if self.device == devs and current is None:  # replicated: each device keeps its piece, nothing is copied
+        return Tensor._from(_multi.split_replicated(self.uop, devs, axis), devs)
       return self.to(devs[0]).shard(devs, axis)  # resharding: gathered on one device, split again
     return Tensor._from(_multi.shard(self.uop, self.device, devs, axis), devs)
 
@@ -704,9 +706,15 @@ class Tensor(metaclass=_TensorMeta):
     """A tensor of ones of `shape` (float32 unless `dtype`)."""
     return Tensor.full(_shape_args(shape), 1, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
+  def _sharded_alike(self, t: Tensor, device: DeviceArg | None) -> Tensor:
+    """`t`, made on this tensor's devices for a *_like (no other `device` given), split as this tensor is."""
+    if device is not None or not isinstance(self.device, tuple) or (axis := self.shard_axis) is None: return t
+    return t.shard(self.device, axis)
+
   def full_like(self, fill_value: Any, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
-    """A tensor of this shape (and dtype and device unless given) filled with `fill_value`."""
-    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+    """A tensor of this shape (and dtype and device unless given, sharded alike) filled with `fill_value`."""
+    return self._sharded_alike(Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device),
+                               device)
   def zeros_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
     """A tensor of zeros of this shape (and dtype and device unless given)."""
     return self.full_like(0, dtype, device)
@@ -714,11 +722,11 @@ class Tensor(metaclass=_TensorMeta):
     """A tensor of ones of this shape (and dtype and device unless given)."""
     return self.full_like(1, dtype, device)
   def empty_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
-    """A tensor of this shape (and dtype and device unless given) whose values are not set."""
-    return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+    """A tensor of this shape (and dtype and device unless given, sharded alike) whose values are not set."""
+    return self._sharded_alike(Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device), device)
   def rand_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
-    """Uniform random values in [0, 1) of this shape (and dtype and device unless given)."""
-    return Tensor.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+    """Uniform random values in [0, 1) of this shape (and dtype and device unless given, sharded alike)."""
+    return self._sharded_alike(Tensor.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device), device)
 
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1,
@@ -1354,6 +1362,10 @@ class Tensor(metaclass=_TensorMeta):
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)): repeats = tuple(repeats[0])
     if len(repeats) < self.ndim: raise ValueError(f"repeat needs at least {self.ndim} counts, got {repeats}")
     x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+    if isinstance(x.device, tuple) and (axis := x.shard_axis) is not None and repeats[axis] > 1:
+      # along the sharded axis as copies side by side (the reshape below would split the shards), split alike again
+      x = Tensor.cat(*[x] * repeats[axis], dim=axis).shard(x.device, axis)
+      repeats = tuple(1 if i == axis else r for i, r in enumerate(repeats))
     inter = sum(((1, s) for s in x.shape), ())
     expanded = sum(((r, s) for r, s in zip(repeats, x.shape)), ())
     return x.reshape(inter).expand(expanded).reshape(tuple(r * s for r, s in zip(repeats, x.shape)))
@@ -3599,6 +3611,11 @@ class Tensor(metaclass=_TensorMeta):
       n = self.shape[d]
       if n == 0 or s % n == 0: continue
       k = n - s % n  # the rolled axis starts at k of the axis repeated twice
+      if isinstance(x.device, tuple) and x.shard_axis == d:
+        # its two pieces side by side (repeating along the sharded axis would split the shards), split alike again
+        piece = [tuple((a, b) if i == d else None for i in range(self.ndim)) for a, b in ((k, n), (0, k))]
+        x = Tensor.cat(x.shrink(piece[0]), x.shrink(piece[1]), dim=d).shard(x.device, d)
+        continue
       x = x.repeat(tuple(2 if i == d else 1 for i in range(self.ndim))).shrink(
         tuple((k, k + n) if i == d else None for i in range(self.ndim)))
     return x
@@ -3889,9 +3906,10 @@ class Tensor(metaclass=_TensorMeta):
     return Tensor(vals if dt.is_float else np.trunc(vals), device=device, dtype=dt)
 
   def randn_like(self, dtype: DType | str | None = None, device: DeviceArg | None = None) -> Tensor:
-    """Standard normal values of this shape (and dtype unless given)."""
-    return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else dtypes.default_float),
-                        device=device or self.device)
+    """Standard normal values of this shape (and dtype and device unless given, sharded alike)."""
+    return self._sharded_alike(Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else
+                                                                       dtypes.default_float),
+                                            device=device or self.device), device)
 
   @staticmethod
   def randperm(n: int, device: DeviceArg | None = None, dtype: DType | str = dtypes.int32) -> Tensor:

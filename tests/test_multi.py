@@ -285,3 +285,34 @@ def test_a_gather_of_shards_keeps_negative_zeros(devs):
   x = Tensor(a, device=devs[0]).shard(devs, axis=0)
   for got, want in [(x[1:], a[1:]), (x.flip(0), a[::-1])]:
     assert np.array_equal(np.signbit(got.numpy()), np.signbit(want)) and np.array_equal(got.numpy(), want)
+
+
+def test_likes_of_a_sharded_tensor_are_sharded_alike(devs):
+  # they came back replicated: a whole copy on each device; rand_like's values are Tensor.rand's for the seed
+  x = Tensor(_x(6, 4)).shard(devs, axis=1)
+  for like in (x.zeros_like(), x.ones_like(), x.full_like(2.5), x.empty_like(), x.rand_like(), x.randn_like()):
+    assert like.device == x.device and like.shard_axis == 1 and like.shape == (6, 4)
+    assert [s.shape for s in like.uop.src] == [(6, 2), (6, 2)]
+  np.testing.assert_array_equal(x.full_like(2.5).numpy(), np.full((6, 4), 2.5, np.float32))
+  Tensor.manual_seed(7)
+  drawn = x.rand_like().numpy()
+  Tensor.manual_seed(7)
+  np.testing.assert_array_equal(drawn, Tensor.rand(6, 4, device=devs[0]).numpy())
+  assert x.rand_like(device=devs[0]).device == get_registry().device(devs[0]).name  # another device given: as asked
+  replicated = Tensor(_x(6, 4)).shard(devs)
+  assert replicated.zeros_like().shard_axis is None and replicated.shard(devs, 0).shard_axis == 0
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_roll_and_repeat_along_the_sharded_axis(devs, axis):
+  # they raised about an internal reshape that would split the shards
+  a = np.arange(24, dtype=np.float32).reshape(6, 4)
+  x = Tensor(a).shard(devs, axis=axis)
+  for shifts, dims in [(1, 0), (-2, 1), ((1, 3), (0, 1))]:
+    got = x.roll(shifts, dims)
+    np.testing.assert_array_equal(got.numpy(), np.roll(a, shifts, dims))
+    assert got.shard_axis == axis
+  for reps in [(2, 1), (1, 2), (2, 3), (2, 1, 1)]:
+    got = x.repeat(*reps)
+    np.testing.assert_array_equal(got.numpy(), np.tile(a, reps))
+    assert got.shard_axis == axis + len(reps) - 2
