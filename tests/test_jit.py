@@ -10,6 +10,7 @@ from plugrad import Tensor, TinyJit, nn
 from plugrad.nn import optim
 from plugrad.nn.state import get_parameters
 from plugrad.scheduler import buffer_of
+from plugrad.testing import available_devices
 
 
 def test_replay_uses_the_new_inputs(dev):
@@ -123,3 +124,19 @@ def test_random_numbers_inside_a_jitted_function_are_new_on_every_replay():
   Tensor.manual_seed(5)
   eager = [(Tensor.zeros(8) + Tensor.rand(8) + Tensor.randint(8, high=1000).float()).numpy() for _ in range(5)]
   np.testing.assert_array_equal(np.stack(outs), np.stack(eager))  # and the same numbers eager code draws
+
+
+@pytest.mark.skipif("CPU" not in available_devices(), reason="plugrad-cpu-llvm is not installed")
+def test_a_sharded_argument_is_refused_at_the_first_call():
+  # the first call ran the function and the second refused: the error came a call late, after the work was done
+  calls = []
+
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    calls.append(1)
+    return (x * 2).sum(0).realize()
+
+  for axis in (None, 0):
+    x = Tensor(np.ones((4, 2), np.float32)).shard(("CPU:0", "CPU:1"), axis=axis)
+    with pytest.raises(NotImplementedError, match="sharded"): step(x)
+  assert not calls

@@ -138,10 +138,14 @@ class _Captured:
     return self.ret
 
 
-def _buffer(t: Any) -> Buffer:
-  if t.uop.op is Ops.MULTI:
+def _refuse_sharded(t: Any) -> None:
+  if isinstance(t.device, tuple):
     raise NotImplementedError(f"TinyJit does not capture sharded tensors yet (an argument is {_describe(t)}); call the "
                               f"function without TinyJit")
+
+
+def _buffer(t: Any) -> Buffer:
+  _refuse_sharded(t)
   return buffer_of(t._own_buffer())
 
 
@@ -181,6 +185,7 @@ class TinyJit(Generic[R]):
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     inputs, var_args = _tensor_args(args, kwargs), _var_args(args, kwargs)
+    for _, t in inputs: _refuse_sharded(t)  # at the first call, not once the second has run the function again
     unseen = [t for i, (_, t) in enumerate(inputs) if self.captured is None or not self.captured.seen(i, t)]
     if unseen: unseen[0].realize(*unseen[1:])
     if self.captured is not None:
