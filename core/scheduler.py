@@ -916,6 +916,15 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: 
     for j in d:
       if j < i: after[i] |= after[j] | (1 << j)
   snapshots: dict[UOp, int] = {}  # a version that must outlive its buffer's next write -> the step copying it
+
+  def read_before(i: int, w: int) -> None:
+    # w runs after i, and so after all i runs after: kept transitive, so that a later read finds that this order
+    # already holds (x.assign(y); y.assign(x * y): each reads what the other writes, one of them from a copy)
+    deps[w].add(i)
+    bits = after[i] | (1 << i)
+    for k in range(len(after)):
+      if k == w or after[k] >> w & 1: after[k] |= bits
+
   for i, n in enumerate(kern_nodes):
     for p, s in enumerate(n.src[1].src):
       if s in index: ws, nxt = writers[buffer_of(s)], position[index[s]] + 1
@@ -924,7 +933,7 @@ def create_schedule(roots: Iterable[UOp], live: Collection[Buffer] = (), fresh: 
       if nxt >= len(ws) or ws[nxt] == i: continue
       w = ws[nxt]
       if not after[i] >> w & 1:
-        deps[w].add(i)  # read this version before it is overwritten
+        read_before(i, w)  # read this version before it is overwritten
         continue
       # the kernel also needs that next write (it reads two versions of one buffer): read a copy made before it
       if (c := snapshots.get(s)) is None:

@@ -195,3 +195,21 @@ def test_contiguous_of_a_contiguous_range_is_that_view_and_the_view_writes_throu
   s = a[:, 1:3].contiguous().realize()  # not one range: a copy of its own, which later writes leave alone
   a.assign(a * 0).realize()
   assert_close(s, np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.float32))
+
+
+@twice
+def test_assigns_that_each_read_what_the_other_writes():
+  # y *= x reads the old x, and x.assign(y - y*0) the old y: each must run before the other's write, which the
+  # scheduler reported as a cycle; one of them now reads a copy made before the other writes
+  x, y = t(1.0, 2.0), t(3.0, 4.0)
+  c = y - y * 0
+  y *= x
+  x.assign(c)
+  Tensor.realize(x, y)
+  assert x.tolist() == [3.0, 4.0] and y.tolist() == [3.0, 8.0]
+  a, b = t(1.0, 2.0), t(5.0, 6.0)
+  product = a * b
+  b.assign(a + b)
+  a.assign(product)
+  Tensor.realize(a, b)
+  assert a.tolist() == [5.0, 12.0] and b.tolist() == [6.0, 8.0]
