@@ -86,6 +86,7 @@ CASES: dict[str, Case] = {
   **{op: Case(op, {"x": rng.uniform(-0.9, 0.9, (2, 3)).astype(np.float32)}) for op in ["Asin", "Acos", "Atanh"]},
   "Round": Case("Round", {"x": np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.4, 2.6], np.float32)}),
   "Not": Case("Not", {"x": rng.random((3, 4)) > 0.5}),
+  "Sign_nan": Case("Sign", {"x": np.array([np.nan, -2.0, 0.0, 3.0], np.float32)}),  # NaN, not 0
   "IsNaN": Case("IsNaN", {"x": np.array([1.0, np.nan, -np.inf], np.float32)}),
   "IsInf": Case("IsInf", {"x": np.array([1.0, np.nan, -np.inf, np.inf], np.float32)}),
   "IsInf_positive": Case("IsInf", {"x": np.array([1.0, -np.inf, np.inf], np.float32)}, {"detect_negative": 0}),
@@ -219,6 +220,25 @@ CASES: dict[str, Case] = {
   "ReduceMax_opset13_attribute": Case("ReduceMax", {"x": X}, {"axes": [1], "keepdims": 0}, opset=13),
   "ReduceSum_noop": Case("ReduceSum", {"x": X}, {"noop_with_empty_axes": 1}),
   "ReduceSum_int": Case("ReduceSum", {"x": ints(-9, 9, 3, 4)}, init={"axes": i64(1)}),
+  # integers keep their dtype, the result truncated toward zero (they were float32)
+  "ReduceMean_int": Case("ReduceMean", {"x": np.array([[-7, 0, 0], [7, 1, 0], [-1, -1, 0], [3, 3, 3]], np.int32)},
+                         init={"axes": i64(1)}),
+  "ReduceL2_int": Case("ReduceL2", {"x": np.array([[-3, 4, 1], [0, 2, -7]], np.int64)}, init={"axes": i64(1)}),
+  "ReduceLogSum_int": Case("ReduceLogSum", {"x": np.array([[1, 5, 3], [2, 2, 30]], np.int32)}, init={"axes": i64(1)}),
+  # onnxruntime truncates each exp(x - max) into the integer type; here that leaves the result's integer part alone
+  "ReduceLogSumExp_int": Case("ReduceLogSumExp", {"x": np.array([[1, 5, 3], [9, 0, 7]], np.int32)},
+                              init={"axes": i64(1)}),
+  # no axes still runs the elementwise steps: sqrt(x * x), log(x) (both returned x)
+  "ReduceL2_noop": Case("ReduceL2", {"x": X}, {"noop_with_empty_axes": 1}),
+  "ReduceLogSum_noop": Case("ReduceLogSum", {"x": np.abs(X)}, {"noop_with_empty_axes": 1},
+                            init={"axes": np.zeros(0, np.int64)}),
+  # the spec leaves an empty mean undefined; onnxruntime gives 0 (it was NaN)
+  "ReduceMean_empty_axis": Case("ReduceMean", {"x": np.zeros((2, 0, 3), np.float32)}, init={"axes": i64(1)}),
+  # -inf and +inf (the dtype's least and largest integer), as the spec says from opset 20 (they raised)
+  "ReduceMax_empty_axis": Case("ReduceMax", {"x": np.zeros((2, 0, 3), np.float32)}, init={"axes": i64(1)}),
+  "ReduceMin_empty_axis": Case("ReduceMin", {"x": np.zeros((2, 0, 3), np.float32)}, init={"axes": i64(1)}),
+  "ReduceMax_empty_axis_int": Case("ReduceMax", {"x": np.zeros((0, 3), np.int32)}, {"keepdims": 0},
+                                   init={"axes": i64(0)}),
   "ArgMax": Case("ArgMax", {"x": X}, {"axis": 1}),
   "ArgMin": Case("ArgMin", {"x": X}, {"axis": -1, "keepdims": 0}),
   "ArgMax_last": Case("ArgMax", {"x": np.array([[1, 3, 3, 0], [2, 2, 1, 2]], np.float32)},

@@ -94,7 +94,8 @@ def _unary(name: str, fn: Callable[[Tensor], Tensor]) -> None:
 for _name, _fn in {
     "Abs": Tensor.abs, "Neg": Tensor.neg, "Exp": Tensor.exp, "Log": Tensor.log, "Sqrt": Tensor.sqrt,
     "Reciprocal": Tensor.reciprocal, "Floor": Tensor.floor, "Ceil": Tensor.ceil, "Round": Tensor.round,
-    "Sign": Tensor.sign, "Sin": Tensor.sin, "Cos": Tensor.cos, "Tan": Tensor.tan, "Asin": Tensor.asin,
+    "Sign": lambda x: x.isnan().where(x, x.sign()),  # NaN stays NaN, as in onnxruntime (Tensor.sign gives 0)
+    "Sin": Tensor.sin, "Cos": Tensor.cos, "Tan": Tensor.tan, "Asin": Tensor.asin,
     "Acos": Tensor.acos, "Atan": Tensor.atan, "Sinh": Tensor.sinh, "Cosh": Tensor.cosh, "Asinh": Tensor.asinh,
     "Acosh": Tensor.acosh, "Atanh": Tensor.atanh, "Erf": Tensor.erf, "Not": Tensor.logical_not,
     "IsNaN": Tensor.isnan, "Relu": Tensor.relu, "Sigmoid": Tensor.sigmoid, "Tanh": Tensor.tanh,
@@ -525,30 +526,49 @@ def dropout(x: Tensor, ratio_in: float | None = None, training_mode: bool | None
 # ---- reductions --------------------------------------------------------------------------------------------
 
 def _reduce(name: str, pre: Callable[[Tensor], Tensor], red: Callable[[Tensor, tuple[int, ...]], Tensor],
-            post: Callable[[Tensor], Tensor]) -> None:
+            post: Callable[[Tensor], Tensor], real: bool = False) -> None:
   def reduce(x: Tensor, axes_in: list[int] | None = None, *, axes: list[int] | None = None, keepdims: int = 1,
              noop_with_empty_axes: int = 0) -> Tensor:
     axes = axes_in if axes_in is not None else axes  # an input since opset 18 (13 for ReduceSum)
+    dtype = x.dtype
+    # the spec keeps an integer input's dtype; onnxruntime computes in double and truncates back into it
+    if real and not dtype.is_float: x = x.cast(device_dtype(dtypes.float64, x.device))
     if not axes:
-      if noop_with_empty_axes: return pre(x)  # the elementwise part only, as the reference
+      # a reduction over no axes still runs the elementwise steps (the spec's ReduceL2 is |x|, ReduceLogSum log(x))
+      if noop_with_empty_axes: return post(pre(x)).cast(dtype)
       axes = list(range(x.ndim))
     ax = tuple(sorted(_axis(a, x.ndim) for a in axes))
-    out = post(red(pre(x), ax))
+    out = post(red(pre(x), ax)).cast(dtype)
     return out.reshape(tuple(1 if i in ax else s for i, s in enumerate(x.shape))) if keepdims else out
   op(name, static=(1,))(reduce)
 
 
+def _mean(x: Tensor, ax: tuple[int, ...]) -> Tensor:
+  # the spec leaves the mean of an empty set undefined: onnxruntime gives 0 where Tensor.mean (as numpy) gives NaN
+  return x.mean(ax) if x.numel() else x.sum(ax)
+
+
+def _extreme(largest: bool) -> Callable[[Tensor, tuple[int, ...]], Tensor]:
+  def red(x: Tensor, ax: tuple[int, ...]) -> Tensor:
+    if all(x.shape[a] for a in ax): return x.max(ax) if largest else x.min(ax)
+    # over an empty axis the spec's identity (opset 20): -inf for a max (the dtype's least value without one), +inf
+    # for a min, as onnxruntime; Tensor.max has none and raises
+    value = (x.dtype.min if largest else x.dtype.max) if not x.dtype.is_float else -math.inf if largest else math.inf
+    return Tensor.full(tuple(s for i, s in enumerate(x.shape) if i not in ax), value, dtype=x.dtype, device=x.device)
+  return red
+
+
 _same: Callable[[Tensor], Tensor] = lambda x: x  # noqa: E731
 _reduce("ReduceSum", _same, lambda x, ax: x.sum(ax, dtype=x.dtype), _same)
-_reduce("ReduceMean", _same, lambda x, ax: x.mean(ax), _same)
-_reduce("ReduceMax", _same, lambda x, ax: x.max(ax), _same)
-_reduce("ReduceMin", _same, lambda x, ax: x.min(ax), _same)
+_reduce("ReduceMean", _same, _mean, _same, real=True)
+_reduce("ReduceMax", _same, _extreme(largest=True), _same)
+_reduce("ReduceMin", _same, _extreme(largest=False), _same)
 _reduce("ReduceProd", _same, lambda x, ax: x.prod(ax, dtype=x.dtype), _same)
 _reduce("ReduceL1", Tensor.abs, lambda x, ax: x.sum(ax, dtype=x.dtype), _same)
-_reduce("ReduceL2", _same, lambda x, ax: x.square().sum(ax).sqrt(), _same)
+_reduce("ReduceL2", Tensor.square, lambda x, ax: x.sum(ax), Tensor.sqrt, real=True)
 _reduce("ReduceSumSquare", Tensor.square, lambda x, ax: x.sum(ax, dtype=x.dtype), _same)
-_reduce("ReduceLogSum", _same, lambda x, ax: x.sum(ax), Tensor.log)
-_reduce("ReduceLogSumExp", _same, lambda x, ax: x.logsumexp(ax), _same)
+_reduce("ReduceLogSum", _same, lambda x, ax: x.sum(ax), Tensor.log, real=True)
+_reduce("ReduceLogSumExp", _same, lambda x, ax: x.logsumexp(ax), _same, real=True)
 
 
 def _arg(x: Tensor, axis: int, keepdims: int, select_last_index: int, largest: bool) -> Tensor:
