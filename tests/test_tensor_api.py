@@ -65,7 +65,8 @@ UNARY = [  # (name, torch, plugrad, domain low, high)
   ("atan", torch.atan, Tensor.atan, -50, 50), ("acosh", torch.acosh, Tensor.acosh, 1, 20),
   ("asinh", torch.asinh, Tensor.asinh, -20, 20), ("atanh", torch.atanh, Tensor.atanh, -0.99, 0.99),
   ("sinh", torch.sinh, Tensor.sinh, -10, 10), ("cosh", torch.cosh, Tensor.cosh, -10, 10),
-  ("erf", torch.erf, Tensor.erf, -4, 4), ("log10", torch.log10, Tensor.log10, 0.01, 100),
+  ("erf", torch.erf, Tensor.erf, -4, 4), ("erfc", torch.erfc, Tensor.erfc, -4, 9),
+  ("log10", torch.log10, Tensor.log10, 0.01, 100),
   ("round", torch.round, Tensor.round, -5, 5),
 ]
 
@@ -80,6 +81,16 @@ def test_unary_math(name, tfn, pfn, low, high, shape, dev):
 def test_unary_math_special_values(name, tfn, pfn, dev):
   with np.errstate(all="ignore"):
     check(tfn, pfn, SPECIAL, dev=dev, atol=1e-6, rtol=2e-5)
+
+
+def test_erfc_and_exact_gelu_keep_their_digits_in_the_tail(dev):
+  # Phi(x) was (1 + erf(x / sqrt 2)) / 2, which cancels to nothing for x < -4 (erf's error is absolute): gelu(-6)
+  # came out with the wrong leading digit. Against float64 (torch's float32 gelu is 0 from about -5.6 on)
+  x = np.linspace(-13, 6, 1901).astype(np.float32)
+  wide = torch.from_numpy(x.astype(np.float64))
+  gelu = Tensor(x, device=dev).gelu(approximate="none").numpy()
+  np.testing.assert_allclose(gelu, (0.5 * wide * torch.erfc(-wide / np.sqrt(2))).numpy(), rtol=3e-5, atol=0)
+  np.testing.assert_allclose(Tensor(x, device=dev).erfc().numpy(), torch.erfc(wide).numpy(), rtol=1e-5, atol=0)
 
 
 def test_round_halves_to_even(dev):
