@@ -122,6 +122,12 @@ class CStyleRenderer(Renderer):
     return f"(({self.ctype(dtype)})({x}))"
 
   def render_bitcast(self, x: str, dtype: DType, src: DType) -> str:
+    if self.bf16_storage and dtypes.bfloat16 in (dtype, src):
+      # bfloat16 is held as a float while computing: through its 16 storage bits (reinterpreting the float's own
+      # bytes copied 4 bytes into or out of a 2-byte variable: bitcasts to and from int16 read 0)
+      if src == dtypes.bfloat16: x, src = f"plugrad_f32_to_bf16({x})", dtypes.uint16
+      if dtype == dtypes.bfloat16: return f"plugrad_bf16_to_f32({self.render_bitcast(x, dtypes.uint16, src)})"
+      if dtype == dtypes.uint16: return x
     # GCC/Clang statement expression with memcpy: the portable way to reinterpret bits in C
     return f"({{ {self.ctype(src)} _s = {x}; {self.ctype(dtype)} _d; memcpy(&_d, &_s, sizeof(_d)); _d; }})"
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from plugrad import Tensor, dtypes
+from plugrad.registry import get_registry
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -533,6 +534,17 @@ def test_bitcast(device, values, np_from, to, np_to):
   np.testing.assert_array_equal(out.numpy().view(np.uint8), arr.view(np_to).view(np.uint8))
 
 
+@pytest.mark.parametrize("to", [dtypes.int16, dtypes.uint16])
+def test_bfloat16_bitcasts_go_through_its_16_bits(device, to):
+  # a device computing bfloat16 as float must reinterpret its 16 storage bits, not the float's 32 (C read 0 here)
+  bits = np.array([0x3F80, 0xBF80, 0x0001, 0x8000, 0x7F80, 0x4049], np.uint16)  # 1, -1, tiny, -0, inf, 3.140625
+  if dtypes.bfloat16 not in get_registry().device(device).caps.dtypes: pytest.skip(f"{device} declares no bfloat16")
+  t = Tensor(bits.view(to.np), device=device).bitcast(dtypes.bfloat16)
+  np.testing.assert_array_equal(t.cast(dtypes.float32).numpy(), (bits.astype(np.uint32) << 16).view(np.float32))
+  np.testing.assert_array_equal(t.bitcast(to).numpy().view(np.uint16), bits)
+  np.testing.assert_array_equal((t * 2).bitcast(to).numpy().view(np.uint16), [0x4000, 0xC000, 2, 0x8000, 0x7F80, 0x40C9])
+
+
 def test_bitcast_after_compute_roundtrip(device):
   arr = make_input((3, 4), np.random.default_rng(0))
   t = (Tensor(arr, device=device) * 2).bitcast(dtypes.int32)
@@ -545,7 +557,6 @@ def test_cast_every_declared_pair(device):
   # expected result is plain: the value, its truncation toward zero, or != 0); a conversion that
   # needs a runtime helper the device lacks fails here instead of in a user's program. One kernel
   # per source dtype: its casts to every dtype, each widened to a common float to compare.
-  from plugrad.registry import get_registry
   declared = sorted(get_registry().device(device).caps.dtypes, key=lambda d: d.name)
   common = dtypes.float64 if dtypes.float64 in declared else dtypes.float32
   for src in declared:
@@ -1066,7 +1077,6 @@ def test_selection_every_declared_dtype(device):
   # advanced indexing and gather (one-hot reductions), sort (rank counting) and cummax keep the values of
   # every dtype the device declares (small values every dtype holds exactly); one realize per dtype,
   # compared after widening to a common float
-  from plugrad.registry import get_registry
   declared = sorted(get_registry().device(device).caps.dtypes, key=lambda d: d.name)
   common = dtypes.float64 if dtypes.float64 in declared else dtypes.float32
   base = np.array([[3, 0, 5, 1], [2, 7, 2, 4], [6, 1, 0, 3]])
