@@ -109,6 +109,8 @@ class DeviceDecl:
   :param description: one line for `python -m plugrad devices`.
   :param count: how many devices of this name the machine has (NAME:0 .. NAME:count-1); asked only
     when the device is available.
+  :param count_hint: how a user gets more of them, where that is a setting (an index past `count` is refused with
+    it: "set PLUGRAD_CPU_DEVICES=N for N CPU devices").
   :param replaces: this plugin means to take over a device name another plugin (or plugrad itself)
     also declares. Without it a contested name is refused rather than silently taken over.
   """
@@ -119,6 +121,7 @@ class DeviceDecl:
   description: str = ""
   count: Callable[[], int] = lambda: 1
   replaces: bool = False
+  count_hint: str = ""
 
 
 class DeviceError(RuntimeError):

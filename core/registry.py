@@ -370,8 +370,9 @@ class Registry:
         raise DeviceError(f"device {device} cannot be used: {st.reason}. Available devices: {avail}")
       index = split_device(device)[1]
       if index and index >= (count := _device_count(st)):
+        hint = f"; {st.decl.count_hint}" if st.decl is not None and st.decl.count_hint else ""
         raise DeviceError(f"device {device} does not exist: this machine has {count} {st.name} device"
-                          f"{'s' if count != 1 else ''} ({', '.join(f'{st.name}:{i}' for i in range(count))})")
+                          f"{'s' if count != 1 else ''} ({', '.join(f'{st.name}:{i}' for i in range(count))}){hint}")
       d = self._devices[device] = Device(device, self)
       return d
 

@@ -182,6 +182,9 @@ def test_device_index_beyond_the_plugins_count_is_refused():
   with pytest.raises(DeviceError, match=r"GPU:2 does not exist: this machine has 2 GPU devices \(GPU:0, GPU:1\)"):
     reg.device("GPU:2")
   with pytest.raises(DeviceError, match="has 8 PYTHON devices"): make_registry([]).device("PYTHON:99")
+  # where more of them is a setting, the refusal says which
+  hinted = make_registry([FakeEP("GPU", device_plugin("GPU", count=lambda: 2, count_hint="set GPUS=N for N GPUs"))])
+  with pytest.raises(DeviceError, match=r"\(GPU:0, GPU:1\); set GPUS=N for N GPUs$"): hinted.device("GPU:2")
 
 
 def test_only_the_reference_device_warns_once_what_to_install():

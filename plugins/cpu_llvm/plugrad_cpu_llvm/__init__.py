@@ -46,7 +46,8 @@ class CPULLVMPlugin(DevicePlugin):
   def devices(self, config: Config) -> list[DeviceDecl]:
     count = _positive(config, DEVICES)
     return [DeviceDecl(NAME, priority=100, probe=_probe, install_hint="pip install llvmlite",
-                       description="host CPU, LLVM via llvmlite, split across cores", count=lambda: count or 2)]
+                       description="host CPU, LLVM via llvmlite, split across cores", count=lambda: count or 2,
+                       count_hint=f"set {DEVICES.env}=N for N CPU devices")]
 
   def options(self) -> list[ConfigOption]:
     return [THREADS, ASYNC, DEVICES]
