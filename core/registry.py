@@ -175,6 +175,10 @@ class Registry:
       info.error = (f"plugin {info.name} ({info.label()}) does not declare PLUGRAD_CONTRACT; set it to "
                     f"{hookspecs.CONTRACT_VERSION} after checking the plugin against contract {hookspecs.CONTRACT_VERSION}")
       return False
+    if not isinstance(declared, int) or isinstance(declared, bool):
+      info.error = (f"plugin {info.name} ({info.label()}) declares PLUGRAD_CONTRACT = {declared!r}, not a contract "
+                    f"number; set it to the int {hookspecs.CONTRACT_VERSION} (plugrad.CONTRACT_VERSION)")
+      return False
     if declared != hookspecs.CONTRACT_VERSION:
       newer = "plugrad" if declared > hookspecs.CONTRACT_VERSION else info.dist
       info.error = (f"plugin {info.name} ({info.label()}) was written for plugin contract {declared}, but this plugrad "

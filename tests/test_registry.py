@@ -113,6 +113,15 @@ def test_contract_version_mismatch_is_refused_with_both_versions():
   assert "upgrade plugrad" in st.reason
 
 
+@pytest.mark.parametrize("contract", [str(CONTRACT_VERSION), float(CONTRACT_VERSION), True])
+def test_a_contract_that_is_no_number_is_refused_and_isolated(contract):
+  # PLUGRAD_CONTRACT = "2" made every plugrad program fail (a TypeError comparing it), whatever device it used
+  reg = make_registry([FakeEP("ODD", device_plugin("ODD", contract=contract)), FakeEP("CPU", device_plugin("CPU", 90))])
+  assert reg.default_device() == "CPU"
+  st = reg.status("ODD")
+  assert not st.available and f"PLUGRAD_CONTRACT = {contract!r}, not a contract number" in st.reason
+
+
 def test_wrong_hook_signature_is_isolated():
   class Wrong:
     PLUGRAD_CONTRACT = CONTRACT_VERSION
