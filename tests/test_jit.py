@@ -140,3 +140,15 @@ def test_a_sharded_argument_is_refused_at_the_first_call():
     x = Tensor(np.ones((4, 2), np.float32)).shard(("CPU:0", "CPU:1"), axis=axis)
     with pytest.raises(NotImplementedError, match="sharded"): step(x)
   assert not calls
+
+
+def test_tensors_inside_list_tuple_and_dict_arguments_are_inputs():
+  # a replay took the captured call's tensor for them: f([x]) returned x0 + 1 for every later x (tinygrad looks one
+  # level in; any depth here)
+  first = TinyJit(lambda xs: (xs[0] + 1).realize())
+  assert [first([Tensor([float(i)])]).item() for i in range(4)] == [1.0, 2.0, 3.0, 4.0]
+  by_key = TinyJit(lambda batch: (batch["x"] * 2).realize())
+  assert [by_key({"x": Tensor([float(i)])}).item() for i in range(4)] == [0.0, 2.0, 4.0, 6.0]
+  nested = TinyJit(lambda a, extra: (a + extra["y"][1]).realize())
+  assert [nested(Tensor([1.0]), extra={"y": (0, Tensor([float(i)]))}).item() for i in range(4)] == [1.0, 2.0, 3.0, 4.0]
+  with pytest.raises(TypeError, match=r"arguments \['0\[0\]', '0\[1\]'\]"): first([Tensor([1.0]), Tensor([2.0])])

@@ -37,9 +37,19 @@ def _is_tensor(x: Any) -> bool: return isinstance(getattr(x, "uop", None), UOp) 
 
 
 def _tensor_args(args: tuple, kwargs: dict) -> list[tuple[int | str, Any]]:
-  """The tensor arguments, keyed by position or keyword name."""
-  return [(i, a) for i, a in enumerate(args) if _is_tensor(a)] + \
-         [(k, v) for k, v in sorted(kwargs.items()) if _is_tensor(v)]
+  """The tensor arguments, keyed by position or keyword name; those inside a tuple, list or dict argument too, keyed
+  by their path (`1[0]`, `batch['x']`): a replay took the captured call's tensor for them (tinygrad looks one level
+  in)."""
+  out: list[tuple[int | str, Any]] = []
+  def walk(key: int | str, value: Any) -> None:
+    if _is_tensor(value): out.append((key, value))
+    elif isinstance(value, (tuple, list)):
+      for j, v in enumerate(value): walk(f"{key}[{j}]", v)
+    elif isinstance(value, dict):
+      for k, v in value.items(): walk(f"{key}[{k!r}]", v)
+  for i, a in enumerate(args): walk(i, a)
+  for k, v in sorted(kwargs.items()): walk(k, v)
+  return out
 
 
 def _tensors_in(value: Any) -> list[Any]:
