@@ -63,7 +63,7 @@ class _CompiledKernels:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
   from plugrad import Tensor, dtypes
-  from plugrad.engine import lower_for, schedule
+  from plugrad.engine import render_for, schedule
   from plugrad.engine.compile import cached_plan
   from plugrad.tensor import graph_roots
   import numpy as np
@@ -98,8 +98,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
   for ast, when in asts:
     # under PLUGRAD_BEAM, the plan a search found for this kernel and device, as a realize would use it
     searched = cached_plan(device, ast) if reg.config.beam else None
-    prog = lower_for(device, ast, searched)
-    src = device.renderer.render(prog)
+    prog, src = render_for(device, ast, searched)
     print(f"// kernel {prog.name}{when}")
     if args.opts: print(f"// opts {list(prog.opts)}{' (searched: PLUGRAD_BEAM)' if searched is not None else ''}")
     print(src)

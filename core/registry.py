@@ -170,6 +170,10 @@ class Registry:
     return sorted(self._builtin_names | {ep.name.upper() for ep in self._eps(DEVICE_GROUP)})
 
   def _register(self, obj: Any, info: PluginInfo) -> bool:
+    if isinstance(obj, type):  # pluggy would call its hooks unbound: every device's calls would then raise
+      info.error = (f"plugin {info.name} ({info.label()}): its entry point names the class {obj.__name__}, not an "
+                    f"instance; point it at an object (plugin = {obj.__name__}())")
+      return False
     declared = getattr(obj, "PLUGRAD_CONTRACT", None)
     if declared is None:
       info.error = (f"plugin {info.name} ({info.label()}) does not declare PLUGRAD_CONTRACT; set it to "
@@ -235,6 +239,8 @@ class Registry:
           reason = st.decl.probe()
         except Exception as e:
           reason = f"availability probe raised {type(e).__name__}: {e}"
+        if reason is not None and not isinstance(reason, str):  # `lambda: True` meaning "available" read as a reason
+          reason = f"its availability probe returned {reason!r}; a probe returns None when the device can run, else the reason"
         if reason is not None and st.decl.install_hint: reason = f"{reason} ({st.decl.install_hint})"
         st = replace(st, reason=reason)
       self._status[name] = st

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import plugrad.plugin
+from plugrad import Tensor
 from plugrad.config import Config
 from plugrad.plugin import CONTRACT_VERSION, Capabilities, DeviceDecl, DevicePlugin
 from plugrad.registry import Registry
@@ -111,3 +112,14 @@ def test_transfers_fall_back_to_host_memory_and_plugins_may_provide_one():
     assert (a.to("PYTHON:0") + 1).tolist() == [3.0, 5.0] and CountingTransfer.copies == 1  # the fallback
   finally:
     set_registry(prev)
+
+
+def test_a_renderer_returning_no_source_is_refused_naming_the_device(monkeypatch):
+  # an empty source was compiled as it was: a shadow compile of nothing counted as a pass
+  from plugrad.engine import render_for
+  from plugrad.registry import get_registry
+  device = get_registry().device("PYTHON")
+  item = [it for it in (Tensor.ones(4, device="PYTHON") + 1).schedule() if not it.is_copy][0]
+  monkeypatch.setattr(device.renderer, "render", lambda prog: None)
+  with pytest.raises(TypeError, match=r"PYTHON's renderer returned NoneType for kernel \w+, not its source"):
+    render_for(device, item.ast)

@@ -357,3 +357,17 @@ def test_context_debug_sets_the_level_for_its_block(capsys):
     assert DEBUG >= 1 and registry.observes_launches()
     with Context(DEBUG=0): assert not registry.observes_launches()
     assert registry.observes_launches()
+
+
+def test_an_entry_point_naming_the_class_is_refused_and_isolated():
+  # pluggy called its hooks unbound: every device's capabilities and config options raised a TypeError
+  plugin = device_plugin("KLASS")
+  reg = make_registry([FakeEP("KLASS", type(plugin)), FakeEP("CPU", device_plugin("CPU", 90))])
+  assert reg.default_device() == "CPU" and reg.device("PYTHON").caps is not None
+  st = reg.status("KLASS")
+  assert not st.available and "names the class Plugin, not an instance" in st.reason
+
+
+def test_a_probe_returning_no_reason_string_says_so():
+  reg = make_registry([FakeEP("YES", device_plugin("YES", probe=lambda: True))])
+  assert "its availability probe returned True; a probe returns None" in reg.status("YES").reason

@@ -57,7 +57,10 @@ def render_for(device: Device, ast: UOp, opts: tuple[Opt, ...] | None = None) ->
   """Lower (with the plan `opts`, None: the heuristic's) and render `ast` for `device`; needs only the
   device's plugin, not its hardware."""
   prog = lower_for(device, ast, opts)
-  return prog, device.renderer.render(prog)
+  src = device.renderer.render(prog)
+  if not isinstance(src, str):  # else compiled as it is: a shadow compile of nothing passed
+    raise TypeError(f"{device.name}'s renderer returned {type(src).__name__} for kernel {prog.name}, not its source (str)")
+  return prog, src
 
 
 _compiled: dict[tuple[Device, UOp], CompiledKernel] = {}

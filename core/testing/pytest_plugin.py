@@ -60,13 +60,13 @@ class ShadowCompiler:
 
   @hookimpl
   def plugrad_kernel_compiled(self, device, name, source, seconds, cached, ast) -> None:
-    from plugrad.engine import lower_for
+    from plugrad.engine import render_for
     if ast in self.seen: return
     self.seen.add(ast)
     src = "<not rendered>"
     from plugrad.device import UnsupportedError
     try:
-      src = self.device.renderer.render(lower_for(self.device, ast))
+      src = render_for(self.device, ast)[1]
       self.device.compiler.compile(src)
       self.compiled += 1
     except UnsupportedError:
