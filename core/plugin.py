@@ -50,10 +50,13 @@ class DevicePlugin:
   """
   PLUGRAD_CONTRACT: ClassVar[int]
   names: ClassVar[tuple[str, ...]] = ()
+  _declared: frozenset[str] = frozenset()  # the names `devices` declared last (what `names` left out is owned too)
 
   def owns(self, device: str) -> bool:
-    """Whether `device` (`NAME` or `NAME:N`) is one of this plugin's devices."""
-    return device.partition(":")[0].upper() in self.names
+    """Whether `device` (`NAME` or `NAME:N`) is one of this plugin's devices: named in `names` (in any case) or
+    declared by `devices` (a plugin that left `names` out, or wrote them in lower case, lost every role)."""
+    name = device.partition(":")[0].upper()
+    return name in self._declared or any(n.upper() == name for n in self.names)
 
   # ---------------------------------------------------------------- what subclasses implement
 
@@ -77,7 +80,10 @@ class DevicePlugin:
   # ---------------------------------------------------------------- the hooks
 
   @hookimpl
-  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]: return self.devices(config)
+  def plugrad_declare_devices(self, config: Config) -> list[DeviceDecl]:
+    decls = self.devices(config)
+    self._declared = frozenset(d.name for d in decls if isinstance(d, DeviceDecl))
+    return decls
 
   @hookimpl
   def plugrad_config_options(self) -> list[ConfigOption]: return self.options()

@@ -267,6 +267,14 @@ class Registry:
     if not candidates:
       failed = [i for i in infos if i.error]
       if failed: return DeviceStatus(name, failed[0], reason=failed[0].error, others=failed[1:])
+      for i in infos:  # installed under this name, declaring others: the entry point's name is the device's
+        try:
+          names = sorted({d.name for d in _call_declare(i.obj, self.config)}) if i.obj is not None else []
+        except Exception:
+          continue
+        return DeviceStatus(name, i, reason=f"plugin {i.name} ({i.label()}) is installed as the entry point {name} but "
+                                            f"declares {', '.join(names) or 'no device'}: an entry point of "
+                                            f"{DEVICE_GROUP} is named after the device it declares (upper case)")
       known = ", ".join(self.device_names())
       return DeviceStatus(name, PluginInfo(name="?", dist="?"),
                           reason=f"unknown device {name!r}: no installed plugin declares it (known devices: {known}); device "

@@ -371,3 +371,23 @@ def test_an_entry_point_naming_the_class_is_refused_and_isolated():
 def test_a_probe_returning_no_reason_string_says_so():
   reg = make_registry([FakeEP("YES", device_plugin("YES", probe=lambda: True))])
   assert "its availability probe returned True; a probe returns None" in reg.status("YES").reason
+
+
+@pytest.mark.parametrize("names", [(), ("odd",)])
+def test_a_device_plugin_owns_what_it_declares_whatever_its_names_say(names):
+  # `names` left out or in lower case: the device was listed available, and then no role answered for it
+  from plugrad.plugin import DevicePlugin
+
+  class Odd(DevicePlugin):
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    def devices(self, config): return [DeviceDecl("ODD", 50)]
+    def capabilities(self, device, config): return Capabilities(launch_dims=2)
+  Odd.names = names
+  reg = make_registry([FakeEP("ODD", Odd())])
+  assert reg.device("ODD").caps.launch_dims == 2
+
+
+def test_an_entry_point_named_otherwise_than_its_device_says_so():
+  reg = make_registry([FakeEP("BADI_EP", device_plugin("BADI"), dist="plugrad-badi")])
+  st = reg.status("BADI_EP")
+  assert not st.available and "installed as the entry point BADI_EP but declares BADI" in st.reason
