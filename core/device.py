@@ -85,6 +85,15 @@ class Capabilities:
     if unknown := sorted(set(self.optional_ops) - OPTIONAL_OPS):
       raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the "
                        f"optional ops are {', '.join(sorted(OPTIONAL_OPS))}")
+    from plugrad.uops import Ops  # here: plugrad.uops imports this module's neighbours
+    if unknown := sorted(set(self.unsupported_ops) - {o.name for o in Ops}):  # a misspelled one declared nothing
+      raise ValueError(f"Capabilities.unsupported_ops names {', '.join(unknown)}, which are no ops of plugrad's IR "
+                       f"(plugrad.uops.Ops: SIN, EXP2, ...)")
+
+  def lacks(self, op: str) -> bool:
+    """Whether a kernel using `op` cannot run: declared unsupported, or made of one (cos of SINs, where COS is
+    not taken natively)."""
+    return op in self.unsupported_ops or (op == "COS" and "COS" not in self.optional_ops and "SIN" in self.unsupported_ops)
 
 
 #: Ops a renderer may take or leave (`Capabilities.optional_ops`): a plugin written before one existed never sees it.
@@ -136,7 +145,7 @@ def check_supported(device: str, caps: Capabilities, dtypes_used: set[DType], op
   """Raise UnsupportedError naming what `device` lacks among `dtypes_used` and `ops_used`."""
   missing = sorted(d.name for d in dtypes_used if d not in caps.dtypes)
   if missing: raise UnsupportedError(f"device {device} does not support dtype {', '.join(missing)}")
-  bad_ops = sorted(o for o in ops_used if o in caps.unsupported_ops)
+  bad_ops = sorted(o for o in ops_used if caps.lacks(o))
   if bad_ops: raise UnsupportedError(f"device {device} does not support {', '.join(bad_ops)}")
 
 

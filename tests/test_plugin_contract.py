@@ -123,3 +123,12 @@ def test_a_renderer_returning_no_source_is_refused_naming_the_device(monkeypatch
   monkeypatch.setattr(device.renderer, "render", lambda prog: None)
   with pytest.raises(TypeError, match=r"PYTHON's renderer returned NoneType for kernel \w+, not its source"):
     render_for(device, item.ast)
+
+
+def test_an_op_made_of_an_unsupported_one_is_unsupported_too():
+  # a device without SIN (and no native COS) was handed cos written as three SINs; a misspelled op declared nothing
+  from plugrad.device import UnsupportedError, check_supported
+  no_sin = Capabilities(unsupported_ops=frozenset({"SIN"}))
+  with pytest.raises(UnsupportedError, match="does not support COS"): check_supported("DEV", no_sin, set(), {"COS"})
+  check_supported("DEV", Capabilities(unsupported_ops=frozenset({"SIN"}), optional_ops=frozenset({"COS"})), set(), {"COS"})
+  with pytest.raises(ValueError, match="SINE, which are no ops"): Capabilities(unsupported_ops=frozenset({"SINE"}))
