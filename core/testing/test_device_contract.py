@@ -149,7 +149,8 @@ def test_multi_output_kernels(device):
   x = np.random.default_rng(0).standard_normal((7, 301)).astype(np.float32)
   t = Tensor(x, device=device).realize()
   outs = [t.sum(1), t.max(1), (t * t).sum(1)]
-  assert count_kernels(outs[0].schedule(*outs[1:])) == (1 if limit is None or limit >= 4 else 3)
+  # a kernel writing k of them binds k + 1 buffers (a limit of 3 fits two in one kernel: 2 kernels, not 3)
+  assert count_kernels(outs[0].schedule(*outs[1:])) == (1 if limit is None else -(-3 // max(1, limit - 1)))
   Tensor.realize(*outs)
   for o, e in zip(outs, [x.sum(1), x.max(1), (x * x).sum(1)]):
     np.testing.assert_allclose(o.numpy(), e, rtol=1e-4, atol=1e-4)
