@@ -214,7 +214,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: Iterable[UOp]) -> dict[
   :param root_grad: dL/d(root), a float node of root's shape (1 for a scalar loss).
   :param targets: the nodes to differentiate with respect to.
   :return: target -> its gradient, for the float targets that `root` reaches through float values
-    and not through a DETACH; targets missing from the map get no gradient (it is zero).
+    and not through a DETACH; one reached only through piecewise-constant ops (floor, sign, round) gets zeros, as
+    in torch; targets missing from the map get no gradient.
   """
   if root_grad.shape != root.shape:
     raise ValueError(f"the gradient has shape {root_grad.shape} but the tensor it is for has shape {root.shape}")
@@ -223,7 +224,9 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: Iterable[UOp]) -> dict[
   # only nodes that lie on a path from the root to a target need a gradient
   on_path: set[UOp] = set()
   for n in nodes:
-    if n.dtype is not None and n.dtype.is_float and (n in wanted or any(s in on_path for s in n.src)): on_path.add(n)
+    if n.dtype is not None and n.dtype.is_float and n.op is not Ops.DETACH and \
+        (n in wanted or any(s in on_path for s in n.src)):
+      on_path.add(n)
   if root not in on_path: return {}
   grads: dict[UOp, UOp] = {root: cast(root_grad, root.dtype)}
   for n in reversed(nodes):  # every user of a node comes before it: its gradient is complete here
@@ -235,7 +238,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: Iterable[UOp]) -> dict[
       if sg.shape != s.shape:
         raise RuntimeError(f"internal error: the gradient rule of {n.op.name} gave shape {sg.shape} for {s.shape}")
       grads[s] = add(grads[s], sg) if s in grads else sg
-  return {t: grads[t] for t in wanted if t in grads}
+  # reached, but every path crosses an op whose derivative is 0 (floor, sign): zeros, not "not used" (torch's too)
+  return {t: grads[t] if t in grads else broadcast(UOp.const(t.dtype, 0.0), t.shape) for t in wanted if t in on_path}
 
 
 __all__ = ["compute_gradient", "pm_gradient"]

@@ -495,3 +495,16 @@ def test_conv_weight_gradient_sums_channels_last_where_lanes_run_along_the_outpu
   assert channels_last(dev, 8, 8, dtypes.float32) == (caps.launch_dims == 0 and caps.vector_ops)
   assert not channels_last(dev, 4, 8, dtypes.float32) and not channels_last(dev, 32, 1, dtypes.float32)  # too few lanes
   assert not channels_last(dev, 8, 8, dtypes.int32)
+
+
+def test_a_target_reached_only_through_piecewise_constant_ops_has_zero_gradient():
+  # floor, ceil, round, trunc and sign have derivative 0: .gradient raised "not used" (torch and tinygrad give zeros);
+  # a detached or bool-valued path still raises
+  x = Tensor([1.5, -2.3, 0.0], requires_grad=True)
+  for f in (Tensor.floor, Tensor.ceil, Tensor.round, Tensor.trunc, Tensor.sign):
+    assert (f(x) * 2).sum().gradient(x)[0].tolist() == [0.0, 0.0, 0.0]
+  for dead in (x.detach() * 2, (x > 0).float()):
+    with pytest.raises(ValueError, match="not used to compute"): dead.sum().gradient(x)
+  y = Tensor([1.5, -2.3], requires_grad=True)
+  (y.floor() * 2).sum().backward()
+  assert y.grad.tolist() == [0.0, 0.0]
