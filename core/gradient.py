@@ -156,6 +156,7 @@ custom_gradients: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {
   "atan": lambda ctx, ret: (div(ctx, add(mul(ret.src[1], ret.src[1]), 1.0)),),         # 1 / (1 + x²)
   "hardtanh": lambda ctx, ret: (where(_inside(ret.src[1], *ret.arg[1:]), ctx, 0.0),),   # 1 strictly inside (low, high)
   "relu": lambda ctx, ret: (where(_alu(Ops.CMPEQ, ret, 0.0), 0.0, ctx),),              # 0 where the output is ±0
+  "constant": lambda ctx, ret: (None,),  # piecewise constant of a float (sign): derivative 0, the input still reached
 }
 
 # integer-valued, piecewise constant or not a value: nothing flows (IDIV of floats is trunc(a/b))

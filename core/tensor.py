@@ -1654,7 +1654,9 @@ class Tensor(metaclass=_TensorMeta):
     return (self < 0).where(-self, self)
   def sign(self) -> Tensor:
     """-1, 0 or 1 (0 for NaN); a bool is its own sign, as in torch."""
-    return self if self.dtype == dtypes.bool else (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    if self.dtype == dtypes.bool: return self
+    out = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    return out._with_gradient("constant", self) if self.dtype.is_float else out  # made of compares: zeros, as torch
   def reciprocal(self) -> Tensor:
     """Elementwise 1 / x."""
     return self._float()._alu(Ops.RECIP)
