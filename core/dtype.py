@@ -44,6 +44,12 @@ class DType:
     """The type of one lane (the type itself for a scalar)."""
     return self if self.count == 1 else _BY_NAME[self.name]
   @property
+  def bitsize(self) -> int: return self.itemsize * 8
+  @property
+  def fmt(self) -> str | None:
+    """The struct module's format character (tinygrad's DType.fmt); None for bfloat16, which struct has none of."""
+    return _STRUCT_FORMATS.get(self.name)
+  @property
   def is_float(self) -> bool: return self.kind == "f"
   @property
   def is_int(self) -> bool: return self.kind in "iu"
@@ -110,6 +116,21 @@ class dtypes:
   def all() -> tuple[DType, ...]:
     return ALL_DTYPES
 
+  # tinygrad's predicates and groups (dtypes.is_float(x.dtype), dtypes.floats)
+  @staticmethod
+  def is_float(x: DType) -> bool: return x.scalar().is_float
+  @staticmethod
+  def is_int(x: DType) -> bool: return x.scalar().is_int
+  @staticmethod
+  def is_unsigned(x: DType) -> bool: return x.scalar().is_unsigned
+  @staticmethod
+  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+  @staticmethod
+  def finfo(x: DType) -> tuple[int, int]:
+    """(exponent bits, mantissa bits) of a float dtype, as tinygrad's."""
+    if not x.is_float: raise TypeError(f"finfo needs a float dtype, got {x.name}")
+    return {2: (5, 10), 4: (8, 23), 8: (11, 52)}[x.itemsize] if x.name != "bfloat16" else (8, 7)
+
   @staticmethod
   def from_any(x: Any) -> DType:
     """Turn a DType, a name (tinygrad's: 'float32', 'float', 'half', 'uchar', 'long', ...; case-insensitive) or a
@@ -135,6 +156,12 @@ class dtypes:
 
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k == v.name)
+_STRUCT_FORMATS = {"bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+                   "int64": "q", "uint64": "Q", "float16": "e", "float32": "f", "float64": "d"}
+dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)  # type: ignore[attr-defined]
+dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)  # type: ignore[attr-defined]
+dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)  # type: ignore[attr-defined]
+dtypes.ints = dtypes.uints + dtypes.sints  # type: ignore[attr-defined]
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 # every name tinygrad's to_dtype accepts: the canonical names, the C-style aliases and the defaults
 _BY_ALIAS = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}

@@ -1050,6 +1050,19 @@ class Tensor(metaclass=_TensorMeta):
     BatchNorm uses batch statistics. The same switch as `Context(TRAINING=1)` and `Tensor.training`."""
     return Context(TRAINING=int(mode))
 
+  @property
+  def is_param(self) -> bool:
+    """tinygrad 0.14's name for "an optimizer updates it": `requires_grad` is not False."""
+    return self.requires_grad is not False
+
+  @is_param.setter
+  def is_param(self, value: bool) -> None: self.requires_grad_(bool(value))
+
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """tinygrad 0.14's `requires_grad_`: False keeps an optimizer from updating it (a BatchNorm's running statistics),
+    and takes no gradient."""
+    return self.requires_grad_(bool(is_param))
+
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
     """Set `requires_grad` in place (PyTorch's habit) and return this tensor.
 

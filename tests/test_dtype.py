@@ -23,3 +23,14 @@ def test_float_limits(dt, bits):
 
 def test_bool_limits():
   assert (dtypes.bool.min, dtypes.bool.max, dtypes.bool.exact_int_max) == (False, True, 1)
+
+
+def test_tinygrads_dtype_predicates_groups_and_formats():
+  # tinygrad programs ask dtypes.is_float(p.dtype), iterate dtypes.floats, pack with DType.fmt: AttributeError before
+  assert dtypes.is_float(dtypes.half) and dtypes.is_int(dtypes.uint8) and not dtypes.is_unsigned(dtypes.int8)
+  assert dtypes.is_bool(dtypes.bool) and not dtypes.is_float(dtypes.int32)
+  assert dtypes.finfo(dtypes.float32) == (8, 23) and dtypes.finfo(dtypes.bfloat16) == (8, 7)
+  assert dtypes.floats == (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+  assert set(dtypes.ints) == set(dtypes.uints) | set(dtypes.sints) and len(dtypes.ints) == 8
+  assert (dtypes.float16.fmt, dtypes.uint64.fmt, dtypes.bfloat16.fmt, dtypes.int16.bitsize) == ("e", "Q", None, 16)
+  with pytest.raises(TypeError, match="float dtype"): dtypes.finfo(dtypes.int32)

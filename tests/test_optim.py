@@ -371,3 +371,13 @@ def test_a_sharded_gradient_read_before_the_step_is_kept():
   np.testing.assert_allclose(x_grad, 2 * (X @ w0) @ w0.T, rtol=1e-5, atol=1e-5)
   assert x.grad is not None
   np.testing.assert_allclose(x.grad.numpy(), x_grad)
+
+
+def test_is_param_is_tinygrads_requires_grad():
+  # tinygrad 0.14 marks what an optimizer leaves alone with is_param_(False) (a BatchNorm's running statistics)
+  w, stat = Tensor([1.0, 2.0]), Tensor([0.0]).is_param_(False)
+  assert w.is_param and not stat.is_param and stat.requires_grad is False
+  opt = optim.SGD([w, stat], lr=0.5)
+  assert opt.params == [w] and opt.buffers == [stat]
+  w.is_param = False
+  assert w.requires_grad is False

@@ -52,8 +52,8 @@ NOT_OFFERED = {
   # written as a Python function of tinygrad's UOp API), which plugrad's IR does not share. Issue 16 brought what
   # they are for in plugrad's terms: TinyJit, the schedule cache, Variables, Tensor.schedule().
   "call": "a CALL of a tinygrad function graph", "callify": "turns a graph into a tinygrad CALL",
-  "as_param": "a tinygrad PARAM placeholder of a function graph", "is_param": "asks for a tinygrad PARAM node",
-  "is_param_": "asks for a tinygrad PARAM node", "custom_kernel": "a kernel written in tinygrad's UOp API",
+  "as_param": "a tinygrad PARAM placeholder of a function graph",
+  "custom_kernel": "a kernel written in tinygrad's UOp API",
   "linear_with_vars": "returns tinygrad's LINEAR schedule UOp",
   "schedule_linear": "returns tinygrad's LINEAR schedule UOp",
 }
