@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import warnings
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,7 +67,7 @@ DEFAULT_GC_THRESHOLD = 20000
 class Config:
   """Settings for one plugrad session.
 
-  :param device: the device asked for with DEVICE (None: pick the best available).
+  :param device: the device asked for with DEVICE (or DEV, tinygrad 0.14's name; None: pick the best available).
   :param debug: the DEBUG environment variable's level (1: kernels per realize, 2: a line per kernel, 4: kernel
     source): the start value of `DEBUG`, the ContextVar the built-in DEBUG output follows.
   :param cache_dir: where compiled kernels are cached (PLUGRAD_CACHE_DIR, else the user's cache).
@@ -101,7 +102,7 @@ class Config:
     """Read the configuration from `environ` (os.environ by default)."""
     env = dict(os.environ if environ is None else environ)
     return Config(
-      device=env.get("DEVICE") or None,
+      device=env.get("DEVICE") or env.get("DEV") or None,  # DEV: tinygrad 0.14's name for it
       debug=_int(env, "DEBUG", 0),
       cache_dir=_default_cache_dir(env),
       disable_autoload=env.get("PLUGRAD_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"),
@@ -194,11 +195,30 @@ class ContextVar:
   def __repr__(self) -> str: return f"ContextVar({self.key}={self.value!r})"
 
 
+#: tinygrad's tuning and tooling variables a program may set in a Context, with what plugrad does instead
+TINYGRAD_KNOBS = {
+  "BEAM": "set PLUGRAD_BEAM=N in the environment for a beam search of each kernel's plan",
+  "NOOPT": "the heuristic's plans always apply", "JIT": "TinyJit always captures on the second call",
+  "WINO": "convolutions are not Winograd-transformed", "IMAGE": "image layouts are the device plugin's choice",
+  "FUSE_OPTIM": "optimizers take fused=True", "SPLIT_REDUCEOP": "large reductions are split by size",
+  "TRANSCENDENTAL": "transcendentals are built from the device's ops", "CACHELEVEL": "PLUGRAD_CACHE_DIR sets the cache",
+  "VIZ": "there is no graph viewer", "PROFILE": "DEBUG=2 times each kernel", "DEV": "DEVICE (or DEV) in the environment",
+}
+_warned_knobs: set[str] = set()
+
+
 class Context(contextlib.ContextDecorator):
   """Set ContextVars for the length of a `with` block (or a decorated function), as tinygrad's
   `Context`: `with Context(TRAINING=1): ...`. The previous values come back on exit."""
 
   def __init__(self, **kwargs: int):
+    for knob in sorted(set(kwargs) & set(TINYGRAD_KNOBS) - set(ContextVar._by_key)):
+      # a tinygrad program tunes its kernels so (`with Context(BEAM=2):`); it runs here as it is
+      if knob not in _warned_knobs:
+        _warned_knobs.add(knob)
+        warnings.warn(f"Context({knob}=...) is tinygrad's and has no effect in plugrad: {TINYGRAD_KNOBS[knob]}",
+                      stacklevel=2)
+      del kwargs[knob]
     unknown = sorted(set(kwargs) - set(ContextVar._by_key))
     if unknown: raise KeyError(f"unknown context variable(s) {unknown}; known: {sorted(ContextVar._by_key)}")
     self.kwargs = kwargs

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from plugrad.config import DEFAULT_GC_THRESHOLD, Config
+from plugrad.config import DEFAULT_GC_THRESHOLD, TRAINING, Config, Context
 
 
 @pytest.fixture
@@ -53,3 +53,13 @@ def test_the_process_registry_raises_the_threshold_when_it_starts():
                        capture_output=True, text=True, check=True).stdout.split()
   # Python's own default (700 up to 3.12) before plugrad starts, the configured one after
   assert int(out[0]) < 12345 and out[1] == "12345"
+
+
+def test_tinygrads_dev_and_tuning_knobs_run_as_they_are(recwarn):
+  # DEV=CUDA (tinygrad 0.14) was ignored, and `with Context(BEAM=2):` raised KeyError
+  assert Config.from_env({"DEV": "PYTHON"}).device == "PYTHON"
+  assert Config.from_env({"DEV": "PYTHON", "DEVICE": "CPU"}).device == "CPU"
+  with Context(BEAM=2, TRAINING=1):
+    assert TRAINING.value == 1
+  assert any("BEAM" in str(w.message) and "PLUGRAD_BEAM" in str(w.message) for w in recwarn.list)
+  with pytest.raises(KeyError, match="NOPE"): Context(NOPE=1)

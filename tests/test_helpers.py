@@ -124,3 +124,10 @@ def test_device_default_and_roles():
     assert Device.DEFAULT == "PYTHON"
   finally:
     Device.DEFAULT = saved
+
+
+def test_device_imports_as_from_tinygrads_device_module():
+  # `from tinygrad.device import Device` is how tinygrad's examples reach it
+  from plugrad import Device as top
+  from plugrad.device import Device
+  assert Device is top and isinstance(Device.DEFAULT, str)
