@@ -19,6 +19,8 @@ import zlib
 from collections import OrderedDict
 from typing import Any, Callable
 
+import warnings
+
 import numpy as np
 
 from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
@@ -67,24 +69,24 @@ def get_parameters(obj: Any) -> list[Tensor]:
 
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor | np.ndarray], strict: bool = True,
-                    consume: bool = False, realize: bool = True) -> list[Tensor]:
-  """Copy `state_dict` into the tensors of `model` (each keeps its device and dtype).
+                    verbose: bool = True, consume: bool = False, realize: bool = True) -> list[Tensor]:
+  """Copy `state_dict` into the tensors of `model` (each keeps its device and dtype), as tinygrad's.
 
-  :param strict: raise ValueError when a key of the model is missing from `state_dict` or a key of
-    `state_dict` has no tensor in the model; False loads the keys both have.
+  :param strict: raise ValueError when a key of the model is missing from `state_dict`; False loads the keys both
+    have. Keys of `state_dict` the model has no tensor for are left, with a warning (tinygrad's rule: a checkpoint
+    may carry buffers a model recomputes, GPT-2's attn.bias).
+  :param verbose: tinygrad's progress bar; plugrad shows none, and takes it so tinygrad's calls run.
   :param consume: remove each loaded entry from `state_dict` (frees memory while loading a big model).
   :param realize: run the copies now (False leaves them lazy, to realize together with other work).
   :return: the model's tensors that were loaded.
   A shape mismatch always raises ValueError naming the key and both shapes.
   """
   model_sd = get_state_dict(model)
-  if strict:
-    missing = [k for k in model_sd if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in model_sd]
-    if missing or unexpected:
-      parts = [f"missing keys {missing}"] if missing else []
-      if unexpected: parts.append(f"unexpected keys {unexpected}")
-      raise ValueError(f"load_state_dict: {' and '.join(parts)} (pass strict=False to load the keys both have)")
+  if strict and (missing := [k for k in model_sd if k not in state_dict]):
+    raise ValueError(f"load_state_dict: missing keys {missing} (pass strict=False to load the keys both have)")
+  if unexpected := [k for k in state_dict if k not in model_sd]:
+    more = f" and {len(unexpected) - 8} more" if len(unexpected) > 8 else ""
+    warnings.warn(f"load_state_dict: the model has no tensor for {unexpected[:8]}{more}: not loaded", stacklevel=2)
   loaded = []
   for k, v in model_sd.items():
     if k not in state_dict: continue
