@@ -184,7 +184,7 @@ def test_batchnorm_train_and_eval_match_torch(shape, tcls):
     np.testing.assert_allclose(ours, tbn.train()(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
   for k in ("running_mean", "running_var"):
     np.testing.assert_allclose(getattr(bn, k).numpy(), getattr(tbn, k).numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
-  assert bn.num_batches_tracked.item() == 2
+  assert bn.num_batches_tracked.item() == 2 and bn.num_batches_tracked.shape == ()  # 0-d, as torch's and tinygrad's
   x = randn(*shape)  # evaluation: the running statistics
   np.testing.assert_allclose(bn(Tensor(x)).numpy(), tbn.eval()(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
 

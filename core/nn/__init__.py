@@ -65,7 +65,7 @@ class BatchNorm:
       # PyTorch counts in int64; a device without int64 gets int32, as in tinygrad
       caps = get_registry().device(get_registry().default_device()).caps
       count_dtype = dtypes.int64 if dtypes.int64 in caps.dtypes else dtypes.int32
-      self.num_batches_tracked = _owned(Tensor.zeros(1, dtype=count_dtype), requires_grad=False)
+      self.num_batches_tracked = _owned(Tensor.zeros((), dtype=count_dtype), requires_grad=False)  # 0-d: torch's, tinygrad 0.14's
     self.sz = sz
 
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:

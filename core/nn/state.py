@@ -94,7 +94,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor | np.ndarray], stri
     if isinstance(src, np.ndarray): src = Tensor(src, device=v.device)
     if not isinstance(src, Tensor): raise TypeError(f"load_state_dict: {k!r} is a {type(src).__name__}, not a Tensor")
     if src.shape != v.shape and {src.shape, v.shape} == {(), (1,)}:
-      src = src.reshape(v.shape)  # BatchNorm's num_batches_tracked: PyTorch's is 0-d, tinygrad's has shape (1,)
+      src = src.reshape(v.shape)  # BatchNorm's num_batches_tracked: 0-d, older tinygrad's of shape (1,)
     if src.shape != v.shape:
       raise ValueError(f"load_state_dict: shape mismatch for {k!r}: the model has {v.shape}, "
                        f"the state dict {src.shape}")
