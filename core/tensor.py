@@ -528,6 +528,12 @@ class Tensor(metaclass=_TensorMeta):
         dt = _wide_int([_check_py_int(data)])
       dt = dt or (dtypes.from_any(data.dtype) if isinstance(data, np.generic) else dtypes.from_py(data))
       self.uop = UOp.const(dt, data.item() if isinstance(data, np.generic) else _check_py_int(data))
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+      # raw bytes read as `dtype` (uint8 by default), as tinygrad reads a file's contents
+      raw, want = bytes(data), dt or dtypes.uint8
+      if want == dtypes.bfloat16: raise TypeError("bytes as bfloat16: make a uint16 tensor, then .bitcast(dtypes.bfloat16)")
+      if len(raw) % want.itemsize: raise ValueError(f"{len(raw)} bytes are no whole number of {want.name} elements")
+      self.uop = _upload(np.frombuffer(raw, dtype=want.np), want, self.device)
     elif isinstance(data, (list, tuple, np.ndarray)):
       if isinstance(data, np.ndarray): arr = data
       else:

@@ -707,3 +707,10 @@ def test_low_level_helpers(dev):
   assert i.ufix(3).dtype == dtypes.int8 and i.ufix(0.5).dtype == dtypes.float32 and i.ufix(a) is a
   c = Tensor.const(2.5, device=dev)
   assert c.shape == () and c.item() == 2.5 and Tensor.const(1, dtype="uint8").dtype == dtypes.uint8
+
+
+def test_a_tensor_from_bytes_reads_them_as_its_dtype():
+  # tinygrad's Tensor(b"...") (a file's contents): it raised TypeError
+  assert Tensor(b"\x01\x02\xff").tolist() == [1, 2, 255] and Tensor(b"\x01").dtype == dtypes.uint8
+  assert Tensor(bytearray(b"\x00\x00\x80\x3f"), dtype=dtypes.float32).tolist() == [1.0]
+  with pytest.raises(ValueError, match="3 bytes are no whole number of float32"): Tensor(b"abc", dtype=dtypes.float32)
