@@ -650,15 +650,6 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
   return ImageSpec(h, w)
 
 
-def __getattr__(name: str) -> Any:
-  # `from tinygrad.device import Device` in tinygrad programs: the registry's Device object (imported late: the
-  # registry imports this module)
-  if name == "Device":
-    from plugrad.registry import DEVICES
-    return DEVICES
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
            "DeviceError", "Allocator", "Collective", "REDUCE_OPS",
            "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
