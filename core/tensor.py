@@ -2039,8 +2039,9 @@ class Tensor(metaclass=_TensorMeta):
     if y1: y = y.reshape(-1, 1)
     batch = broadcast_shape(x.shape[:-2], y.shape[:-2])
     n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
-    # a matmul keeps its dtype (torch): integers accumulate in their own width, halves in float32
-    sum_dtype = dt if dtype is not None or dt not in (dtypes.float16, dtypes.bfloat16) else None
+    # a matmul keeps its dtype (torch): integers accumulate in their own width; halves come here only with an explicit
+    # dtype (multiplied in it, summed as sum(dtype=half) sums: in float32)
+    sum_dtype = dt
     if x._copies_transposed(y): y = y.contiguous()
     if (width := x._panel_width(y)) is not None:
       # (k, m) -> (m/width, k, width): each output vector's loads of y walk one panel contiguously
