@@ -17,6 +17,7 @@ import numpy as np
 from plugrad.config import DEFAULT_ALLOC_CACHE, Config, MemoryBound
 from plugrad.dtype import ALL_DTYPES, DType, dtypes
 from plugrad.kernel_cache import KernelCache, package_version
+from plugrad.ops import Ops
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,9 @@ class Capabilities:
     if unknown := sorted(set(self.optional_ops) - OPTIONAL_OPS):
       raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the "
                        f"optional ops are {', '.join(sorted(OPTIONAL_OPS))}")
-    from plugrad.uops import Ops  # here: plugrad.uops imports this module's neighbours
     if unknown := sorted(set(self.unsupported_ops) - {o.name for o in Ops}):  # a misspelled one declared nothing
       raise ValueError(f"Capabilities.unsupported_ops names {', '.join(unknown)}, which are no ops of plugrad's IR "
-                       f"(plugrad.uops.Ops: SIN, EXP2, ...)")
+                       f"(plugrad.ops.Ops: SIN, EXP2, ...)")
 
   def lacks(self, op: str) -> bool:
     """Whether a kernel using `op` cannot run: declared unsupported, or made of one (cos of SINs, where COS is
