@@ -563,13 +563,19 @@ class Compiler:
 
   def compile(self, src: str) -> tuple[bytes, bool]:
     """The binary for `src` and whether it came from the cache."""
-    if (kc := self.cache()) is None: return self._compile(src), False
+    if (kc := self.cache()) is None: return self._checked(src), False
     versions = self.versions()
     key = self.cache_key(src, versions)
     if (cached := kc.get(key, versions)) is not None: return cached, True
-    binary = self._compile(src)
+    binary = self._checked(src)
     kc.put(key, versions, binary)
     return binary, False
+
+  def _checked(self, src: str) -> bytes:
+    # a plugin's _compile returning a str or None failed later as "can't concat str to bytes"
+    if not isinstance(binary := self._compile(src), (bytes, bytearray)):
+      raise TypeError(f"{type(self).__name__}._compile must return bytes, it returned {type(binary).__name__}")
+    return bytes(binary)
 
   def evict(self, src: str) -> None:
     """Drop the cached binary of `src` (one the runtime could not load), so the next compile redoes it."""

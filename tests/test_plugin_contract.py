@@ -132,3 +132,27 @@ def test_an_op_made_of_an_unsupported_one_is_unsupported_too():
   with pytest.raises(UnsupportedError, match="does not support COS"): check_supported("DEV", no_sin, set(), {"COS"})
   check_supported("DEV", Capabilities(unsupported_ops=frozenset({"SIN"}), optional_ops=frozenset({"COS"})), set(), {"COS"})
   with pytest.raises(ValueError, match="SINE, which are no ops"): Capabilities(unsupported_ops=frozenset({"SINE"}))
+
+
+def test_a_plugins_renderer_compiler_and_runtime_mistakes_name_the_plugin(monkeypatch):
+  # a renderer raising gave a bare ValueError, a _compile returning str "can't concat str to bytes", a runtime's load
+  # returning None "'NoneType' object is not callable" at the launch
+  from plugrad.device import CompileError, Compiler
+  from plugrad.engine import compile as compile_module
+  from plugrad.registry import get_registry
+  device = get_registry().device("PYTHON")
+  item = [it for it in (Tensor.ones(4, device="PYTHON") * 3).schedule() if not it.is_copy][0]
+
+  def broken(prog): raise ValueError("my renderer blew up")
+  with monkeypatch.context() as m:
+    m.setattr(device.renderer, "render", broken)
+    with pytest.raises(CompileError, match=r"PYTHON's renderer failed on kernel \w+: ValueError: my renderer blew up"):
+      compile_module.render_for(device, item.ast)
+
+  class TextCompiler(Compiler):
+    def _compile(self, src): return "not bytes"
+  with pytest.raises(TypeError, match="TextCompiler._compile must return bytes, it returned str"):
+    TextCompiler(None).compile("kernel")
+  monkeypatch.setattr(device.runtime, "load", lambda name, binary: None)
+  with pytest.raises(TypeError, match=r"PYTHON's runtime.load returned NoneType for kernel k, not a Program"):
+    compile_module._load(device, "k", "src", b"bin", cached=False)

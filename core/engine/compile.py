@@ -17,7 +17,7 @@ from plugrad.codegen.opt import Opt, OptError
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.opt.search import INFEASIBLE, PlanCache, beam_search, capabilities_text, plan_key
 from plugrad.codegen.program import LoopProgram
-from plugrad.device import CompileError, Program, UnsupportedError, check_supported
+from plugrad.device import CompileError, DeviceError, Program, UnsupportedError, check_supported
 from plugrad.kernel_cache import KernelCache, package_version
 from plugrad.registry import DEVICE_GROUP, PLUGIN_GROUP, Device, Registry
 from plugrad.spec import check_program, kernel_spec, program_spec
@@ -57,7 +57,12 @@ def render_for(device: Device, ast: UOp, opts: tuple[Opt, ...] | None = None) ->
   """Lower (with the plan `opts`, None: the heuristic's) and render `ast` for `device`; needs only the
   device's plugin, not its hardware."""
   prog = lower_for(device, ast, opts)
-  src = device.renderer.render(prog)
+  try:
+    src = device.renderer.render(prog)
+  except (NotImplementedError, DeviceError, OptError):  # what a renderer says on purpose (unsupported, no such plan)
+    raise
+  except Exception as e:  # a plugin's renderer: say whose and for which kernel, as a compile error does
+    raise CompileError(f"{device.name}'s renderer failed on kernel {prog.name}: {type(e).__name__}: {e}") from e
   if not isinstance(src, str):  # else compiled as it is: a shadow compile of nothing passed
     raise TypeError(f"{device.name}'s renderer returned {type(src).__name__} for kernel {prog.name}, not its source (str)")
   return prog, src
@@ -261,8 +266,15 @@ def _load(device: Device, name: str, src: str, binary: bytes, cached: bool) -> P
   """Load `binary`. A cached one the runtime refuses (built by an earlier build of the same versions) is
   evicted and rebuilt once, so a stale entry never needs a manual cache clear."""
   try:
-    return device.runtime.load(name, binary)
+    return _loaded(device, name, device.runtime.load(name, binary))
   except Exception:
     if not cached: raise
   device.compiler.evict(src)
-  return device.runtime.load(name, device.compiler.compile(src)[0])
+  return _loaded(device, name, device.runtime.load(name, device.compiler.compile(src)[0]))
+
+
+def _loaded(device: Device, name: str, program: Program) -> Program:
+  # a runtime's load returning None failed at the launch as "'NoneType' object is not callable"
+  if not callable(program):
+    raise TypeError(f"{device.name}'s runtime.load returned {type(program).__name__} for kernel {name}, not a Program")
+  return program
