@@ -124,6 +124,9 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
   except (FileExistsError, ValueError) as e:
     raise CLIError(str(e)) from None
   for path in paths: print(path)
+  if args.name.upper() in get_registry().device_names():  # written, but it will not get the name as it stands
+    print(f"note: a device {args.name.upper()} is installed already; the new plugin takes the name over only with "
+          f"DeviceDecl(replaces=True), so pick another name unless that is what you mean", file=sys.stderr)
   return 0
 
 

@@ -19,7 +19,8 @@ TEMPLATE = "templates/plugin"
 
 def new_plugin(name: str, directory: Path) -> list[Path]:
   """Write the skeleton of a plugin for device `name` into `directory`; returns the files written."""
-  if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name.upper()): raise ValueError(f"device names are letters, digits and _: {name!r}")
+  if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name.upper()):
+    raise ValueError(f"a device name starts with a letter, then letters, digits and _: {name!r}")
   NAME = name.upper()
   low = NAME.lower()
   fields = {"NAME": NAME, "dist": f"plugrad-{low.replace('_', '-')}", "pkg": f"plugrad_{low}",

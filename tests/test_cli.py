@@ -149,4 +149,8 @@ def test_new_plugin_into_a_folder_in_use_is_a_clean_error(tmp_path):
   (tmp_path / "mine.txt").write_text("kept")
   res = run("new-plugin", "FOO", "--dir", str(tmp_path))  # it ended in a FileExistsError traceback
   assert res.returncode == 2 and "exists and is not empty" in res.stderr and "Traceback" not in res.stderr
-  assert run("new-plugin", "9bad", "--dir", str(tmp_path / "x")).returncode == 2
+  bad = run("new-plugin", "9bad", "--dir", str(tmp_path / "x"))
+  assert bad.returncode == 2 and "starts with a letter" in bad.stderr  # it said "letters, digits and _", which 9bad is
+  # a name an installed device has: written, with a note that it takes the name only with replaces=True
+  taken = run("new-plugin", "python", "--dir", str(tmp_path / "y"))
+  assert taken.returncode == 0 and "a device PYTHON is installed already" in taken.stderr
