@@ -25,6 +25,8 @@ the order of `LoopProgram.vars`, passed to the kernel as int32 parameters after 
 """
 from __future__ import annotations
 
+import inspect
+
 from typing import ClassVar
 
 from plugrad.codegen.cstyle import CStyleRenderer, var_name
@@ -51,6 +53,27 @@ class DevicePlugin:
   PLUGRAD_CONTRACT: ClassVar[int]
   names: ClassVar[tuple[str, ...]] = ()
   _declared: frozenset[str] = frozenset()  # the names `devices` declared last (what `names` left out is owned too)
+
+  #: each role method and the arguments the hooks call it with (what `signature_errors` checks an override against)
+  ROLE_ARGUMENTS: ClassVar[dict[str, tuple[str, ...]]] = {
+    "devices": ("config",), "options": (), "capabilities": ("device", "config"), "rewrite_rules": ("device", "config"),
+    "renderer": ("device", "config"), "compiler": ("device", "config"), "allocator": ("device", "config"),
+    "runtime": ("device", "config"), "graph": ("device", "config"), "collective": ("devices", "config")}
+
+  def signature_errors(self) -> list[str]:
+    """The role methods this plugin overrides that the hooks cannot call as they do (`renderer(self, device)`
+    without `config`): a plugin so written is refused when it loads, not at its first kernel."""
+    errors = []
+    for role, args in self.ROLE_ARGUMENTS.items():
+      method = getattr(self, role)
+      if getattr(type(self), role) is getattr(DevicePlugin, role): continue  # not overridden
+      try:
+        inspect.signature(method).bind(*args)
+      except TypeError as e:
+        errors.append(f"{role}{inspect.signature(method)} cannot be called as {role}({', '.join(args)}): {e}")
+      except ValueError:
+        pass  # no signature to read (a builtin): the call will tell
+    return errors
 
   def owns(self, device: str) -> bool:
     """Whether `device` (`NAME` or `NAME:N`) is one of this plugin's devices: named in `names` (in any case) or

@@ -27,6 +27,7 @@ from plugrad.device import (Allocator, Capabilities, Collective, Compiler, Devic
                             HostTransfer, Runtime, Transfer)
 from plugrad.builtins.debug import DebugPlugin
 from plugrad.builtins.python_device import PythonDevicePlugin
+from plugrad.plugin import DevicePlugin
 from plugrad.multi import SingleProcess, TransferCollective
 from plugrad.uops import PatternMatcher
 
@@ -187,6 +188,9 @@ class Registry:
       newer = "plugrad" if declared > hookspecs.CONTRACT_VERSION else info.dist
       info.error = (f"plugin {info.name} ({info.label()}) was written for plugin contract {declared}, but this plugrad "
                     f"({_plugrad_version()}) implements contract {hookspecs.CONTRACT_VERSION}: upgrade {newer}")
+      return False
+    if isinstance(obj, DevicePlugin) and (wrong := obj.signature_errors()):
+      info.error = f"plugin {info.name} ({info.label()}) has a role method the hooks cannot call: {'; '.join(wrong)}"
       return False
     try:
       self.pm.register(obj, name=f"{info.name}:{info.dist}" if self.pm.has_plugin(info.name) else info.name)

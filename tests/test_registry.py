@@ -391,3 +391,18 @@ def test_an_entry_point_named_otherwise_than_its_device_says_so():
   reg = make_registry([FakeEP("BADI_EP", device_plugin("BADI"), dist="plugrad-badi")])
   st = reg.status("BADI_EP")
   assert not st.available and "installed as the entry point BADI_EP but declares BADI" in st.reason
+
+
+def test_a_role_method_the_hooks_cannot_call_is_refused_at_load():
+  # renderer(self, device) without config was listed available; its first kernel raised a TypeError naming no plugin
+  from plugrad.plugin import DevicePlugin
+
+  class Short(DevicePlugin):
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    names = ("SHORT",)
+    def devices(self, config): return [DeviceDecl("SHORT", 50)]
+    def renderer(self, device): return None
+  reg = make_registry([FakeEP("SHORT", Short(), dist="plugrad-short"), FakeEP("CPU", device_plugin("CPU", 90))])
+  st = reg.status("SHORT")
+  assert not st.available and "renderer(device) cannot be called as renderer(device, config)" in st.reason
+  assert "plugrad-short" in st.reason and reg.default_device() == "CPU"
