@@ -436,7 +436,14 @@ class Registry:
 
   def first_result(self, hook: str, expected: type | tuple[type, ...], device: str, what: str) -> Any:
     """Call a first-result hook for `device` and check the type of what it returns."""
-    result = getattr(self.pm.hook, hook)(device=device, config=self.config)
+    try:
+      result = getattr(self.pm.hook, hook)(device=device, config=self.config)
+    except DeviceError:
+      raise
+    except Exception as e:  # a plugin's role raising: name the plugin and what it was asked (a bare KeyError came)
+      owner = self.status(device).plugin
+      raise DeviceError(f"the {what} of device {device} raised {type(e).__name__}: {e} (plugin {owner.name}, "
+                        f"{owner.label()})") from e
     if result is None:
       raise DeviceError(f"no plugin provides a {what} for device {device} (hook {hook}); is its plugin installed?")
     return self.checked(result, hook, expected, f" for device {device}")

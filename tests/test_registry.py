@@ -406,3 +406,16 @@ def test_a_role_method_the_hooks_cannot_call_is_refused_at_load():
   st = reg.status("SHORT")
   assert not st.available and "renderer(device) cannot be called as renderer(device, config)" in st.reason
   assert "plugrad-short" in st.reason and reg.default_device() == "CPU"
+
+
+def test_a_role_that_raises_names_its_plugin():
+  # a capabilities() raising KeyError('caps') surfaced as a bare KeyError: 'caps'
+  class Raising:
+    PLUGRAD_CONTRACT = CONTRACT_VERSION
+    @hookimpl
+    def plugrad_declare_devices(self, config): return [DeviceDecl("RAISE", 50)]
+    @hookimpl
+    def plugrad_device_capabilities(self, device, config): raise KeyError("caps")
+  reg = make_registry([FakeEP("RAISE", Raising(), dist="plugrad-raise")])
+  with pytest.raises(DeviceError, match=r"capabilities description of device RAISE raised KeyError: 'caps' \(plugin RAISE"):
+    reg.device("RAISE").caps
