@@ -37,7 +37,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
               f"local memory {caps.local_memory} B, images {'yes' if caps.supports_images else 'no'}, "
               f"dtypes {' '.join(sorted(d.name for d in caps.dtypes))}")
       except Exception as e:
-        print(f"    capabilities unavailable: {e if isinstance(e, DeviceError) else f'{type(e).__name__}: {e}'}")
+        why = e if isinstance(e, DeviceError) else f"{type(e).__name__}: {e}"
+        print(f"    capabilities unavailable: {why}{''.join(f' ({n})' for n in getattr(e, '__notes__', []))}")
     for other in st.others:
       print(f"    also claimed by {other.name} ({other.label()}){': ' + other.error if other.error else ''}")
   for err in reg.plugin_errors:

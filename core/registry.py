@@ -440,10 +440,10 @@ class Registry:
       result = getattr(self.pm.hook, hook)(device=device, config=self.config)
     except DeviceError:
       raise
-    except Exception as e:  # a plugin's role raising: name the plugin and what it was asked (a bare KeyError came)
+    except Exception as e:  # a plugin's role raising: its own error, noting whose role it was (a bare KeyError came)
       owner = self.status(device).plugin
-      raise DeviceError(f"the {what} of device {device} raised {type(e).__name__}: {e} (plugin {owner.name}, "
-                        f"{owner.label()})") from e
+      e.add_note(f"raised by the {what} of device {device} (plugin {owner.name}, {owner.label()})")
+      raise
     if result is None:
       raise DeviceError(f"no plugin provides a {what} for device {device} (hook {hook}); is its plugin installed?")
     return self.checked(result, hook, expected, f" for device {device}")
