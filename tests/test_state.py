@@ -206,3 +206,14 @@ def test_torch_load_never_runs_code_from_a_non_torch_pickle(tmp_path):
   (tmp_path / "evil.pt").write_bytes(pickle.dumps(Payload()))
   with pytest.raises(ValueError, match="neither a torch zip checkpoint nor a legacy torch file"):
     torch_load(tmp_path / "evil.pt")
+
+
+def test_safe_load_reads_a_tensor_holding_the_files_bytes(tmp_path):
+  # tinygrad's safe_load(Tensor(...)) (a file fetched into memory): it raised "stat: path should be string"
+  sd = {"w": Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)), "b": Tensor(np.array([1, 2], np.int64))}
+  safe_save(sd, tmp_path / "m.safetensors")
+  loaded = safe_load(Tensor((tmp_path / "m.safetensors").read_bytes()))
+  assert loaded["w"].tolist() == sd["w"].tolist() and loaded["b"].tolist() == [1, 2]
+  with pytest.raises(TypeError, match="1-D uint8 tensor"): safe_load(Tensor([1.0, 2.0]))
+  (tmp_path / "empty").write_bytes(b"")
+  with pytest.raises(ValueError, match="0 bytes is shorter than the header length"): safe_load(tmp_path / "empty")

@@ -130,23 +130,28 @@ def _raw_bytes(t: Tensor) -> bytes:
   return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
-def safe_load_metadata(fn: PathLike) -> tuple[dict[str, Any], int, np.memmap]:
-  """The JSON header of a safetensors file, where its data starts, and the file mapped as bytes."""
-  size = os.path.getsize(fn)
-  if size < 8:
-    raise ValueError(f"{os.fspath(fn)!r} is not a safetensors file: {size} bytes is shorter than the header length")
-  mm = np.memmap(fn, dtype=np.uint8, mode="r")
+def safe_load_metadata(fn: PathLike | Tensor) -> tuple[dict[str, Any], int, np.ndarray]:
+  """The JSON header of a safetensors file, where its data starts, and the file mapped as bytes. `fn` may also be a
+  uint8 tensor holding the file's bytes (tinygrad's `safe_load(Tensor(...))`)."""
+  if isinstance(fn, Tensor):
+    if fn.dtype != dtypes.uint8 or fn.ndim != 1:
+      raise TypeError(f"safe_load reads a file's bytes from a 1-D uint8 tensor, not a {fn.dtype.name} {fn.shape} one")
+    mm, what = fn.numpy(), "the tensor"
+  else:
+    mm, what = np.memmap(fn, dtype=np.uint8, mode="r") if os.path.getsize(fn) else np.zeros(0, np.uint8), repr(os.fspath(fn))
+  size = len(mm)
+  if size < 8: raise ValueError(f"{what} is not a safetensors file: {size} bytes is shorter than the header length")
   n = int(mm[:8].view("<u8")[0])
-  if n > size - 8: raise ValueError(f"{os.fspath(fn)!r} is not a safetensors file: header length {n} exceeds the file")
+  if n > size - 8: raise ValueError(f"{what} is not a safetensors file: header length {n} exceeds the file")
   try:
     header = json.loads(bytes(mm[8:8 + n]).decode("utf-8"))
   except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(f"{os.fspath(fn)!r} is not a safetensors file: its header is not JSON ({e})") from None
-  if not isinstance(header, dict): raise ValueError(f"{os.fspath(fn)!r}: the safetensors header is not a JSON object")
+    raise ValueError(f"{what} is not a safetensors file: its header is not JSON ({e})") from None
+  if not isinstance(header, dict): raise ValueError(f"{what}: the safetensors header is not a JSON object")
   return header, 8 + n, mm
 
 
-def safe_load(fn: PathLike, device: str | None = None) -> dict[str, Tensor]:
+def safe_load(fn: PathLike | Tensor, device: str | None = None) -> dict[str, Tensor]:
   """The tensors of a safetensors file, by name, on `device` (the default device when None).
 
   The file is memory-mapped: each tensor's bytes are read once, straight into its device buffer.
