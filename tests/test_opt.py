@@ -749,3 +749,16 @@ def test_the_gradient_of_a_strided_3d_conv_gives_numpys_answer_under_the_heurist
     (y * y).sum().backward()
     return x.grad.numpy()
   np.testing.assert_allclose(grad(on), grad("PYTHON"), rtol=1e-4, atol=1e-5)
+
+
+def test_a_device_that_times_nothing_warns_the_search_once(monkeypatch):
+  # a Program returning None under wait=True left PLUGRAD_BEAM keeping the heuristic's plans without a word
+  from plugrad.engine import compile as compile_module
+  from plugrad.registry import get_registry
+  device = get_registry().device("PYTHON")
+  item = [it for it in (Tensor.ones(8, device="PYTHON") * 2).schedule() if not it.is_copy][0]
+  real_load = device.runtime.load
+  monkeypatch.setattr(device.runtime, "load", lambda name, binary: (lambda *a, **k: None) if real_load(name, binary) else None)
+  monkeypatch.setattr(compile_module, "_untimed", set())
+  with pytest.warns(UserWarning, match="PYTHON's kernels return no time when launched with wait=True"):
+    assert compile_module._time_plan(device, item.ast, ()) == compile_module.INFEASIBLE

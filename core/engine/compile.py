@@ -6,6 +6,7 @@ import importlib.util
 import os
 import pickle
 import time
+import warnings
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -259,7 +260,16 @@ def _time_plan(device: Device, ast: UOp, plan: tuple[Opt, ...]) -> float:
     times = [runner(*raws, global_size=prog.global_size, local_size=prog.local_size, wait=True) for _ in range(3)]
   finally:
     for raw, n in zip(raws, sizes): device.allocator.free(raw, n)
+  if all(t is None for t in times) and device.name not in _untimed:
+    # a Program that times nothing under wait=True (the contract asks for seconds): every plan ties, the search keeps
+    # the heuristic's, and without this nothing would say why
+    _untimed.add(device.name)
+    warnings.warn(f"PLUGRAD_BEAM: {device.name}'s kernels return no time when launched with wait=True, so the search "
+                  f"keeps the heuristic's plans", stacklevel=2)
   return min((t for t in times if t is not None), default=INFEASIBLE)
+
+
+_untimed: set[str] = set()  # devices the search found untimed (warned once each)
 
 
 def _load(device: Device, name: str, src: str, binary: bytes, cached: bool) -> Program:
