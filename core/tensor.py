@@ -1873,9 +1873,14 @@ class Tensor(metaclass=_TensorMeta):
       chunks = next((k for k in range(256, 15, -1) if size % k == 0 and size // k >= 1024), None)
       if chunks is None: return None
       x, chunk_axes = x.reshape(kept + (chunks, size // chunks)), (len(kept),)
-    within = tuple(range(chunk_axes[-1] + 1, x.ndim))  # what each chunk reduces
+    return self._reduce_in_two(x, op, tuple(range(chunk_axes[-1] + 1, x.ndim)), chunk_axes, axes)
+
+  def _reduce_in_two(self, x: Tensor, op: Ops, within: tuple[int, ...], across: tuple[int, ...],
+                     axes: tuple[int, ...]) -> Tensor:
+    """This tensor reduced over `axes` as `x` (a view of it with those axes cut into chunks) reduced over `within` each
+    chunk, realized (so devices run the chunks in parallel), then over the chunks `across`; in the keepdim layout."""
     partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, within))).contiguous()
-    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, chunk_axes)))
+    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, across)))
     # back to the keepdim layout: the kept axes in place, 1 where axes were reduced
     return total.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
 
@@ -1897,11 +1902,7 @@ class Tensor(metaclass=_TensorMeta):
   def _split_columns(self, op: Ops, axes: tuple[int, ...], chunks: int) -> Tensor:
     """The reduction over the leading `axes` as two: `chunks` partial results per output (realized, laid out
     (chunks, outputs) so neighbouring threads write and read neighbouring elements), then their reduction."""
-    kept = self.shape[len(axes):]
-    x = self.reshape((chunks, -1) + kept)
-    partial = x._new(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, (1,)))).contiguous()
-    total = partial._new(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (op, (0,))))
-    return total.reshape((1,) * len(axes) + kept)
+    return self._reduce_in_two(self.reshape((chunks, -1) + self.shape[len(axes):]), op, (1,), (0,), axes)
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Sum over `axis` (all axes when None). Bools and integers sum as int64 (torch's rule), halves accumulate
