@@ -54,19 +54,19 @@ class DevicePlugin:
   names: ClassVar[tuple[str, ...]] = ()
   _declared: frozenset[str] = frozenset()  # the names `devices` declared last (what `names` left out is owned too)
 
-  #: each role method and the arguments the hooks call it with (what `signature_errors` checks an override against)
-  ROLE_ARGUMENTS: ClassVar[dict[str, tuple[str, ...]]] = {
-    "devices": ("config",), "options": (), "capabilities": ("device", "config"), "rewrite_rules": ("device", "config"),
-    "renderer": ("device", "config"), "compiler": ("device", "config"), "allocator": ("device", "config"),
-    "runtime": ("device", "config"), "graph": ("device", "config"), "collective": ("devices", "config")}
+  #: the role methods the hooks call, with the arguments of their definitions below (what `signature_errors` checks an
+  #: override against)
+  ROLES: ClassVar[tuple[str, ...]] = ("devices", "options", "capabilities", "rewrite_rules", "renderer", "compiler",
+                                      "allocator", "runtime", "graph", "collective")
 
   def signature_errors(self) -> list[str]:
     """The role methods this plugin overrides that the hooks cannot call as they do (`renderer(self, device)`
     without `config`): a plugin so written is refused when it loads, not at its first kernel."""
     errors = []
-    for role, args in self.ROLE_ARGUMENTS.items():
+    for role in self.ROLES:
       method = getattr(self, role)
       if getattr(type(self), role) is getattr(DevicePlugin, role): continue  # not overridden
+      args = tuple(inspect.signature(getattr(DevicePlugin, role)).parameters)[1:]  # without self
       try:
         inspect.signature(method).bind(*args)
       except TypeError as e:
