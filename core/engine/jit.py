@@ -36,28 +36,25 @@ R = TypeVar("R")
 def _is_tensor(x: Any) -> bool: return isinstance(getattr(x, "uop", None), UOp) and hasattr(x, "realize")
 
 
+def _tensor_paths(key: int | str, value: Any) -> list[tuple[int | str, Any]]:
+  """The tensors in `value` (itself, or inside tuples, lists and dicts at any depth), each with its path from `key`."""
+  if _is_tensor(value): return [(key, value)]
+  if isinstance(value, (tuple, list)): return [p for j, v in enumerate(value) for p in _tensor_paths(f"{key}[{j}]", v)]
+  if isinstance(value, dict): return [p for k, v in value.items() for p in _tensor_paths(f"{key}[{k!r}]", v)]
+  return []
+
+
 def _tensor_args(args: tuple, kwargs: dict) -> list[tuple[int | str, Any]]:
   """The tensor arguments, keyed by position or keyword name; those inside a tuple, list or dict argument too, keyed
   by their path (`1[0]`, `batch['x']`): a replay took the captured call's tensor for them (tinygrad looks one level
   in)."""
-  out: list[tuple[int | str, Any]] = []
-  def walk(key: int | str, value: Any) -> None:
-    if _is_tensor(value): out.append((key, value))
-    elif isinstance(value, (tuple, list)):
-      for j, v in enumerate(value): walk(f"{key}[{j}]", v)
-    elif isinstance(value, dict):
-      for k, v in value.items(): walk(f"{key}[{k!r}]", v)
-  for i, a in enumerate(args): walk(i, a)
-  for k, v in sorted(kwargs.items()): walk(k, v)
-  return out
+  return [p for i, a in enumerate(args) for p in _tensor_paths(i, a)] + \
+         [p for k, v in sorted(kwargs.items()) for p in _tensor_paths(k, v)]
 
 
 def _tensors_in(value: Any) -> list[Any]:
   """The tensors a function returned (alone, or in a tuple, list or dict)."""
-  if _is_tensor(value): return [value]
-  if isinstance(value, (tuple, list)): return [t for v in value for t in _tensors_in(v)]
-  if isinstance(value, dict): return [t for v in value.values() for t in _tensors_in(v)]
-  return []
+  return [t for _, t in _tensor_paths("", value)]
 
 
 def _var_args(args: tuple, kwargs: dict) -> list[tuple[int | str, UOp]]:
