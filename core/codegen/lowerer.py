@@ -479,20 +479,18 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
   padded: tuple[int, ...] = ()
   unit_dims: tuple[int, ...] = ()
   lane_strided = False
-  gpu_reduce = caps.launch_dims > 0 and bool(reduces)
-  if (caps.launch_dims == 0 and caps.vector_ops) or gpu_reduce:
+  cpu_vectors = caps.launch_dims == 0 and caps.vector_ops
+  if cpu_vectors or (caps.launch_dims > 0 and reduces):
     sink, gids, lane = _plain_lowering(ast, values, dims)
     terms: dict[UOp, list[tuple[UOp, int]]] = {}  # each load's simplified index, for the readings below
-  if gpu_reduce:
-    lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
-    lane_ok = bool(lane_loads)
-  if caps.launch_dims == 0 and caps.vector_ops and not reduces:
+    if reduces:
+      lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
+      lane_ok = bool(lane_loads)
+  if cpu_vectors and not reduces:
     loads = [u for u in sink.toposort if u.op is Ops.LOAD]
     unit_dims = tuple(d for d, g in enumerate(gids) if any(_reads_along(ld.src[1], g, terms) for ld in loads))
     lane_strided = lane is not None and any(_reads_along(ld.src[1], lane, terms) is False for ld in loads)
-  elif caps.launch_dims == 0 and caps.vector_ops:
-    lane_loads, red_ok = _innermost_coefficients(sink, lane, terms)
-    lane_ok = bool(lane_loads)
+  elif cpu_vectors:
     # a dimension the vector loads do not move with: tiling it reuses each loaded vector for several outputs.
     # The vector loads are those in a reduce loop moving with the lanes: contiguous ones, else the gathers (a strided
     # convolution's). A load outside the loops is read once per output (a residual added to a projection, x + h @ W.T:
@@ -507,7 +505,7 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     body_ops = sum(1 for red in graph_rewrite(sink, symbolic).toposort if red.op is Ops.REDUCE
                    for n in red.src[0].toposort if n.op in GroupOp.ALU and n.dtype.is_float)
     if len(reduces) == 1: sliding, padded = _sliding_axes(sink, gids, terms)
-  if caps.launch_dims == 0 and caps.vector_ops and lane is not None:
+  if cpu_vectors and lane is not None:
     loads = [u for u in sink.toposort if u.op is Ops.LOAD]
     # an elementwise kernel's merged axes divide its index only until it is simplified
     indices = [ld.src[1] if reduces else graph_rewrite(ld.src[1], symbolic) for ld in loads]
