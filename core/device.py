@@ -86,7 +86,7 @@ class Capabilities:
     if unknown := sorted(set(self.optional_ops) - OPTIONAL_OPS):
       raise ValueError(f"Capabilities.optional_ops names {', '.join(unknown)}, which plugrad does not know; the "
                        f"optional ops are {', '.join(sorted(OPTIONAL_OPS))}")
-    if unknown := sorted(set(self.unsupported_ops) - {o.name for o in Ops}):  # a misspelled one declared nothing
+    if unknown := sorted(set(self.unsupported_ops) - _OP_NAMES):  # a misspelled one declared nothing
       raise ValueError(f"Capabilities.unsupported_ops names {', '.join(unknown)}, which are no ops of plugrad's IR "
                        f"(plugrad.ops.Ops: SIN, EXP2, ...)")
 
@@ -95,6 +95,8 @@ class Capabilities:
     not taken natively)."""
     return op in self.unsupported_ops or (op == "COS" and "COS" not in self.optional_ops and "SIN" in self.unsupported_ops)
 
+
+_OP_NAMES = frozenset(o.name for o in Ops)  # what unsupported_ops may name (checked on every Capabilities made)
 
 #: Ops a renderer may take or leave (`Capabilities.optional_ops`): a plugin written before one existed never sees it.
 OPTIONAL_OPS = frozenset({"COS"})
