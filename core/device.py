@@ -21,6 +21,63 @@ from plugrad.ops import Ops
 
 
 @dataclass(frozen=True)
+class TensorCore:
+  """A matrix multiply-accumulate the threads of a warp compute together as one instruction: D = A·B + C with A of
+  `dims` (M, K), B (K, N), C and D (M, N); A and B hold `dtype_in`, C and D `dtype_acc` (NVIDIA's mma.m16n8k16:
+  (16, 8, 16), float16 in, float32 out, 32 threads).
+
+  Each thread holds part of each matrix, its fragment: `a`, `b` and `c` say which element is where, as the bits of
+  the (row, column) of a fragment's element: each bit of the row and of the column, lowest first, is a bit of the
+  thread's lane in the warp ("l0".."l4") or of the element's position in the thread's fragment ("e0", "e1", ...).
+  A thread holds M*K/threads elements of A, K*N/threads of B and M*N/threads of C, in a vector (VECTORIZE) of that
+  many lanes. The lanes of a warp are `threads` consecutive threads of launch dimension 0 (its work-group size a
+  multiple of `threads`).
+
+  :param name: what the renderer knows the instruction by (the loop program's WMMA names it).
+  """
+  name: str
+  dims: tuple[int, int, int]
+  dtype_in: DType
+  dtype_acc: DType
+  threads: int
+  a: tuple[tuple[str, ...], tuple[str, ...]]
+  b: tuple[tuple[str, ...], tuple[str, ...]]
+  c: tuple[tuple[str, ...], tuple[str, ...]]
+
+  def __post_init__(self) -> None:
+    m, n, k = self.dims
+    for name, layout, (rows, cols) in (("a", self.a, (m, k)), ("b", self.b, (k, n)), ("c", self.c, (m, n))):
+      bits = layout[0] + layout[1]
+      elems = rows * cols // self.threads
+      want = {f"l{i}" for i in range(self.threads.bit_length() - 1)} | {f"e{i}" for i in range(elems.bit_length() - 1)}
+      if (1 << len(layout[0]), 1 << len(layout[1])) != (rows, cols) or set(bits) != want or len(bits) != len(want):
+        raise ValueError(f"TensorCore {self.name}: fragment {name} of a {rows}x{cols} matrix over {self.threads} "
+                         f"threads names each of {sorted(want)} once as the bits of (row, column); got {layout}")
+
+  def elements(self, operand: str) -> int:
+    """How many elements of `operand` ("a", "b" or "c") one thread holds."""
+    rows, cols = (len(bits) for bits in getattr(self, operand))
+    return (1 << (rows + cols)) // self.threads
+
+  def wmma_arg(self) -> tuple:
+    """The arg of a loop program's WMMA: (name, dims, threads, a, b, c), plain data a renderer and the reference
+    device read."""
+    return (self.name, self.dims, self.threads, self.a, self.b, self.c)
+
+
+def fragment_positions(layout: tuple[tuple[str, ...], tuple[str, ...]], threads: int, elements: int) -> np.ndarray:
+  """(row, column) of every fragment element: an int array of shape (threads, elements, 2) (`TensorCore`)."""
+  lane = np.arange(threads).reshape(-1, 1)
+  elem = np.arange(elements).reshape(1, -1)
+  out = np.zeros((threads, elements, 2), dtype=np.int64)
+  for axis, bits in enumerate(layout):
+    for pos, bit in enumerate(bits):
+      src = lane if bit[0] == "l" else elem
+      out[..., axis] += ((src >> int(bit[1:])) & 1) << pos
+  return out
+
+
+@dataclass(frozen=True)
 class Capabilities:
   """What a device can do; the scheduler and lowering read limits only from here.
 
@@ -57,6 +114,8 @@ class Capabilities:
   :param unsupported_ops: ops the device cannot run (their conformance tests skip).
   :param optional_ops: the optional ops (`OPTIONAL_OPS`) the renderer takes: on a device without one, the lowering
     writes it in ops every device has (cos from sin: three of them, where a native cos is one).
+  :param tensor_cores: the warp-wide matrix multiply-accumulates the renderer takes as WMMA (`TensorCore`); the
+    lowering computes a matmul of their input dtype with them (the TC optimization).
   """
   max_buffers: int | None = None
   dtypes: frozenset[DType] = frozenset(ALL_DTYPES)
@@ -75,6 +134,7 @@ class Capabilities:
   max_image2d: tuple[int, int] = (16384, 16384)
   unsupported_ops: frozenset[str] = frozenset()
   optional_ops: frozenset[str] = frozenset()
+  tensor_cores: tuple[TensorCore, ...] = ()
 
   @property
   def launch_loops_in_order(self) -> bool:
@@ -658,7 +718,7 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
   return ImageSpec(h, w)
 
 
-__all__ = ["Capabilities", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
+__all__ = ["Capabilities", "TensorCore", "fragment_positions", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
            "DeviceError", "Allocator", "Collective", "REDUCE_OPS",
            "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
            "Runtime", "default_dtypes_without", "dtypes"]

@@ -85,6 +85,9 @@ class Ops(metaclass=_OpsType):
   # vectors (loop program, only for devices whose Capabilities set vector_ops)
   VECTORIZE = _op()    # lanes -> vector: src the scalar lanes in order, dtype scalar.vec(len(src))
   GEP = _op()          # vector -> one lane: src (vector,), arg the lane index, dtype the scalar
+  # a warp's matrix multiply-accumulate (loop program, devices whose Capabilities list tensor_cores): src (A, B, C)
+  # fragments (vectors), arg `TensorCore.wmma_arg()`, dtype C's; every thread of the warp gets its fragment of A·B + C
+  WMMA = _op()
 
   def __init__(self, name: str, value: int) -> None:
     if hasattr(Ops, "_members"): raise TypeError("the ops are fixed: Ops[name] finds one")

@@ -35,7 +35,7 @@ from plugrad.codegen.renderer import Renderer
 from plugrad.config import Config, ConfigOption
 from plugrad.device import (OPTIONAL_OPS, REDUCE_OPS, Allocator, Buffer, Capabilities, Collective, CompileError,
                             Compiler, DeviceDecl, DeviceError, Graph, GraphLaunch, ImageSpec, LRUAllocator, Program,
-                            Runtime, Transfer, UnsupportedError, default_dtypes_without)
+                            Runtime, TensorCore, Transfer, UnsupportedError, default_dtypes_without)
 from plugrad.dtype import DType, dtypes
 from plugrad.hookspecs import CONTRACT_VERSION, hookimpl
 from plugrad.uops import INTERVAL_OPS, GroupOp, Ops, PatternMatcher, UOp, UPat, interval_alu
@@ -144,7 +144,7 @@ class DevicePlugin:
     return self.collective(devices, config) if all(self.owns(d) for d in devices) else None
 
 
-__all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "default_dtypes_without",
+__all__ = ["CONTRACT_VERSION", "hookimpl", "DevicePlugin", "DeviceDecl", "Capabilities", "TensorCore", "default_dtypes_without",
            "Config", "ConfigOption", "Renderer", "CStyleRenderer", "Compiler", "Allocator", "LRUAllocator",
            "Transfer", "Collective", "REDUCE_OPS", "OPTIONAL_OPS", "Graph", "GraphLaunch", "Runtime", "Program",
            "Buffer", "ImageSpec", "LoopProgram", "Param", "UOp", "Ops", "GroupOp", "PatternMatcher", "UPat", "DType",

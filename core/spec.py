@@ -174,6 +174,15 @@ def _gep_ok(u: UOp) -> bool:
   return v.count > 1 and u.dtype == v.scalar() and isinstance(u.arg, int) and 0 <= u.arg < v.count
 
 
+def _wmma_ok(u: UOp) -> bool:
+  """A WMMA's fragments have the lanes its TensorCore gives each thread, A and B one dtype, C and D another."""
+  if len(u.src) != 3 or not isinstance(u.arg, tuple) or len(u.arg) != 6 or any(s.dtype is None for s in u.src): return False
+  _, (m, n, k), threads, *_ = u.arg
+  a, b, c = (s.dtype for s in u.src)
+  counts = (a.count, b.count, c.count) == (m * k // threads, k * n // threads, m * n // threads)
+  return counts and a.scalar() == b.scalar() and u.dtype == c
+
+
 # the lowered graph: index arithmetic, loads and stores, reductions over explicit ranges
 program_spec = PatternMatcher([
   (UPat(Ops.SINK, name="u"), lambda u: all(s.op is Ops.STORE for s in u.src)),
@@ -194,6 +203,7 @@ program_spec = PatternMatcher([
   (UPat(GroupOp.ALU, name="u"), _alu_ok),
   (UPat(Ops.VECTORIZE, name="u"), _vectorize_ok),
   (UPat(Ops.GEP, name="u"), _gep_ok),
+  (UPat(Ops.WMMA, name="u"), _wmma_ok),
 ])
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from plugrad.alu import exec_alu, to_np_compute
+from plugrad.device import fragment_positions
 from plugrad.dtype import DType, bf16_to_f32, dtypes, f32_to_bf16
 from plugrad.uops import GroupOp, Ops
 
@@ -333,12 +334,40 @@ class _Run:
       shape = np.broadcast_shapes(*(np.shape(v) for v in lanes))
       vals[pc] = np.stack([np.broadcast_to(v, (1,) * (ip.ndim - len(shape)) + shape) for v in lanes])
     elif op is Ops.GEP: vals[pc] = vals[src[0]][arg]
+    elif op is Ops.WMMA: vals[pc] = self.wmma(arg, *(vals[s] for s in src))
     elif op in GroupOp.ALU:
       out = exec_alu(op, dt, [vals[s] for s in src], [ip.prog[s][1] for s in src])
       # index math and gates only (data seldom repeats); a vector keeps its lanes axis whole for GEP
       stepwise = op in _STEPWISE and not ip.prog[src[0]][1].is_float
       vals[pc] = _drop_constant_axes(out, int(dt.count > 1)) if stepwise else out
     else: raise RuntimeError(f"PYTHON device cannot run {op}")
+
+  def wmma(self, arg: tuple, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """A warp's D = A·B + C (`TensorCore`): the fragments of the `threads` consecutive threads of launch dimension 0
+    put together into the matrices, multiplied in float32 (exact products of halves; the sum's order is the
+    hardware's own there too), and each thread's fragment of D taken back out."""
+    _, (m, n, k), threads, la, lb, lc = arg
+    depth = self.interp.depth
+    shape = list(np.broadcast_shapes(*(np.shape(v)[1:] for v in (a, b, c))))
+    shape[depth] = self.grid[0]  # every thread of the warp has its own fragment
+    warps = shape[depth] // threads
+
+    def by_lane(v: np.ndarray) -> np.ndarray:  # (..., warps, threads, elements): the warp's lanes side by side
+      v = np.moveaxis(np.broadcast_to(v, (v.shape[0], *shape)).astype(np.float32), 0, -1)
+      v = np.moveaxis(v, depth, -2)
+      return v.reshape(v.shape[:-2] + (warps, threads, v.shape[-1]))
+
+    def matrix(v: np.ndarray, layout: tuple, rows: int, cols: int) -> np.ndarray:
+      pos = fragment_positions(layout, threads, v.shape[-1])
+      out = np.zeros(v.shape[:-2] + (rows, cols), dtype=np.float32)
+      out[..., pos[..., 0], pos[..., 1]] = v
+      return out
+
+    d = matrix(by_lane(a), la, m, k) @ matrix(by_lane(b), lb, k, n) + matrix(by_lane(c), lc, m, n)
+    pos = fragment_positions(lc, threads, c.shape[0])
+    frag = d[..., pos[..., 0], pos[..., 1]]  # (..., warps, threads, elements)
+    frag = frag.reshape(frag.shape[:-3] + (shape[depth], frag.shape[-1]))
+    return np.moveaxis(np.moveaxis(frag, -2, depth), -1, 0)
 
   def fold(self, pc: int) -> np.ndarray:
     """The accumulator after ACCUMULATE `pc` ran once per iteration of the loops opened since the

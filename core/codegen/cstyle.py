@@ -50,6 +50,7 @@ class CStyleRenderer(Renderer):
 
   def ctype(self, dtype: DType) -> str:
     """The type a value of `dtype` is held in while computing."""
+    if dtype.count > 1: return self.vector_type(dtype)
     if dtype == dtypes.bfloat16 and self.bf16_storage: return self.types[dtypes.float32]
     if dtype == dtypes.float16 and self.half_storage: return self.types[dtypes.float32]
     return self.types[dtype]
@@ -116,6 +117,24 @@ class CStyleRenderer(Renderer):
 
   def render_loop(self, var: str, end: str, dtype: DType) -> str:
     return f"for ({self.ctype(dtype)} {var} = 0; {var} < {end}; {var}++) {{"
+
+  # ---------------------------------------------------------------- vectors and tensor cores (dialects that take them)
+
+  def vector_type(self, dtype: DType) -> str:
+    """The type of a vector value (a WMMA's fragments, on a device with tensor cores)."""
+    raise NotImplementedError(f"{type(self).__name__} has no vector types ({dtype})")
+
+  def render_vectorize(self, srcs: list[str], dtype: DType) -> str:
+    """A vector of the lanes `srcs`."""
+    raise NotImplementedError(f"{type(self).__name__} cannot render VECTORIZE")
+
+  def render_gep(self, x: str, lane: int, dtype: DType) -> str:
+    """Lane `lane` of the vector `x` of `dtype`."""
+    raise NotImplementedError(f"{type(self).__name__} cannot render GEP")
+
+  def render_wmma(self, arg: tuple, a: str, b: str, c: str, dtypes_in: tuple[DType, DType, DType]) -> str:
+    """The tensor core `arg` (`TensorCore.wmma_arg()`) on the fragments a, b, c: the D fragment."""
+    raise NotImplementedError(f"{type(self).__name__} has no tensor cores")
 
   def render_cast(self, x: str, dtype: DType, src: DType) -> str:
     if dtype == dtypes.bool: return f"({x} != 0)"
@@ -227,6 +246,7 @@ class CStyleRenderer(Renderer):
     def line(s: str) -> None: body.append("  " * depth + s)
 
     wrapping = wrapping_int_ops(prog)
+    into_acc = wmma_into_accumulators(prog)
     specials = [u for u in prog.uops if u.op is Ops.SPECIAL]
     # with hardware launch indices a symbolic launch size (a SPECIAL's src) is the runtime's business, not code
     skip = set() if self.launch_as_loops else launch_size_only(prog)
@@ -256,6 +276,10 @@ class CStyleRenderer(Renderer):
       elif op is Ops.DEFINE_ACC:
         names[u] = f"acc{u.arg}"
         line(f"{self.ctype(u.dtype)} {names[u]} = {names[u.src[0]]};")
+      elif op is Ops.ACCUMULATE and u.src[1] in into_acc:  # acc += A·B as one D = A·B + C with C the accumulator
+        w = u.src[1]
+        acc = names[u.src[0]]
+        line(f"{acc} = {self.render_wmma(w.arg, names[w.src[0]], names[w.src[1]], acc, tuple(s.dtype for s in w.src))};")
       elif op is Ops.ACCUMULATE:
         acc, val = names[u.src[0]], names[u.src[1]]
         expr = self.render_wrapping(u.arg, [acc, val], u.dtype) if u in wrapping else \
@@ -283,6 +307,17 @@ class CStyleRenderer(Renderer):
       elif op is Ops.STORE:
         st = self.render_store(names[u.src[0]], names[u.src[1]], names[u.src[2]], u.src[0].dtype)
         line(st if len(u.src) == 3 else f"if ({names[u.src[3]]}) {{ {st} }}")
+      elif op is Ops.VECTORIZE:
+        names[u] = f"vec{counter}"
+        counter += 1
+        line(f"{self.ctype(u.dtype)} {names[u]} = {self.render_vectorize([names[s] for s in u.src], u.dtype)};")
+      elif op is Ops.GEP: names[u] = self.render_gep(names[u.src[0]], u.arg, u.src[0].dtype)
+      elif op is Ops.WMMA:
+        if u in into_acc: continue  # rendered with its ACCUMULATE
+        names[u] = f"wmma{counter}"
+        counter += 1
+        line(f"{self.ctype(u.dtype)} {names[u]} = "
+             f"{self.render_wmma(u.arg, *(names[s] for s in u.src), tuple(s.dtype for s in u.src))};")
       elif op in GroupOp.ALU:
         srcs = [names[s] for s in u.src]
         consts = [s if s.op is Ops.CONST else None for s in u.src]
@@ -319,6 +354,20 @@ def wrapping_int_ops(prog: LoopProgram) -> set[UOp]:
     op = u.arg if u.op is Ops.ACCUMULATE else u.op
     if op in (Ops.NEG, Ops.SHL) or op in _WRAPPING: out.add(u)
   return out
+
+
+def wmma_into_accumulators(prog: LoopProgram) -> set[UOp]:
+  """The WMMAs with C = 0 whose one use is an accumulator's sum (acc += A·B, as the lowering writes a tensor core's
+  loop): rendered as the one instruction D = A·B + C with the accumulator for C and D."""
+  uses: dict[UOp, int] = {}
+  for u in prog.uops:
+    for s in u.src: uses[s] = uses.get(s, 0) + 1
+  return {u.src[1] for u in prog.uops if u.op is Ops.ACCUMULATE and u.arg is Ops.ADD and u.src[1].op is Ops.WMMA
+          and uses[u.src[1]] == 1 and _zero_vector(u.src[1].src[2])}
+
+
+def _zero_vector(u: UOp) -> bool:
+  return u.op is Ops.VECTORIZE and all(s.op is Ops.CONST and s.arg == 0 for s in u.src)
 
 
 def launch_size_only(prog: LoopProgram) -> set[UOp]:

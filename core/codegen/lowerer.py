@@ -34,8 +34,9 @@ from plugrad.codegen.linearize import linearize
 from plugrad.codegen.opt import KernelFeatures, Opt, OptError, OptOps
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.program import LoopProgram, Param
+from plugrad.codegen.tensor_core import MatmulShape, fragment_index, matmul_shape, usable_tensor_cores
 from plugrad.codegen.vectorize import vector_rules, vectorize
-from plugrad.device import Capabilities
+from plugrad.device import Capabilities, TensorCore
 from plugrad.dtype import DType, dtypes
 from plugrad.shape import prod, smax, strides_for, view_index
 from plugrad.symbolic import split_terms, symbolic
@@ -63,6 +64,7 @@ class _Lowering:
   native_cos: bool = True  # the renderer takes COS (Capabilities.optional_ops); else it is made of SINs
   # reductions over the same loops at the same index -> [(the reductions sharing them, their RANGEs)]
   siblings: dict[tuple, list[tuple[list[UOp], list[UOp]]]] = field(default_factory=dict)
+  known: dict[UOp, UOp] = field(default_factory=dict)  # kernel AST nodes already lowered (a tensor core's sum)
 
   def zero(self) -> UOp: return UOp.const(self.idx_dtype, 0)
 
@@ -76,6 +78,7 @@ class _Lowering:
   def lower(self, n: UOp, idx: tuple[UOp, ...], valid: UOp, memo: dict) -> UOp:
     key = (n, idx, valid)
     if key in memo: return memo[key]
+    if n in self.known: return self.known[n]
     if n.op is Ops.PARAM:
       ret = UOp(Ops.LOAD, n.dtype, (n, idx[0]) if valid.op is Ops.CONST and valid.arg else (n, idx[0], valid))
     elif n.op in (Ops.CONST, Ops.DEFINE_VAR): ret = n  # a Variable's value (a symbolic count, as in a mean)
@@ -519,6 +522,7 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     lw = _Lowering(dtypes.int32)
     outer = _split_loops((lw.new_range(terms),), lw, ACC_BLOCK)[1][0].src[0].arg  # the outer accumulator loop's trips
     sum_block = -(-terms // outer)
+  mm = _matmul_of(ast) if caps.tensor_cores else None
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
   # an Opt whose amount would have to divide it
   return KernelFeatures(dims=tuple((len(axes), smax(size)) for axes, size in dims), group_dims_ok=group_ok,
@@ -533,7 +537,26 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         unit_dims=unit_dims, lane_strided=lane_strided,
                         computes_sin=any(n.op in (Ops.SIN, Ops.COS) for n in ast.toposort),
                         reduce_transcendental=any(m.op in _TRANSCENDENTAL for r in reduces for m in r.src[0].toposort),
-                        sum_block=sum_block)
+                        sum_block=sum_block, tensor_cores=usable_tensor_cores(mm, caps),
+                        matmul=(*mm.sizes, mm.batch) if mm is not None else (0, 0, 0, 0))
+
+
+def _matmul_of(ast: UOp) -> MatmulShape | None:
+  """The matmul a kernel (axes merged) computes (`codegen.tensor_core.matmul_shape`), for one output of fixed size."""
+  outputs = outputs_of(ast)
+  if len(outputs) != 1 or symbolic_ast(ast): return None
+  value = outputs[0][1]
+  reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
+  if len(reduces) != 1: return None
+  shape = reduces[0].src[0].shape
+  lw = _Lowering(_index_dtype(ast))
+  places = tuple(UOp(Ops.SPECIAL, lw.idx_dtype, (), (f"axis{a}", -1, s)) for a, s in enumerate(shape))
+  reads: dict[UOp, frozenset[UOp]] = {}
+
+  def moves_with(node: UOp, axis: int) -> bool:
+    if node not in reads: reads[node] = frozenset(lw.lower(node, places, UOp.const(dtypes.bool, True), {}).toposort)
+    return places[axis] in reads[node]
+  return matmul_shape(value, moves_with)
 
 
 def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int]]
@@ -791,6 +814,8 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
 def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
            checker, acc_block: int) -> LoopProgram:
   """`lower` with the plan `opts`."""
+  if any(o.op is OptOps.TC for o in opts): return _lower_tensor_core(ast, caps, opts, extra_rules, checker)
+  if any(o.op is OptOps.LOCAL for o in opts): raise OptError("LOCAL sizes a tensor-core kernel's work-groups: a plan with TC")
   outputs = outputs_of(ast)
   value = outputs[0][1]
   params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
@@ -945,6 +970,112 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   written = {p.arg[0] for p, _ in outputs}
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
+  nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
+  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
+
+
+def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
+                       checker) -> LoopProgram:
+  """`lower` of a matmul on a tensor core (the TC optimization; `codegen.tensor_core` says which kernels qualify).
+
+  Launch dim 0 holds the warps along the columns, `threads` lanes each, dim 1 the warps along the rows, dim 2 the
+  batch. A warp computes UPCAST 1 x UPCAST 0 tiles of the tensor core's (M, N), each in one accumulator fragment
+  (a vector): one loop over the sum in steps of the tensor core's K loads the A fragment of each of its tile rows and
+  the B fragment of each tile column and accumulates one WMMA per tile. After the loop each thread computes the
+  output's elementwise ops on its fragment elements and stores them."""
+  tc_opt = next(o for o in opts if o.op is OptOps.TC)
+  allowed = {OptOps.TC, OptOps.UPCAST, OptOps.LOCAL}
+  if len(opts) != len({(o.op, o.axis) for o in opts}) or any(o.op not in allowed or (o.op is not OptOps.TC and o.axis not in (0, 1))
+                                                             for o in opts):
+    raise OptError(f"a TC plan takes UPCAST and LOCAL on launch dims 0 and 1 once each, nothing else: {opts}")
+  if not 0 <= tc_opt.axis < len(caps.tensor_cores) or tc_opt.amount != 1:
+    raise OptError(f"{tc_opt}: the device has {len(caps.tensor_cores)} tensor core(s) (amount 1)")
+  tc: TensorCore = caps.tensor_cores[tc_opt.axis]
+  mm = _matmul_of(ast)
+  if mm is None or tc_opt.axis not in usable_tensor_cores(mm, caps):
+    raise OptError(f"{tc_opt}: kernel {kernel_name(ast)} is no matmul of {tc.dtype_in.name} into {tc.dtype_acc.name} "
+                   f"whose sizes the tile {tc.dims} divides")
+  (out_param, value), = outputs_of(ast)
+  idx_dtype = _index_dtype(ast)
+  lw = _Lowering(idx_dtype)
+  tile_m, tile_n, tile_k = tc.dims
+  size_m, size_n, size_k = mm.sizes
+  tiles = {d: next((o.amount for o in opts if o.op is OptOps.UPCAST and o.axis == d), 1) for d in (0, 1)}
+  warps = {d: next((o.amount for o in opts if o.op is OptOps.LOCAL and o.axis == d), 1) for d in (0, 1)}
+  n_warps, m_warps = size_n // (tile_n * tiles[0]), size_m // (tile_m * tiles[1])
+  if size_n % (tile_n * tiles[0]) or size_m % (tile_m * tiles[1]) or n_warps % warps[0] or m_warps % warps[1]:
+    raise OptError(f"{opts}: the tiles and warps do not divide the {size_m}x{size_n} output")
+  if size_k // tile_k > ACC_BLOCK:  # one accumulator per tile: a longer sum would need the cascade of accumulators
+    raise OptError(f"TC: a sum of {size_k} terms is more than {ACC_BLOCK} steps of {tile_k}")
+  global_size: tuple[int, ...] = (n_warps * tc.threads, m_warps) + ((mm.batch,) if mm.batch > 1 else ())
+  local_size = (warps[0] * tc.threads, warps[1]) + ((1,) if mm.batch > 1 else ())
+  if warps[0] * tc.threads * warps[1] > caps.max_workgroup_threads or \
+      any(g > lim for g, lim in zip(global_size, caps.max_global_size)):
+    raise OptError(f"TC: launch {global_size} in work-groups {local_size} exceeds the device's limits")
+  gid0 = _special("gidx0", 0, global_size[0], idx_dtype)
+  lane, warp_n = gid0 % tc.threads, gid0 // tc.threads
+  warp_m = _special("gidx1", 1, global_size[1], idx_dtype)
+  src_shape = mm.reduce.src[0].shape
+  base = [lw.zero()] * len(src_shape)  # the sum's source index without the rows, columns and summed axis
+  if mm.batch > 1:
+    batch = _special("gidx2", 2, global_size[2], idx_dtype)
+    sizes = tuple(src_shape[a] for a in mm.batch_axes)
+    for a, st, sz in zip(mm.batch_axes, strides_for(sizes), sizes):
+      v = batch // st if st != 1 else batch
+      base[a] = v % sz if st * sz < mm.batch else v
+  step = lw.new_range(size_k // tile_k)
+  true = UOp.const(dtypes.bool, True)
+  memo: dict = {}
+
+  def factor(node: UOp, at: dict[int, UOp]) -> UOp:
+    """The factor `node` at the sum's source index `base` with the axes in `at` replaced, uncast to the input dtype."""
+    idx = list(base)
+    for a, v in at.items(): idx[a] = v
+    low = lw.lower(node, tuple(idx), true, memo)
+    if low.op is not Ops.CAST or low.src[0].dtype != tc.dtype_in:
+      raise OptError(f"TC: a factor of kernel {kernel_name(ast)} is not computed in {tc.dtype_in.name}")
+    return low.src[0]
+
+  row0 = [warp_m * (tile_m * tiles[1]) + i * tile_m for i in range(tiles[1])]
+  col0 = [warp_n * (tile_n * tiles[0]) + j * tile_n for j in range(tiles[0])]
+  k0 = step * tile_k
+  a_frags = [UOp(Ops.VECTORIZE, tc.dtype_in.vec(tc.elements("a")), tuple(
+    factor(mm.x, {mm.m_axis: r + fragment_index(tc.a[0], lane, e), mm.k_axis: k0 + fragment_index(tc.a[1], lane, e)})
+    for e in range(tc.elements("a")))) for r in row0]
+  b_frags = [UOp(Ops.VECTORIZE, tc.dtype_in.vec(tc.elements("b")), tuple(
+    factor(mm.y, {mm.k_axis: k0 + fragment_index(tc.b[0], lane, e), mm.n_axis: c + fragment_index(tc.b[1], lane, e)})
+    for e in range(tc.elements("b")))) for c in col0]
+  acc_dtype = tc.dtype_acc.vec(tc.elements("c"))
+  zero = reduce_identity(Ops.ADD, acc_dtype)
+  # the output's axes are the sum's (`matmul_shape`: only reshapes between), those of size 1 left out
+  out_axes = [a for a, s in enumerate(value.shape) if s != 1]
+  red_axes = [a for a, s in enumerate(mm.reduce.shape) if s != 1]
+  out_of = dict(zip(red_axes, out_axes))
+  out_strides = strides_for(value.shape)
+  stores = []
+  for i, r in enumerate(row0):
+    for j, c in enumerate(col0):
+      acc = UOp(Ops.REDUCE, acc_dtype, (UOp(Ops.WMMA, acc_dtype, (a_frags[i], b_frags[j], zero), tc.wmma_arg()), step),
+                Ops.ADD)
+      for e in range(tc.elements("c")):
+        at = {mm.m_axis: r + fragment_index(tc.c[0], lane, e), mm.n_axis: c + fragment_index(tc.c[1], lane, e)}
+        out_idx = [lw.zero()] * len(value.shape)
+        for a in red_axes: out_idx[out_of[a]] = at.get(a, base[a])
+        lw.known = {mm.reduce: UOp(Ops.GEP, tc.dtype_acc, (acc,), e)}
+        v = lw.lower(value, tuple(out_idx), true, {})
+        index = sum((x * st for x, st in zip(out_idx, out_strides) if not (x.op is Ops.CONST and x.arg == 0)), start=lw.zero())
+        stores.append(UOp(Ops.STORE, None, (out_param, index, v)))
+  sink = UOp(Ops.SINK, None, tuple(stores))
+  rules = symbolic
+  for rs in extra_rules or []: rules = rules + rs
+  if checker: checker(sink, "lower")
+  sink = graph_rewrite(sink, rules)
+  if checker: checker(sink, "simplify")
+  uops, flops = linearize(sink)
+  params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
+  prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p is out_param, p.arg[2] if len(p.arg) > 2 else None)
+                      for p in params)
+  flops = 2 * size_m * size_n * size_k * mm.batch  # (the linearizer counts a WMMA as one operation per lane)
   nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
 

@@ -12,7 +12,7 @@ compared, pinned in a test or searched.
 Axes: UPCAST and VECTORIZE name a launch dimension (0 is the innermost, contiguous output
 dimension); UNROLL names a reduce axis in the kernel's order (every REDUCE_AXIS in topological
 order, its reduced axes of size > 1 in increasing order); GROUP uses axis 0 (the one reduction); OUTER and BLOCK
-name a launch dimension.
+name a launch dimension. TC names a tensor core; with it UPCAST and LOCAL count tiles and warps (see OptOps).
 """
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ class OptOps(Enum):
                       # for each group, the blocks a long float sum is cut into (the outer loop of its accumulators,
                       # lowerer.split_accumulators) run one after the other, each over the whole group and adding its
                       # partial sums to the outputs in memory; a matmul's rows in a group share each block of B
+
+  TC = auto()         # the matmul runs on the device's tensor core number `axis` (Capabilities.tensor_cores; `amount`
+                      # 1): each warp computes tiles of its (M, N); UPCAST 0 and 1 then count the tiles a warp computes
+                      # along the columns and the rows
+  LOCAL = auto()      # (with TC) a work-group holds `amount` warps along launch dim `axis` (0: columns, 1: rows)
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -97,6 +102,8 @@ class KernelFeatures:
   :param reduce_contiguous: every load that moves with the innermost reduce loop reads neighbouring
     elements in it (a row sum, a dot product's row): the device's loop vectoriser keeps vector
     accumulators along the reduce axis by itself.
+  :param tensor_cores: the positions in Capabilities.tensor_cores of those that compute the kernel (a matmul of their
+    input dtype, their tile dividing its sizes: `codegen.tensor_core`); `matmul`: its (M, N, K, batch) where it is one.
   """
   dims: tuple[tuple[int, int], ...]
   group_dims_ok: bool
@@ -121,6 +128,8 @@ class KernelFeatures:
   computes_sin: bool = False
   reduce_transcendental: bool = False
   sum_block: int = 0
+  tensor_cores: tuple[int, ...] = ()
+  matmul: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

@@ -11,11 +11,13 @@ compile (for PLUGRAD_CUDA_ARCH), which is how CUDA code is checked on machines w
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from plugrad.plugin import (Allocator, Capabilities, Compiler, Config, ConfigOption, DeviceDecl, DevicePlugin, Graph,
-                            Renderer, Runtime)
+                            Renderer, Runtime, TensorCore)
+from plugrad_cuda.renderer import TENSOR_CORES
 
 __version__ = "0.1.0"
 
@@ -31,7 +33,16 @@ DRIVER_MISSING = "no NVIDIA driver: libcuda.so.1 not found"
 #: what the lowering may assume when no GPU can be asked (an sm_80-class GPU)
 DEFAULT_CAPS = Capabilities(max_buffers=None, launch_dims=3, max_global_size=(2**31 - 1, 65535, 65535),
                             max_local_size=(1024, 1024, 64), max_workgroup_threads=1024, local_memory=48 * 1024,
-                            max_vector_bytes=16, optional_ops=frozenset({"COS"}))
+                            max_vector_bytes=16, optional_ops=frozenset({"COS"}), tensor_cores=TENSOR_CORES)
+
+
+def tensor_cores(arch: str) -> tuple[TensorCore, ...]:
+  """The tensor cores the lowering may use on `arch` (mma.m16n8k16 with float16 or bfloat16 needs sm_80)."""
+  try:
+    major_minor = int(arch.removeprefix("sm_").removeprefix("compute_").rstrip("af"))
+  except ValueError:
+    return ()
+  return TENSOR_CORES if major_minor >= 80 else ()
 
 
 def probe() -> str | None:
@@ -68,7 +79,7 @@ def _gpu_caps(index: int) -> tuple[Capabilities, str]:
                       max_global_size=(min(2**31 - 1, a("MAX_GRID_DIM_X")), a("MAX_GRID_DIM_Y"), a("MAX_GRID_DIM_Z")),
                       max_local_size=(a("MAX_BLOCK_DIM_X"), a("MAX_BLOCK_DIM_Y"), a("MAX_BLOCK_DIM_Z")),
                       max_workgroup_threads=a("MAX_THREADS_PER_BLOCK"), local_memory=a("MAX_SHARED_MEMORY_PER_BLOCK"),
-                      max_vector_bytes=16, optional_ops=frozenset({"COS"}))
+                      max_vector_bytes=16, optional_ops=frozenset({"COS"}), tensor_cores=tensor_cores(ctx.arch))
   return caps, ctx.arch
 
 
@@ -98,7 +109,10 @@ class CUDAPlugin(DevicePlugin):
     return [ARCH, COMPILER]
 
   def capabilities(self, device: str, config: Config) -> Capabilities | None:
-    return _gpu_caps(_index(device))[0] if _gpu_present() else DEFAULT_CAPS
+    caps = _gpu_caps(_index(device))[0] if _gpu_present() else DEFAULT_CAPS
+    # kernels compiled for an explicit PLUGRAD_CUDA_ARCH use only what that architecture has
+    explicit = config.env.get(ARCH.env, "").strip()
+    return replace(caps, tensor_cores=tensor_cores(explicit)) if explicit else caps
 
   def renderer(self, device: str, config: Config) -> Renderer | None:
     from plugrad_cuda.renderer import CUDARenderer

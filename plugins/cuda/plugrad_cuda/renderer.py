@@ -14,7 +14,7 @@ even when stored or cast to bfloat16, as the reference device does. Source needs
 """
 from __future__ import annotations
 
-from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, UOp, dtypes
+from plugrad.plugin import CStyleRenderer, DType, LoopProgram, Ops, TensorCore, UOp, dtypes
 
 CUDA_TYPES: dict[DType, str] = {
   dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.int16: "short", dtypes.int32: "int", dtypes.int64: "long long",
@@ -39,6 +39,20 @@ _INF_BITS = {dtypes.float32: ("__int_as_float(0x7f800000)", "__int_as_float(0x7f
              dtypes.float16: ("__ushort_as_half((unsigned short)0x7c00)", "__ushort_as_half((unsigned short)0x7e00)")}
 
 
+# mma.sync's m16n8k16 fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4 * group + t; A holds rows
+# group and group + 8, columns 2t, 2t + 1, 2t + 8, 2t + 9; B rows (k) 2t, 2t + 1, 2t + 8, 2t + 9 of column group; C rows
+# group and group + 8 of columns 2t and 2t + 1. Element pairs share a 32-bit register, the first in its low half.
+_M16N8K16 = dict(dims=(16, 8, 16), dtype_acc=dtypes.float32, threads=32,
+                 a=(("l2", "l3", "l4", "e1"), ("e0", "l0", "l1", "e2")), b=(("e0", "l0", "l1", "e1"), ("l2", "l3", "l4")),
+                 c=(("l2", "l3", "l4", "e1"), ("e0", "l0", "l1")))
+#: the tensor cores of sm_80 and newer, as the lowering uses them (float16 and bfloat16 in, float32 accumulated)
+TENSOR_CORES = (TensorCore("mma_m16n8k16_f16_f32", dtype_in=dtypes.float16, **_M16N8K16),
+                TensorCore("mma_m16n8k16_bf16_f32", dtype_in=dtypes.bfloat16, **_M16N8K16))
+_PTX_MMA = {"mma_m16n8k16_f16_f32": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+            "mma_m16n8k16_bf16_f32": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}
+_VECTOR_NAMES = {dtypes.float16: "half", dtypes.bfloat16: "bf16", dtypes.float32: "float"}
+
+
 class CUDARenderer(CStyleRenderer):
   """CUDA C for NVRTC or nvcc; see the module docstring for how each dtype is computed."""
   kernel_prefix = 'extern "C" __global__ '
@@ -60,10 +74,48 @@ class CUDARenderer(CStyleRenderer):
 
   def prelude(self, prog: LoopProgram) -> list[str]:
     used = {p.dtype for p in prog.params} | {u.dtype for u in prog.uops if u.dtype is not None}
+    scalars = {d.scalar() for d in used}
     lines = []
-    if dtypes.float16 in used: lines.append("#include <cuda_fp16.h>")
-    if dtypes.bfloat16 in used: lines.append("#include <cuda_bf16.h>")
+    if dtypes.float16 in scalars: lines.append("#include <cuda_fp16.h>")
+    if dtypes.bfloat16 in scalars: lines.append("#include <cuda_bf16.h>")
+    for d in sorted((d for d in used if d.count > 1), key=lambda d: (d.name, d.count)):
+      lines.append(f"struct __align__({min(16, d.itemsize)}) {self.vector_type(d)} {{ {self.types[d.scalar()]} v[{d.count}]; }};")
+    for arg in dict.fromkeys(u.arg for u in prog.uops if u.op is Ops.WMMA): lines += self._mma_function(arg, prog)
     return lines
+
+  # ---------------------------------------------------------------- vectors and tensor cores
+
+  def vector_type(self, dtype: DType) -> str:
+    if dtype.scalar() not in _VECTOR_NAMES: raise NotImplementedError(f"CUDA renders no vectors of {dtype.scalar().name}")
+    return f"plugrad_{_VECTOR_NAMES[dtype.scalar()]}{dtype.count}"
+
+  def render_vectorize(self, srcs: list[str], dtype: DType) -> str:
+    # bfloat16 values are computed as float: stored back into the fragment's bfloat16 (exact, they came from one)
+    lanes = [f"__float2bfloat16({x})" for x in srcs] if dtype.scalar() == dtypes.bfloat16 else srcs
+    return f"{self.vector_type(dtype)}{{{{{', '.join(lanes)}}}}}"
+
+  def render_gep(self, x: str, lane: int, dtype: DType) -> str:
+    return f"__bfloat162float({x}.v[{lane}])" if dtype.scalar() == dtypes.bfloat16 else f"{x}.v[{lane}]"
+
+  def render_wmma(self, arg: tuple, a: str, b: str, c: str, dtypes_in: tuple[DType, DType, DType]) -> str:
+    return f"plugrad_{arg[0]}({a}, {b}, {c})"
+
+  def _mma_function(self, arg: tuple, prog: LoopProgram) -> list[str]:
+    """The device function of the tensor core `arg`: its fragments as 32-bit registers into one mma.sync."""
+    name = arg[0]
+    if name not in _PTX_MMA: raise NotImplementedError(f"CUDA has no tensor core {name}")
+    wmma = next(u for u in prog.uops if u.op is Ops.WMMA and u.arg == arg)
+    (ta, tb, tc), n_a, n_b, n_c = (self.vector_type(s.dtype) for s in wmma.src), *(s.dtype.count for s in wmma.src)
+    regs_a, regs_b = n_a // 2, n_b // 2  # two 16-bit inputs per register
+    outs = ", ".join(f"%{i}" for i in range(n_c))
+    ins_a = ", ".join(f"%{n_c + i}" for i in range(regs_a))
+    ins_b = ", ".join(f"%{n_c + regs_a + i}" for i in range(regs_b))
+    c_regs = ", ".join('"+f"(c.v[%d])' % i for i in range(n_c))
+    in_regs = ", ".join(['"r"(ra[%d])' % i for i in range(regs_a)] + ['"r"(rb[%d])' % i for i in range(regs_b)])
+    return [f"__device__ __forceinline__ {tc} plugrad_{name}({ta} a, {tb} b, {tc} c) {{",
+            "  const unsigned *ra = reinterpret_cast<const unsigned *>(&a), *rb = reinterpret_cast<const unsigned *>(&b);",
+            f'  asm("{_PTX_MMA[name]} {{{outs}}}, {{{ins_a}}}, {{{ins_b}}}, {{{outs}}};" : {c_regs} : {in_regs});',
+            "  return c;", "}"]
 
   def render_signature(self, prog: LoopProgram) -> str:
     threads = 1
@@ -142,4 +194,4 @@ class CUDARenderer(CStyleRenderer):
     return super().render_alu(op, srcs, dtype, src_dtypes, const_srcs)
 
 
-__all__ = ["CUDARenderer", "CUDA_TYPES"]
+__all__ = ["CUDARenderer", "CUDA_TYPES", "TENSOR_CORES"]

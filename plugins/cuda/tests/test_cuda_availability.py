@@ -93,6 +93,16 @@ def test_default_capabilities_without_gpu(no_driver) -> None:
   assert plugin.plugrad_device_capabilities(device="PYTHON", config=Config.from_env({})) is None
 
 
+def test_tensor_cores_by_architecture(no_driver) -> None:
+  from plugrad_cuda import tensor_cores
+  assert [tc.name for tc in tensor_cores("sm_90")] == ["mma_m16n8k16_f16_f32", "mma_m16n8k16_bf16_f32"]
+  assert tensor_cores("sm_80") == tensor_cores("sm_90a") == tensor_cores("sm_120")
+  assert tensor_cores("sm_75") == () and tensor_cores("junk") == ()  # m16n8k16 in float16 and bfloat16 needs sm_80
+  caps = lambda env: plugin.plugrad_device_capabilities(device="CUDA", config=Config.from_env(env))  # noqa: E731
+  assert caps({}).tensor_cores == tensor_cores("sm_80")  # what an sm_80 has, for the default target
+  assert caps({"PLUGRAD_CUDA_ARCH": "sm_75"}).tensor_cores == ()  # kernels compiled for sm_75 use none
+
+
 def test_arch_option_picks_the_compile_target(no_driver) -> None:
   c90 = plugin.plugrad_compiler(device="CUDA", config=Config.from_env({"PLUGRAD_CUDA_ARCH": "sm_90"}))
   c80 = plugin.plugrad_compiler(device="CUDA:1", config=Config.from_env({}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ CASES = {
   "reduce_shared": "out = Tensor.empty(4096).sum()",
   "reduce_rows": "out = Tensor.empty(64, 1024).max(1)",
   "matmul": "out = Tensor.empty(64, 32) @ Tensor.empty(32, 48)",
+  # float16 on tensor cores (mma.sync m16n8k16): fragments loaded per lane, one mma per tile and step into its accumulator
+  "matmul_tensor_cores": "out = Tensor.empty(64, 32, dtype=dtypes.half) @ Tensor.empty(32, 64, dtype=dtypes.half)",
   "half": "a = Tensor.empty(32, 32).cast(dtypes.half); out = ((a*a+1).sqrt() / a).exp().maximum(a)",
   "bfloat16": "a = Tensor.empty(32, 32).cast(dtypes.bfloat16); out = (a*a+1).sum(1)",
   "casts": "a = Tensor.empty(256) * 300 - 150; out = [a.cast(dtypes.uint8), a.bitcast(dtypes.int32) >> 3, "
@@ -111,6 +114,13 @@ def test_golden_kernels_compile(target: tuple[str, str], rendered: dict[str, str
       binary = c._compile(src)
       if target[1] == "ptx": assert f".target {target[0]}".encode() in binary, name
       else: assert binary.startswith(b"\x7fELF"), name
+
+
+def test_tensor_core_rendering(rendered: dict[str, str]) -> None:
+  src = rendered["matmul_tensor_cores"]
+  assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in src
+  # each accumulator is the mma's C and D: no separate add of a product
+  assert re.search(r"acc(\d+) = plugrad_mma_m16n8k16_f16_f32\(vec\d+, vec\d+, acc\1\);", src)
 
 
 def test_shared_memory_and_barrier_rendering(rendered: dict[str, str]) -> None:

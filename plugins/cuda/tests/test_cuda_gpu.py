@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 
 
@@ -62,6 +63,19 @@ def test_tensor_on_cuda(gpu) -> None:
   np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(ta.sum(1).numpy(), a.sum(1), rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(ta.max().numpy(), a.max())
+
+
+def test_half_matmuls_on_tensor_cores(gpu) -> None:
+  from plugrad import Tensor, dtypes
+  from plugrad.registry import get_registry
+  if not get_registry().device("CUDA").caps.tensor_cores: pytest.skip("this GPU has no sm_80 tensor cores")
+  rng = np.random.default_rng(3)
+  for dtype, tol in ((dtypes.float16, 2e-3), (dtypes.bfloat16, 1.6e-2)):
+    a = Tensor(rng.standard_normal((2, 128, 96)).astype(np.float32), device="CUDA").cast(dtype)
+    b = Tensor(rng.standard_normal((2, 64, 96)).astype(np.float32), device="CUDA").cast(dtype)
+    got = (a @ b.transpose(1, 2) + 1).relu().cast(dtypes.float32).numpy()
+    ref = np.maximum(a.cast(dtypes.float32).numpy() @ b.cast(dtypes.float32).numpy().transpose(0, 2, 1) + 1, 0)
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
 def test_variables_bind_per_launch_on_the_gpu(gpu) -> None:

@@ -1,0 +1,114 @@
+"""Which matmuls a tensor core computes, and where each thread's fragment elements sit.
+
+A kernel qualifies for a `TensorCore` (the TC optimization, `lowerer._lower_tensor_core`) when its one output is an
+elementwise function (through reshapes) of one sum over one axis of a product x*y, where x and y are values of the
+tensor core's input dtype cast to its accumulator dtype (a float16 matmul, which plugrad computes in float32), and:
+
+- x moves with one output axis that y does not (the rows, M), y with one that x does not (the columns, N), both
+  with the summed axis (K); any other output axis moves both or neither (a batch);
+- the tensor core's (M, N, K) divide the sizes, so every warp computes whole tiles and nothing is gated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from plugrad.device import Capabilities, TensorCore
+from plugrad.dtype import DType
+from plugrad.shape import prod
+from plugrad.uops import GroupOp, Ops, UOp
+
+
+@dataclass(frozen=True)
+class MatmulShape:
+  """A kernel's sum of products as a matmul: the reduction, its two factors and its axes (in its source's shape)."""
+  reduce: UOp
+  x: UOp  # the factor that moves with the rows (cast from the input dtype)
+  y: UOp  # the factor that moves with the columns
+  m_axis: int
+  n_axis: int
+  k_axis: int
+  batch_axes: tuple[int, ...]
+
+  @property
+  def sizes(self) -> tuple[int, int, int]:
+    """(M, N, K)."""
+    shape = self.reduce.src[0].shape
+    return shape[self.m_axis], shape[self.n_axis], shape[self.k_axis]
+
+  @property
+  def batch(self) -> int:
+    shape = self.reduce.src[0].shape
+    return prod(shape[a] for a in self.batch_axes)
+
+
+def _uncast(x: UOp, dtype_in: DType, dtype_acc: DType) -> bool:
+  """Whether the factor `x` is a value of `dtype_in` cast to `dtype_acc` (below movement ops)."""
+  while x.op in GroupOp.Movement: x = x.src[0]
+  return x.op is Ops.CAST and x.dtype == dtype_acc and x.src[0].dtype == dtype_in
+
+
+def matmul_shape(value: UOp, moves_with: Callable[[UOp, int], bool]) -> MatmulShape | None:
+  """The matmul `value` (a kernel's one output value, its axes merged) computes, or None.
+
+  :param moves_with: moves_with(node, axis) says whether a node inside the reduction's source depends on the index
+    of that source's axis (the lowering answers it by lowering with placeholder indices).
+  """
+  reduces = [n for n in value.toposort if n.op is Ops.REDUCE_AXIS]
+  if len(reduces) != 1: return None
+  red = reduces[0]
+  op, axes = red.arg
+  shape = red.src[0].shape
+  live = [a for a in axes if shape[a] != 1]
+  if op is not Ops.ADD or len(live) != 1 or red.src[0].op is not Ops.MUL: return None
+  if any(not isinstance(s, int) for s in shape): return None
+  # between the output and the sum only elementwise ops and reshapes: the output's axes are the sum's
+  on_path = [n for n in value.toposort if red in n.toposort and n is not red]
+  if any(n.op not in GroupOp.ALU and n.op is not Ops.RESHAPE for n in on_path): return None
+  if [s for s in value.shape if s != 1] != [s for s in red.shape if s != 1]: return None
+  k_axis = live[0]
+  x, y = red.src[0].src
+  others = [a for a in range(len(shape)) if a != k_axis and shape[a] != 1]
+  dx = {a for a in others + [k_axis] if moves_with(x, a)}
+  dy = {a for a in others + [k_axis] if moves_with(y, a)}
+  if k_axis not in dx or k_axis not in dy: return None
+  rows, cols = sorted(dx - dy), sorted(dy - dx)
+  if len(rows) != 1 or len(cols) != 1: return None
+  if any((a in dx) != (a in dy) for a in others if a not in rows + cols): return None
+  return MatmulShape(red, x, y, rows[0], cols[0], k_axis, tuple(a for a in others if a not in rows + cols))
+
+
+def fits(mm: MatmulShape, tc: TensorCore) -> bool:
+  """Whether `tc` computes the matmul: its dtypes, and its tile dividing the sizes."""
+  if mm.reduce.dtype != tc.dtype_acc or not all(_uncast(f, tc.dtype_in, tc.dtype_acc) for f in (mm.x, mm.y)):
+    return False
+  return all(size % t == 0 for size, t in zip(mm.sizes, tc.dims))
+
+
+def usable_tensor_cores(mm: MatmulShape | None, caps: Capabilities) -> tuple[int, ...]:
+  """The positions in `caps.tensor_cores` of those that compute the matmul `mm`."""
+  if mm is None: return ()
+  return tuple(i for i, tc in enumerate(caps.tensor_cores) if fits(mm, tc))
+
+
+def fragment_index(bits: tuple[str, ...], lane: UOp, element: int) -> UOp:
+  """A fragment element's row or column (`TensorCore`: its bits, lowest first) for the thread at `lane` of its warp:
+  runs of consecutive lane bits become one (lane // 2**first) % 2**length, element bits a constant."""
+  value = UOp.const(lane.dtype, 0)
+  pos = 0
+  while pos < len(bits):
+    bit = bits[pos]
+    if bit[0] == "e":
+      if (element >> int(bit[1:])) & 1: value = value + (1 << pos)
+      pos += 1
+      continue
+    first = int(bit[1:])
+    run = 1
+    while pos + run < len(bits) and bits[pos + run] == f"l{first + run}": run += 1
+    part = (lane // (1 << first) if first else lane) % (1 << run)  # (the simplifier drops a modulo the lane's range makes moot)
+    value = value + (part * (1 << pos) if pos else part)
+    pos += run
+  return value
+
+
+__all__ = ["MatmulShape", "matmul_shape", "fits", "usable_tensor_cores", "fragment_index"]
