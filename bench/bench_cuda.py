@@ -1,7 +1,7 @@
 """Benchmarks of the CUDA device (plugrad-cuda) against torch on the same GPU.
 
 Cases (as for the CPU device): the fused elementwise chain ((a*b+c).relu()*2).sum() on 4096x4096,
-a.sum(1) and a.max() on 4096x4096, and 4096x4096 matmuls in float32 and float16. Prints per case the
+a.sum(1) and a.max() on 4096x4096, and 4096x4096 matmuls in float32, float16 and bfloat16. Prints per case the
 median GPU time of plugrad and of torch (both synchronised), the ratio torch/plugrad (>1: plugrad is
 faster), the achieved GB/s or GFLOP/s, and for the memory-bound cases the share of the copy bandwidth
 torch's device-to-device copy reaches in the same run. Needs an NVIDIA GPU with its driver, plugrad-cuda
@@ -105,14 +105,15 @@ def main() -> int:
   tt = median_time(lambda: at @ bt, sync=sync_t, repeat=repeat)
   report(f"matmul {n}x{n} float32", tp, tt, 2 * n ** 3, "GFLOP/s")
 
-  # float16 matmul (torch uses tensor cores)
-  ah, bh = a.cast("float16").realize(), b.cast("float16").realize()
-  aht, bht = at.half(), bt.half()
-  got = (ah @ bh).numpy().astype(np.float32)
-  np.testing.assert_allclose(got, (aht @ bht).float().cpu().numpy(), rtol=2e-2, atol=0.1 * np.sqrt(n))
-  tp = median_time(lambda: (ah @ bh).realize(), sync=sync_p, repeat=max(3, repeat // 3), warmup=1)
-  tt = median_time(lambda: aht @ bht, sync=sync_t, repeat=repeat)
-  report(f"matmul {n}x{n} float16", tp, tt, 2 * n ** 3, "GFLOP/s")
+  # float16 and bfloat16 matmuls (both on tensor cores where the GPU has them)
+  for name, torch_dtype in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+    ah, bh = a.cast(name).realize(), b.cast(name).realize()
+    aht, bht = at.to(torch_dtype), bt.to(torch_dtype)
+    got = (ah @ bh).cast("float32").numpy()
+    np.testing.assert_allclose(got, (aht @ bht).float().cpu().numpy(), rtol=2e-2, atol=0.1 * np.sqrt(n))
+    tp = median_time(lambda: (ah @ bh).realize(), sync=sync_p, repeat=max(3, repeat // 3), warmup=1)
+    tt = median_time(lambda: aht @ bht, sync=sync_t, repeat=repeat)
+    report(f"matmul {n}x{n} {name}", tp, tt, 2 * n ** 3, "GFLOP/s")
   return 0
 
 

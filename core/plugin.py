@@ -7,7 +7,8 @@ against them.
 
 - contract: `CONTRACT_VERSION`, `hookimpl`, `DevicePlugin` (the base whose hooks answer only for the
   device names a plugin owns), `DeviceDecl`, `Capabilities` (with `OPTIONAL_OPS`, the ops its renderer may take or
-  leave), `default_dtypes_without`, `Config`, `ConfigOption`;
+  leave, and `TensorCore`, a warp-wide matrix multiply-accumulate it renders as WMMA), `default_dtypes_without`,
+  `Config`, `ConfigOption`;
 - roles: `Renderer`, `CStyleRenderer` (the C-family base; `var_name` the C name of a Variable's parameter),
   `Compiler`, `Allocator`, `LRUAllocator`, `Transfer`, `Collective` (with `REDUCE_OPS`, the reductions it takes),
   `Graph` and `GraphLaunch` (optional native replay of a TinyJit capture), `Runtime`, `Program`, `Buffer`,

@@ -246,6 +246,26 @@ def test_ordered_launch_where_declared(device):
   np.testing.assert_allclose(_realized_with_plan(device, out, (Opt(OptOps.BLOCK, 1, 4),)), a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_tensor_cores_where_declared(device):
+  # a device declaring tensor cores computes a WMMA as its TensorCore says: a batched matmul with the second operand
+  # transposed and a bias and relu after it, on one tile per warp and on 2x2 tiles per warp in work-groups of 2 warps
+  from plugrad.codegen.opt import Opt, OptOps
+  dev = dev_of(device)
+  rng = np.random.default_rng(0)
+  for i, tc in enumerate(dev.caps.tensor_cores):
+    require(device, tc.dtype_in)
+    m, n, k = tc.dims
+    x = Tensor(rng.standard_normal((2, 2 * m, 3 * k), dtype=np.float32), device=device).cast(tc.dtype_in).realize()
+    w = Tensor(rng.standard_normal((2, 4 * n, 3 * k), dtype=np.float32), device=device).cast(tc.dtype_in).realize()
+    x32, w32 = (t.cast(dtypes.float32).numpy() for t in (x, w))
+    want = np.maximum(x32 @ w32.transpose(0, 2, 1) + 1, 0)
+    for plan in ((Opt(OptOps.TC, i, 1),), (Opt(OptOps.TC, i, 1), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2),
+                                           Opt(OptOps.LOCAL, 0, 2))):
+      out = (x @ w.transpose(1, 2)).cast(tc.dtype_acc) + 1
+      got = _realized_with_plan(device, out.relu(), plan)
+      np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max(), err_msg=f"{tc.name} {plan}")
+
+
 def test_graph_role_replays_like_the_engine(device):
   # the graph role is optional; where a device has one, TinyJit's replays through it give numpy's results
   from plugrad import TinyJit
