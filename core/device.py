@@ -718,7 +718,8 @@ def image_spec_for(shape: tuple[int, ...], dtype: DType, caps: Capabilities) -> 
   return ImageSpec(h, w)
 
 
-__all__ = ["Capabilities", "TensorCore", "fragment_positions", "DeviceDecl", "ImageSpec", "image_spec_for", "UnsupportedError", "check_supported",
+__all__ = ["Capabilities", "TensorCore", "fragment_positions", "DeviceDecl", "ImageSpec", "image_spec_for",
+           "UnsupportedError", "check_supported",
            "DeviceError", "Allocator", "Collective", "REDUCE_OPS",
            "LRUAllocator", "MemoryStats", "Buffer", "Compiler", "CompileError", "Program",
            "Runtime", "default_dtypes_without", "dtypes"]
