@@ -34,6 +34,8 @@ class TensorCore:
   multiple of `threads`).
 
   :param name: what the renderer knows the instruction by (the loop program's WMMA names it).
+  :param pair_loads: the renderer takes a LOAD of two neighbouring elements of `dtype_in` (a vector of 2, from an even
+    index of a buffer, which starts aligned): a fragment's pairs of elements that neighbour in memory are read so.
   """
   name: str
   dims: tuple[int, int, int]
@@ -43,6 +45,7 @@ class TensorCore:
   a: tuple[tuple[str, ...], tuple[str, ...]]
   b: tuple[tuple[str, ...], tuple[str, ...]]
   c: tuple[tuple[str, ...], tuple[str, ...]]
+  pair_loads: bool = False
 
   def __post_init__(self) -> None:
     m, n, k = self.dims

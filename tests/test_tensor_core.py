@@ -109,7 +109,7 @@ def test_heuristic_puts_a_large_half_matmul_on_tensor_cores():
   big = Tensor.empty(4096, 4096, dtype=dtypes.float16, device="PYTHON")
   (item,) = (big @ big).schedule()
   plans = hand_coded_optimizations(kernel_features(item.ast, TC_GPU), TC_GPU)
-  assert plans[0] == (Opt(TC, 0, 1), Opt(UP, 0, 8), Opt(UP, 1, 4), Opt(LOCAL, 0, 2), Opt(LOCAL, 1, 4))
+  assert plans[0] == (Opt(TC, 0, 1), Opt(UP, 0, 4), Opt(UP, 1, 8), Opt(LOCAL, 0, 4), Opt(LOCAL, 1, 1))
   assert all(o.op is not TC for plan in plans[1:] for o in plan)  # the fallbacks compute without them
   # a small matmul keeps enough warps busy with smaller blocks per warp
   small = Tensor.empty(64, 64, dtype=dtypes.float16, device="PYTHON")
@@ -143,3 +143,32 @@ def test_wmma_is_rendered_into_its_accumulator():
   assert len(accs) == 1 and accs[0].src[1].op is Ops.WMMA and accs[0].src[1].arg == HALF.wmma_arg()
   assert prog.global_size == (4 * 32, 2) and prog.local_size == (32, 1)
   assert prog.flops == 2 * 32 * 32 * 32
+
+
+def test_neighbouring_fragment_elements_are_read_as_pairs():
+  # with pair_loads, A's pairs along the sum (row-major) and a transposed B's are one load of two halves each; B's
+  # pairs of a row-major B lie a row apart and stay two loads
+  import dataclasses
+  paired = dataclasses.replace(TC_GPU, tensor_cores=(dataclasses.replace(HALF, pair_loads=True),))
+  rng = np.random.default_rng(2)
+  a = Tensor(rng.standard_normal((32, 64), dtype=np.float32), device="PYTHON").cast(dtypes.float16).realize()
+  w = Tensor(rng.standard_normal((16, 64), dtype=np.float32), device="PYTHON").cast(dtypes.float16).realize()
+  row_major = w.transpose().contiguous().realize()
+  for out, pairs in ((a @ w.transpose(), 4 + 2), (a @ row_major, 4)):  # of A's 8 elements and B's 4
+    (item,) = out.schedule()
+    prog = lower(item.ast, paired, opts=(Opt(TC, 0, 1),))
+    check_program(prog)
+    assert sum(u.op is Ops.LOAD and u.dtype == dtypes.float16.vec(2) for u in prog.uops) == pairs
+    runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
+    runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+    for k in item.kernels: mark_done(k)
+    ref = (a.cast(dtypes.float32).numpy() @ w.cast(dtypes.float32).numpy().T).astype(np.float16)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref.astype(np.float32), rtol=2 ** -10, atol=2 ** -10)
+
+
+def test_multiple_of_reads_the_index_arithmetic():
+  from plugrad.codegen.tensor_core import multiple_of
+  from plugrad.uops import UOp
+  i = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", 0, 64))
+  assert multiple_of(i * 4 + 8) == 4 and multiple_of((i % 4) * 2 + i * 6) == 2 and multiple_of(i * 2 + 1) == 1
+  assert multiple_of((i * 8) % 12) == 4 and multiple_of(i // 2 * 2) == 2 and multiple_of(i // 2) == 1

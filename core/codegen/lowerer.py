@@ -34,7 +34,7 @@ from plugrad.codegen.linearize import linearize
 from plugrad.codegen.opt import KernelFeatures, Opt, OptError, OptOps
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.codegen.program import LoopProgram, Param
-from plugrad.codegen.tensor_core import MatmulShape, fragment_index, matmul_shape, usable_tensor_cores
+from plugrad.codegen.tensor_core import MatmulShape, fragment_index, matmul_shape, paired_loads, usable_tensor_cores
 from plugrad.codegen.vectorize import vector_rules, vectorize
 from plugrad.device import Capabilities, TensorCore
 from plugrad.dtype import DType, dtypes
@@ -1039,12 +1039,20 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
   row0 = [warp_m * (tile_m * tiles[1]) + i * tile_m for i in range(tiles[1])]
   col0 = [warp_n * (tile_n * tiles[0]) + j * tile_n for j in range(tiles[0])]
   k0 = step * tile_k
-  a_frags = [UOp(Ops.VECTORIZE, tc.dtype_in.vec(tc.elements("a")), tuple(
-    factor(mm.x, {mm.m_axis: r + fragment_index(tc.a[0], lane, e), mm.k_axis: k0 + fragment_index(tc.a[1], lane, e)})
-    for e in range(tc.elements("a")))) for r in row0]
-  b_frags = [UOp(Ops.VECTORIZE, tc.dtype_in.vec(tc.elements("b")), tuple(
-    factor(mm.y, {mm.k_axis: k0 + fragment_index(tc.b[0], lane, e), mm.n_axis: c + fragment_index(tc.b[1], lane, e)})
-    for e in range(tc.elements("b")))) for c in col0]
+  rules = symbolic
+  for rs in extra_rules or []: rules = rules + rs
+
+  def fragment(elements: list[UOp]) -> UOp:
+    # neighbouring halves read as one 32-bit load where the device takes vector loads of two (a row-major A's pairs
+    # along the sum, a transposed B's): float16 4096 on an H200, the best plan 1.84 -> 1.54 ms
+    if tc.pair_loads: elements = paired_loads(elements, lambda u: graph_rewrite(u, rules))
+    return UOp(Ops.VECTORIZE, tc.dtype_in.vec(len(elements)), tuple(elements))
+  a_frags = [fragment([factor(mm.x, {mm.m_axis: r + fragment_index(tc.a[0], lane, e),
+                                     mm.k_axis: k0 + fragment_index(tc.a[1], lane, e)}) for e in range(tc.elements("a"))])
+             for r in row0]
+  b_frags = [fragment([factor(mm.y, {mm.k_axis: k0 + fragment_index(tc.b[0], lane, e),
+                                     mm.n_axis: c + fragment_index(tc.b[1], lane, e)}) for e in range(tc.elements("b"))])
+             for c in col0]
   acc_dtype = tc.dtype_acc.vec(tc.elements("c"))
   zero = reduce_identity(Ops.ADD, acc_dtype)
   # the output's axes are the sum's (`matmul_shape`: only reshapes between), those of size 1 left out
@@ -1066,8 +1074,6 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
         index = sum((x * st for x, st in zip(out_idx, out_strides) if not (x.op is Ops.CONST and x.arg == 0)), start=lw.zero())
         stores.append(UOp(Ops.STORE, None, (out_param, index, v)))
   sink = UOp(Ops.SINK, None, tuple(stores))
-  rules = symbolic
-  for rs in extra_rules or []: rules = rules + rs
   if checker: checker(sink, "lower")
   sink = graph_rewrite(sink, rules)
   if checker: checker(sink, "simplify")

@@ -10,6 +10,7 @@ tensor core's input dtype cast to its accumulator dtype (a float16 matmul, which
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -111,4 +112,30 @@ def fragment_index(bits: tuple[str, ...], lane: UOp, element: int) -> UOp:
   return value
 
 
-__all__ = ["MatmulShape", "matmul_shape", "fits", "usable_tensor_cores", "fragment_index"]
+def multiple_of(u: UOp) -> int:
+  """A number every value of the integer expression `u` is a multiple of (1 where nothing better is known)."""
+  if u.op is Ops.CONST: return abs(int(u.arg)) or 1 << 30
+  if u.op in (Ops.ADD, Ops.SUB): return math.gcd(multiple_of(u.src[0]), multiple_of(u.src[1]))
+  if u.op is Ops.MUL: return multiple_of(u.src[0]) * multiple_of(u.src[1])
+  if u.op is Ops.MOD and u.src[1].op is Ops.CONST: return math.gcd(multiple_of(u.src[0]), abs(int(u.src[1].arg)) or 1)
+  if u.op is Ops.CAST and u.dtype.is_int and u.src[0].dtype.is_int: return multiple_of(u.src[0])
+  return 1
+
+
+def paired_loads(elements: list[UOp], simplify: Callable[[UOp], UOp]) -> list[UOp]:
+  """A fragment's elements with each pair (2i, 2i + 1) that reads neighbouring elements of one buffer from an even
+  index read as one vector of two (a 32-bit load of two halves, where the buffer starts aligned, as every buffer
+  does): its lanes taken out with GEPs."""
+  out = list(elements)
+  for i in range(0, len(out) - 1, 2):
+    a, b = out[i], out[i + 1]
+    if a.op is not Ops.LOAD or b.op is not Ops.LOAD or len(a.src) != 2 or len(b.src) != 2 or a.src[0] is not b.src[0]:
+      continue
+    step = simplify(b.src[1] - a.src[1])
+    if step.op is not Ops.CONST or step.arg != 1 or multiple_of(a.src[1]) % 2: continue
+    pair = UOp(Ops.LOAD, a.dtype.vec(2), a.src)
+    out[i], out[i + 1] = UOp(Ops.GEP, a.dtype, (pair,), 0), UOp(Ops.GEP, a.dtype, (pair,), 1)
+  return out
+
+
+__all__ = ["MatmulShape", "multiple_of", "paired_loads", "matmul_shape", "fits", "usable_tensor_cores", "fragment_index"]

@@ -59,12 +59,13 @@ TRANSCENDENTAL_LANES_FROM = 32  # vectors a reduce loop computing a transcendent
 GROUP_MIN, GROUP_MAX, GROUP_LOADS = 32, 256, 64  # work-group sizes, and the values each thread adds at least
 GPU_TILE = 4, 8   # outputs per thread along launch dims 0 and 1 of a GPU reduction too large to group
 GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU needs in flight)
-# tensor-core tiles per warp along the rows and the columns (m16n8k16: a warp computes 64x64), and warps per work-group
-# (8: 256 threads): float16 matmul 4096 on an H200, 4x4 tiles in 2x2 warps 3.2 ms, 4x8 in 4x2 1.84 ms (74.6 TFLOP/s;
-# 8x8 tiles spill: 15.7 ms)
-TC_TILES = 4, 8
+# tensor-core tiles per warp along the rows and the columns (m16n8k16: a warp computes 128x32), and warps per work-group
+# along them (4: 128 threads). Float16 matmul 4096 on an H200, fragments read in pairs (TensorCore.pair_loads): 8x4
+# tiles in 1x4 warps 1.54 ms (89 TFLOP/s), 4x8 in 4x2 1.7-1.8 ms, 4x4 in 2x2 2.1 ms, 8x8 in 2x2 1.69 ms (15.7 before
+# pairs, spilling registers)
+TC_TILES = 8, 4
 TC_WARPS = 512  # ... fewer where that leaves fewer warps than this
-TC_GROUP = 4, 2
+TC_GROUP = 1, 4
 GPU_TILE_UNROLL_FROM = 64  # ... whose sum of at least this many terms runs two terms per loop iteration
 DEFAULT_CACHE_BYTES = 1 << 20  # a CPU core's L2, where the device does not say
 # what of a matmul's B stays in a core's cache (Capabilities.cache_bytes) beside A's rows and the outputs: at most this

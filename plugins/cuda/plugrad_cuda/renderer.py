@@ -42,7 +42,7 @@ _INF_BITS = {dtypes.float32: ("__int_as_float(0x7f800000)", "__int_as_float(0x7f
 # mma.sync's m16n8k16 fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4 * group + t; A holds rows
 # group and group + 8, columns 2t, 2t + 1, 2t + 8, 2t + 9; B rows (k) 2t, 2t + 1, 2t + 8, 2t + 9 of column group; C rows
 # group and group + 8 of columns 2t and 2t + 1. Element pairs share a 32-bit register, the first in its low half.
-_M16N8K16 = dict(dims=(16, 8, 16), dtype_acc=dtypes.float32, threads=32,
+_M16N8K16 = dict(dims=(16, 8, 16), dtype_acc=dtypes.float32, threads=32, pair_loads=True,
                  a=(("l2", "l3", "l4", "e1"), ("e0", "l0", "l1", "e2")), b=(("e0", "l0", "l1", "e1"), ("l2", "l3", "l4")),
                  c=(("l2", "l3", "l4", "e1"), ("e0", "l0", "l1")))
 #: the tensor cores of sm_80 and newer, as the lowering uses them (float16 and bfloat16 in, float32 accumulated)
@@ -138,6 +138,7 @@ class CUDARenderer(CStyleRenderer):
   # ---------------------------------------------------------------- memory
 
   def render_load(self, buf: str, idx: str, dtype: DType) -> str:
+    if dtype.count > 1: return f"(*(const {self.vector_type(dtype)} *)({buf} + {idx}))"  # a fragment's pair, aligned
     if dtype == dtypes.bfloat16: return f"__bfloat162float({buf}[{idx}])"
     return f"{buf}[{idx}]"
 

@@ -1,5 +1,6 @@
 // kernel r_64_64
 #include <cuda_fp16.h>
+struct __align__(4) plugrad_half2 { half v[2]; };
 struct __align__(8) plugrad_half4 { half v[4]; };
 struct __align__(16) plugrad_half8 { half v[8]; };
 struct __align__(16) plugrad_float4 { float v[4]; };
@@ -8,7 +9,7 @@ __device__ __forceinline__ plugrad_float4 plugrad_mma_m16n8k16_f16_f32(plugrad_h
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3]) : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
   return c;
 }
-extern "C" __global__ void __launch_bounds__(256) r_64_64(half* __restrict__ data0, const half* __restrict__ data1, const half* __restrict__ data2) {
+extern "C" __global__ void __launch_bounds__(128) r_64_64(half* __restrict__ data0, const half* __restrict__ data1, const half* __restrict__ data2) {
   int gidx0 = blockIdx.x*blockDim.x+threadIdx.x;
   int gidx1 = blockIdx.y*blockDim.y+threadIdx.y;
   int alu0 = (gidx1 * 1024);
@@ -34,56 +35,48 @@ extern "C" __global__ void __launch_bounds__(256) r_64_64(half* __restrict__ dat
     int alu18 = (ridx0 * 16);
     int alu19 = (alu18 + alu8);
     int alu20 = (alu13 + alu19);
-    half val21 = data1[alu20];
-    int alu22 = (alu8 + alu18);
-    int alu23 = (alu22 + alu13);
-    int alu24 = (alu23 + 1);
-    half val25 = data1[alu24];
-    int alu26 = (alu14 + alu19);
-    int alu27 = (alu26 + 256);
-    half val28 = data1[alu27];
-    int alu29 = (alu22 + alu14);
-    int alu30 = (alu29 + 257);
-    half val31 = data1[alu30];
-    int alu32 = (alu23 + 8);
-    half val33 = data1[alu32];
-    int alu34 = (alu23 + 9);
-    half val35 = data1[alu34];
-    int alu36 = (alu29 + 264);
-    half val37 = data1[alu36];
-    int alu38 = (alu29 + 265);
-    half val39 = data1[alu38];
-    plugrad_half8 vec40 = plugrad_half8{{val21, val25, val28, val31, val33, val35, val37, val39}};
-    int alu41 = (ridx0 * 1024);
-    int alu42 = (alu41 + alu15);
-    int alu43 = (alu42 + alu16);
+    plugrad_half2 val21 = (*(const plugrad_half2 *)(data1 + alu20));
+    int alu22 = (alu14 + alu19);
+    int alu23 = (alu22 + 256);
+    plugrad_half2 val24 = (*(const plugrad_half2 *)(data1 + alu23));
+    int alu25 = (alu8 + alu18);
+    int alu26 = (alu25 + alu13);
+    int alu27 = (alu26 + 8);
+    plugrad_half2 val28 = (*(const plugrad_half2 *)(data1 + alu27));
+    int alu29 = (alu25 + alu14);
+    int alu30 = (alu29 + 264);
+    plugrad_half2 val31 = (*(const plugrad_half2 *)(data1 + alu30));
+    plugrad_half8 vec32 = plugrad_half8{{val21.v[0], val21.v[1], val24.v[0], val24.v[1], val28.v[0], val28.v[1], val31.v[0], val31.v[1]}};
+    int alu33 = (ridx0 * 1024);
+    int alu34 = (alu33 + alu15);
+    int alu35 = (alu34 + alu16);
+    half val36 = data2[alu35];
+    int alu37 = (alu15 + alu33);
+    int alu38 = (alu37 + alu16);
+    int alu39 = (alu38 + 64);
+    half val40 = data2[alu39];
+    int alu41 = (alu38 + 512);
+    half val42 = data2[alu41];
+    int alu43 = (alu38 + 576);
     half val44 = data2[alu43];
-    int alu45 = (alu15 + alu41);
-    int alu46 = (alu45 + alu16);
-    int alu47 = (alu46 + 64);
-    half val48 = data2[alu47];
-    int alu49 = (alu46 + 512);
-    half val50 = data2[alu49];
-    int alu51 = (alu46 + 576);
-    half val52 = data2[alu51];
-    plugrad_half4 vec53 = plugrad_half4{{val44, val48, val50, val52}};
-    acc0 = plugrad_mma_m16n8k16_f16_f32(vec40, vec53, acc0);
+    plugrad_half4 vec45 = plugrad_half4{{val36, val40, val42, val44}};
+    acc0 = plugrad_mma_m16n8k16_f16_f32(vec32, vec45, acc0);
   }
-  half alu54 = __float2half(acc0.v[0]);
-  data0[alu10] = alu54;
-  int alu55 = (alu8 + alu6);
-  int alu56 = (alu55 + alu4);
-  int alu57 = (alu56 + 1);
-  half alu58 = __float2half(acc0.v[1]);
-  data0[alu57] = alu58;
-  int alu59 = (alu3 + alu0);
-  int alu60 = (alu59 + alu9);
-  int alu61 = (alu60 + 512);
-  half alu62 = __float2half(acc0.v[2]);
-  data0[alu61] = alu62;
-  int alu63 = (alu55 + alu59);
-  int alu64 = (alu63 + 513);
-  half alu65 = __float2half(acc0.v[3]);
-  data0[alu64] = alu65;
+  half alu46 = __float2half(acc0.v[0]);
+  data0[alu10] = alu46;
+  int alu47 = (alu8 + alu6);
+  int alu48 = (alu47 + alu4);
+  int alu49 = (alu48 + 1);
+  half alu50 = __float2half(acc0.v[1]);
+  data0[alu49] = alu50;
+  int alu51 = (alu3 + alu0);
+  int alu52 = (alu51 + alu9);
+  int alu53 = (alu52 + 512);
+  half alu54 = __float2half(acc0.v[2]);
+  data0[alu53] = alu54;
+  int alu55 = (alu47 + alu51);
+  int alu56 = (alu55 + 513);
+  half alu57 = __float2half(acc0.v[3]);
+  data0[alu56] = alu57;
 }
 
