@@ -984,9 +984,9 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
   the B fragment of each tile column and accumulates one WMMA per tile. After the loop each thread computes the
   output's elementwise ops on its fragment elements and stores them."""
   tc_opt = next(o for o in opts if o.op is OptOps.TC)
-  allowed = {OptOps.TC, OptOps.UPCAST, OptOps.LOCAL}
-  if len(opts) != len({(o.op, o.axis) for o in opts}) or any(o.op not in allowed or (o.op is not OptOps.TC and o.axis not in (0, 1))
-                                                             for o in opts):
+  tiling = {OptOps.UPCAST, OptOps.LOCAL}
+  if len(opts) != len({(o.op, o.axis) for o in opts}) or \
+      any(o is not tc_opt and (o.op not in tiling or o.axis not in (0, 1)) for o in opts):
     raise OptError(f"a TC plan takes UPCAST and LOCAL on launch dims 0 and 1 once each, nothing else: {opts}")
   if not 0 <= tc_opt.axis < len(caps.tensor_cores) or tc_opt.amount != 1:
     raise OptError(f"{tc_opt}: the device has {len(caps.tensor_cores)} tensor core(s) (amount 1)")
