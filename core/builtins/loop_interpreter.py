@@ -344,8 +344,9 @@ class _Run:
 
   def wmma(self, arg: tuple, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """A warp's D = A·B + C (`TensorCore`): the fragments of the `threads` consecutive threads of launch dimension 0
-    put together into the matrices, multiplied in float32 (exact products of halves; the sum's order is the
-    hardware's own there too), and each thread's fragment of D taken back out."""
+    put together into the matrices, multiplied in float32 (the products of halves are exact there; a device's tensor
+    core may add them in another order), and each thread's fragment of D taken back out. Launch dim 0's size is a
+    whole number of warps (the lowering's work-groups are)."""
     _, (m, n, k), threads, la, lb, lc = arg
     depth = self.interp.depth
     shape = list(np.broadcast_shapes(*(np.shape(v)[1:] for v in (a, b, c))))
