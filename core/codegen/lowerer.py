@@ -818,7 +818,6 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   if any(o.op is OptOps.LOCAL for o in opts): raise OptError("LOCAL sizes a tensor-core kernel's work-groups: a plan with TC")
   outputs = outputs_of(ast)
   value = outputs[0][1]
-  params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
   idx_dtype = _index_dtype(ast)
   if idx_dtype != dtypes.int32 and symbolic_ast(ast):
     raise NotImplementedError(f"kernel {kernel_name(ast)}: symbolic shapes with 2**31 elements or more (int64 indices)")
@@ -898,9 +897,8 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
   if threads and not group_reduce: raise OptError("GROUP: no reduce loop is left to split (an UNROLL wrote it out)")
   # split together: reductions that share their loops keep sharing them
   if not group_reduce: out_values = list(split_accumulators(UOp(Ops.SINK, None, tuple(out_values)), lw, acc_block).src)
-  out_index = sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if _live(s)), start=lw.zero())
-  rules = symbolic + vector_rules if caps.vector_ops else symbolic
-  for r in extra_rules or []: rules = rules + r
+  out_index = _flat_index(idx, shape, lw.zero())
+  rules = _rules(caps, extra_rules)
   if placeholders:
     # (output, index, value, gates) to store
     stored = [(p, out_index, v, gate) for (p, _), v in zip(outputs, out_values)]
@@ -958,20 +956,41 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
     if outer.axis >= len(global_size): raise OptError(f"{outer}: the kernel has {len(global_size)} launch dimensions")
     sink, global_size = _outermost(sink, global_size, outer.axis) if outer.op is OptOps.OUTER else \
       _sum_blocks_in_groups(sink, global_size, outer, idx_dtype)
-  if checker: checker(sink, "lower")
-  sink = graph_rewrite(sink, rules)
-  if checker: checker(sink, "simplify")
-  uops, flops = linearize(sink)
+  uops, flops, prog_params, nbytes = _linearized(ast, sink, rules, checker, {p.arg[0] for p, _ in outputs})
   if any(isinstance(g, UOp) for g in global_size):
     # the simplifier may have rewritten a symbolic launch size (to a constant, when the Variable's range rounds up
     # to one size of whole work-groups): launch what the program's SPECIALs read
     sizes = {u.arg[1]: u.src[0] if u.src else u.arg[2] for u in uops if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx")}
     global_size = tuple(sizes.get(d, g) for d, g in enumerate(global_size))
-  written = {p.arg[0] for p, _ in outputs}
+  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
+
+
+def _rules(caps: Capabilities, extra_rules: list[PatternMatcher] | None) -> PatternMatcher:
+  """The rewrite rules a lowered kernel is simplified with: the symbolic ones, the vector ones where the device takes
+  vectors, and the device's own."""
+  rules = symbolic + vector_rules if caps.vector_ops else symbolic
+  for r in extra_rules or []: rules = rules + r
+  return rules
+
+
+def _flat_index(idx: Sequence[UOp], shape: tuple, zero: UOp) -> UOp:
+  """The element of a buffer of `shape` (row-major) at the index `idx`."""
+  return sum((i * st for i, st, s in zip(idx, strides_for(shape), shape) if _live(s)), start=zero)
+
+
+def _linearized(ast: UOp, sink: UOp, rules: PatternMatcher, checker, written: set[int]
+                ) -> tuple[tuple[UOp, ...], int, tuple[Param, ...], int]:
+  """The lowered `sink` simplified with `rules` and linearized (the IR spec checked before and after simplifying, where
+  `checker`): its UOps, its operation count, the kernel's buffer parameters (those numbered in `written` are its
+  outputs) and the bytes they hold."""
+  if checker: checker(sink, "lower")
+  sink = graph_rewrite(sink, rules)
+  if checker: checker(sink, "simplify")
+  uops, flops = linearize(sink)
+  params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
   prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p.arg[0] in written, p.arg[2] if len(p.arg) > 2 else None)
                       for p in params)
-  nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
-  return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
+  return uops, flops, prog_params, sum(p.size * p.dtype.itemsize for p in prog_params)
 
 
 def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
@@ -1039,8 +1058,7 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
   row0 = [warp_m * (tile_m * tiles[1]) + i * tile_m for i in range(tiles[1])]
   col0 = [warp_n * (tile_n * tiles[0]) + j * tile_n for j in range(tiles[0])]
   k0 = step * tile_k
-  rules = symbolic
-  for rs in extra_rules or []: rules = rules + rs
+  rules = _rules(caps, extra_rules)
 
   def fragment(elements: list[UOp]) -> UOp:
     # neighbouring halves read as one 32-bit load where the device takes vector loads of two (a row-major A's pairs
@@ -1059,7 +1077,6 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
   out_axes = [a for a, s in enumerate(value.shape) if s != 1]
   red_axes = [a for a, s in enumerate(mm.reduce.shape) if s != 1]
   out_of = dict(zip(red_axes, out_axes))
-  out_strides = strides_for(value.shape)
   stores = []
   for i, r in enumerate(row0):
     for j, c in enumerate(col0):
@@ -1071,18 +1088,9 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
         for a in red_axes: out_idx[out_of[a]] = at.get(a, base[a])
         lw.known = {mm.reduce: UOp(Ops.GEP, tc.dtype_acc, (acc,), e)}
         v = lw.lower(value, tuple(out_idx), true, {})
-        index = sum((x * st for x, st in zip(out_idx, out_strides) if not (x.op is Ops.CONST and x.arg == 0)), start=lw.zero())
-        stores.append(UOp(Ops.STORE, None, (out_param, index, v)))
-  sink = UOp(Ops.SINK, None, tuple(stores))
-  if checker: checker(sink, "lower")
-  sink = graph_rewrite(sink, rules)
-  if checker: checker(sink, "simplify")
-  uops, flops = linearize(sink)
-  params = sorted({n for n in ast.toposort if n.op is Ops.PARAM}, key=lambda p: p.arg[0])
-  prog_params = tuple(Param(p.arg[0], p.dtype, p.arg[1], p is out_param, p.arg[2] if len(p.arg) > 2 else None)
-                      for p in params)
+        stores.append(UOp(Ops.STORE, None, (out_param, _flat_index(out_idx, value.shape, lw.zero()), v)))
+  uops, _, prog_params, nbytes = _linearized(ast, UOp(Ops.SINK, None, tuple(stores)), rules, checker, {out_param.arg[0]})
   flops = 2 * size_m * size_n * size_k * mm.batch  # (the linearizer counts a WMMA as one operation per lane)
-  nbytes = sum(p.size * p.dtype.itemsize for p in prog_params)
   return LoopProgram(kernel_name(ast), uops, prog_params, global_size, local_size, flops, nbytes, opts)
 
 
