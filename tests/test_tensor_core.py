@@ -102,6 +102,8 @@ def test_which_kernels_a_tensor_core_computes():
   f32 = Tensor.empty(64, 32, device="PYTHON") @ Tensor.empty(32, 48, device="PYTHON")
   assert features(f32).tensor_cores == ()  # no float32 tensor core declared
   assert features(h(64, 32).sum(1)).tensor_cores == ()  # a sum, no product
+  assert features((h(64, 32) @ h(32, 48)).transpose().contiguous()).tensor_cores == ()  # a permute after the sum
+  assert features((h(64, 32) @ h(32, 48) + 1).relu()).tensor_cores == (0,)  # elementwise ops after it
   assert kernel_features((h(64, 32) @ h(32, 48)).schedule()[0].ast, Capabilities()).tensor_cores == ()  # none declared
 
 

@@ -64,8 +64,11 @@ def matmul_shape(value: UOp, moves_with: Callable[[UOp, int], bool]) -> MatmulSh
   if op is not Ops.ADD or len(live) != 1 or red.src[0].op is not Ops.MUL: return None
   if any(not isinstance(s, int) for s in shape): return None
   # between the output and the sum only elementwise ops and reshapes: the output's axes are the sum's
-  on_path = [n for n in value.toposort if red in n.toposort and n is not red]
-  if any(n.op not in GroupOp.ALU and n.op is not Ops.RESHAPE for n in on_path): return None
+  above = {red}  # the sum and what is computed from it, in one pass (sources come first)
+  for n in value.toposort:
+    if n is red or not any(x in above for x in n.src): continue
+    if n.op not in GroupOp.ALU and n.op is not Ops.RESHAPE: return None
+    above.add(n)
   if [s for s in value.shape if s != 1] != [s for s in red.shape if s != 1]: return None
   k_axis = live[0]
   x, y = red.src[0].src
