@@ -80,7 +80,7 @@ class CUDARenderer(CStyleRenderer):
     if dtypes.bfloat16 in scalars: lines.append("#include <cuda_bf16.h>")
     for d in sorted((d for d in used if d.count > 1), key=lambda d: (d.name, d.count)):
       lines.append(f"struct __align__({min(16, d.itemsize)}) {self.vector_type(d)} {{ {self.types[d.scalar()]} v[{d.count}]; }};")
-    for arg in dict.fromkeys(u.arg for u in prog.uops if u.op is Ops.WMMA): lines += self._mma_function(arg, prog)
+    for wmma in {u.arg: u for u in prog.uops if u.op is Ops.WMMA}.values(): lines += self._mma_function(wmma)
     return lines
 
   # ---------------------------------------------------------------- vectors and tensor cores
@@ -100,11 +100,10 @@ class CUDARenderer(CStyleRenderer):
   def render_wmma(self, arg: tuple, a: str, b: str, c: str, dtypes_in: tuple[DType, DType, DType]) -> str:
     return f"plugrad_{arg[0]}({a}, {b}, {c})"
 
-  def _mma_function(self, arg: tuple, prog: LoopProgram) -> list[str]:
-    """The device function of the tensor core `arg`: its fragments as 32-bit registers into one mma.sync."""
-    name = arg[0]
+  def _mma_function(self, wmma: UOp) -> list[str]:
+    """The device function of the tensor core `wmma` computes: its fragments as 32-bit registers into one mma.sync."""
+    name = wmma.arg[0]
     if name not in _PTX_MMA: raise NotImplementedError(f"CUDA has no tensor core {name}")
-    wmma = next(u for u in prog.uops if u.op is Ops.WMMA and u.arg == arg)
     (ta, tb, tc), n_a, n_b, n_c = (self.vector_type(s.dtype) for s in wmma.src), *(s.dtype.count for s in wmma.src)
     regs_a, regs_b = n_a // 2, n_b // 2  # two 16-bit inputs per register
     outs = ", ".join(f"%{i}" for i in range(n_c))
