@@ -283,6 +283,30 @@ def _random_bits(shape: tuple[int, ...], device: str | tuple[str, ...] | None) -
   return _hash32(_hash32(index ^ keys[0]) + keys[1]).reshape(shape)
 
 
+def _bitcast_resized(x: Tensor, dt: DType) -> Tensor:
+  """`x.bitcast(dt)` where dt's item size differs: through unsigned integers of each size, cut with right shifts and
+  truncating casts, or joined with left shifts and ors (ops every device has), lowest byte first (numpy's `view` on
+  the little-endian hosts and GPUs plugrad runs on)."""
+  old, new = x.dtype.itemsize, dt.itemsize
+  what = f"bitcast from {x.dtype.name} to {dt.name}"
+  if x.ndim == 0: raise ValueError(f"{what} of a 0-d tensor: the item size changes the last axis, and it has none")
+  last = x.shape[-1]
+  if not isinstance(last, int): raise ValueError(f"{what}: the last axis's length {last} is symbolic")
+  if last * old % new: raise ValueError(f"{what}: the last axis ({last} x {old} bytes) does not split into {new}-byte items")
+  u = x.bitcast(_UINT_OF_SIZE[old])
+  if new > old:  # `rate` old items, lowest first, make one new item
+    rate = new // old
+    parts = u.reshape(*x.shape[:-1], last // rate, rate).cast(_UINT_OF_SIZE[new])
+    joined = functools.reduce(lambda a, b: a | b, (parts[..., i] << (8 * old * i) for i in range(rate)))
+    return joined.bitcast(dt)
+  pieces = [u >> (8 * new * i) if i else u for i in range(old // new)]
+  return Tensor.stack(*pieces, dim=-1).flatten(-2).cast(_UINT_OF_SIZE[new]).bitcast(dt)
+
+
+#: the unsigned integer dtype of each item size, which a bitcast between sizes goes through
+_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+
 def _unit_uniform(shape: tuple[int, ...], dt: DType, device: str | None) -> Tensor:
   """Uniform values in [0, 1) of float dtype `dt`: as many random bits as `dt` holds exactly, so a
   value never rounds up to 1."""
@@ -1446,11 +1470,13 @@ class Tensor(metaclass=_TensorMeta):
     return self if dt == self.dtype else self._new(UOp(Ops.CAST, dt, (self.uop,)))
 
   def bitcast(self, dtype: DType | str) -> Tensor:
-    """Reinterpret the bits as `dtype` (same item size)."""
+    """Reinterpret the bits as `dtype`, as numpy's `view(dtype)`. With another item size the last axis changes
+    length: its items are cut into `dtype`'s, or joined from them, in little-endian order (a float32 row of 4 becomes
+    16 uint8; 2 float16 become one float32). The last axis's bytes must split into whole items of `dtype`."""
     dt = dtypes.from_any(dtype)
-    if dt.itemsize != self.dtype.itemsize:
-      raise ValueError(f"bitcast from {self.dtype.name} to {dt.name} needs equal item sizes")
-    return self if dt == self.dtype else self._new(UOp(Ops.BITCAST, dt, (self.uop,)))
+    if dt == self.dtype: return self
+    if dt.itemsize == self.dtype.itemsize: return self._new(UOp(Ops.BITCAST, dt, (self.uop,)))
+    return _bitcast_resized(self, dt)
 
   def float(self) -> Tensor:
     """A cast to float32."""

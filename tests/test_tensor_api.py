@@ -577,6 +577,38 @@ def test_dtype_strings_and_info(dev):
   assert t.element_size() == 4 and t.nbytes() == 24 and t.half().nbytes() == 12
   assert t.max_shape == (2, 3) and t.max_numel() == 6
 
+# bits of every kind: signs, NaN and inf, subnormals, all bytes distinct (a byte order mixed up shows)
+_BITS = np.random.default_rng(5).integers(0, 2**64 - 1, (3, 16), dtype=np.uint64, endpoint=True).view(np.uint8)
+
+
+@pytest.mark.parametrize("src, dst", [(dtypes.float32, dtypes.uint8), (dtypes.uint8, dtypes.float32),
+                                      (dtypes.float32, dtypes.float16), (dtypes.float16, dtypes.float32),
+                                      (dtypes.float64, dtypes.int16), (dtypes.int8, dtypes.int64),
+                                      (dtypes.int64, dtypes.uint32), (dtypes.uint16, dtypes.float64)],
+                         ids=lambda d: d.name)
+def test_bitcast_between_item_sizes_is_numpys_view(dev, src, dst):
+  bits = _BITS.view(src.np)
+  got = Tensor(bits, device=dev).bitcast(dst)
+  want = bits.view(dst.np)
+  assert got.dtype == dst and got.shape == want.shape
+  np.testing.assert_array_equal(got.numpy().view(np.uint8), want.view(np.uint8))  # the bits, NaNs included
+
+
+def test_bitcast_between_item_sizes_of_bfloat16_and_views(dev):
+  halves = _BITS.view(np.uint16)
+  got = Tensor(halves, device=dev).bitcast(dtypes.bfloat16).bitcast(dtypes.uint8)  # bfloat16 has no numpy dtype
+  np.testing.assert_array_equal(got.numpy(), halves.view(np.uint8))
+  words = _BITS.view(np.uint32).reshape(3, 4, 8)
+  t = Tensor(words, device=dev)
+  np.testing.assert_array_equal(t.T.bitcast(dtypes.uint16).numpy(), words.T.copy().view(np.uint16))  # a strided view
+  assert t[:, :, :0].bitcast(dtypes.uint8).shape == (3, 4, 0)
+
+
+def test_bitcast_between_item_sizes_refuses_what_numpy_refuses():
+  with pytest.raises(ValueError, match="0-d"): Tensor(1.0).bitcast(dtypes.float16)
+  with pytest.raises(ValueError, match=r"last axis \(3 x 2 bytes\) does not split into 4-byte"):
+    Tensor.ones(2, 3, dtype=dtypes.float16).bitcast(dtypes.float32)
+
 
 def test_clone_replace_to_(dev):
   a = Tensor([1.0, 2.0], device=dev).realize()
