@@ -207,11 +207,13 @@ def truncate(value: Any, dtype: DType) -> Any:
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
-  """float32 -> bfloat16 bit patterns (uint16), round to nearest even, NaN kept quiet."""
+  """float32 -> bfloat16 bit patterns (uint16), round to nearest even. A float32 whose low 16 bits are zero is a
+  bfloat16 already and keeps its bits, NaN included (a bitcast to bfloat16 keeps a NaN's sign and payload); any other
+  NaN becomes the quiet NaN 0x7FC0 (rounding its bits could carry into the exponent)."""
   x = np.array(x, dtype=np.float32)  # a contiguous copy that keeps 0-d shapes (ascontiguousarray would not)
   bits = x.view(np.uint32)
   rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-  return np.where(np.isnan(x), np.uint16(0x7FC0), rounded).astype(np.uint16)
+  return np.where(np.isnan(x) & ((bits & 0xFFFF) != 0), np.uint16(0x7FC0), rounded).astype(np.uint16)
 
 
 def bf16_to_f32(x: np.ndarray) -> np.ndarray:

@@ -159,9 +159,10 @@ class CStyleRenderer(Renderer):
   def round_storage(self, expr: str, op: Ops, dtype: DType) -> str:
     """`expr` rounded to bfloat16 when bfloat16 is only storage here (computed in a float): the reference
     rounds after every op (a cast to bfloat16 included), so a fused kernel must too. Ops whose result is one
-    of their bfloat16 operands are left alone, and so is an expression a dialect's render_alu already rounded."""
+    of their bfloat16 operands are left alone, and so is a bitcast (16 bits read as a bfloat16 are one: rounding them
+    again would only change a NaN's bits) and an expression a dialect's render_alu already rounded."""
     if dtype.scalar() != dtypes.bfloat16 or not self.bf16_storage: return expr
-    return expr if op in (Ops.WHERE, Ops.MAX, Ops.MIN, Ops.NEG) else self.render_bf16_round(expr)
+    return expr if op in (Ops.WHERE, Ops.MAX, Ops.MIN, Ops.NEG, Ops.BITCAST) else self.render_bf16_round(expr)
 
   def render_bf16_round(self, x: str) -> str:
     """A float expression rounded to the nearest bfloat16 (nearest even), still a float, through `bf16_round`."""
@@ -400,12 +401,13 @@ def int_abs_idiom(u: UOp) -> tuple[UOp, bool] | None:
   return None
 
 
-# bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in
+# bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in (a NaN with bits
+# in the lower half becomes the quiet NaN; one without, such as a bitcast's, keeps its bits: plugrad.dtype.f32_to_bf16)
 BF16_HELPERS_C = [
   "static inline float plugrad_bf16_to_f32(unsigned short x) { unsigned int u = ((unsigned int)x) << 16; float f; "
   "memcpy(&f, &u, 4); return f; }",
   "static inline unsigned short plugrad_f32_to_bf16(float f) { unsigned int u; memcpy(&u, &f, 4); "
-  "if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
+  "if (f != f && (u & 0xffff)) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }",
 ]
 
 __all__ = ["CStyleRenderer", "C_TYPES", "BF16_HELPERS_C", "int_abs_idiom", "var_name", "launch_size_only"]

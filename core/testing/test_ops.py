@@ -545,6 +545,15 @@ def test_bfloat16_bitcasts_go_through_its_16_bits(device, to):
   np.testing.assert_array_equal((t * 2).bitcast(to).numpy().view(np.uint16), [0x4000, 0xC000, 2, 0x8000, 0x7F80, 0x40C9])
 
 
+def test_bfloat16_bitcasts_keep_a_nans_bits(device):
+  # a bitcast moves bits: the sign and payload of a NaN survive it (its store is not a float's rounding to bfloat16)
+  if dtypes.bfloat16 not in get_registry().device(device).caps.dtypes: pytest.skip(f"{device} declares no bfloat16")
+  bits = np.array([0xFFC1, 0x7F81, 0xFFFF, 0x7FC0, 0x3F80], np.uint16)
+  t = Tensor(bits, device=device).bitcast(dtypes.bfloat16)
+  np.testing.assert_array_equal(t.bitcast(dtypes.uint16).numpy(), bits)
+  np.testing.assert_array_equal(t.contiguous().bitcast(dtypes.uint16).numpy(), bits)
+
+
 def test_bitcast_after_compute_roundtrip(device):
   arr = make_input((3, 4), np.random.default_rng(0))
   t = (Tensor(arr, device=device) * 2).bitcast(dtypes.int32)

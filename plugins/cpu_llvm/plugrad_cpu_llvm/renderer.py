@@ -156,7 +156,8 @@ def render_const(value: Any, dt: DType) -> str:
   return "0x" + struct.pack(">d", float(value)).hex().upper()
 
 
-# the bfloat16 helpers every module carries (unused ones are removed by the optimiser)
+# the bfloat16 helpers every module carries (unused ones are removed by the optimiser); bf16_round's NaNs as
+# plugrad.dtype.f32_to_bf16's
 _PRELUDE = """\
 define internal float @bf16_round(float %x) alwaysinline {
   %b = bitcast float %x to i32
@@ -165,7 +166,10 @@ define internal float @bf16_round(float %x) alwaysinline {
   %r0 = add i32 %b, 32767
   %r1 = add i32 %r0, %lsb
   %r2 = and i32 %r1, -65536
-  %nan = fcmp uno float %x, 0.0
+  %isnan = fcmp uno float %x, 0.0
+  %low = and i32 %b, 65535
+  %inexact = icmp ne i32 %low, 0
+  %nan = and i1 %isnan, %inexact
   %r3 = select i1 %nan, i32 2143289344, i32 %r2
   %f = bitcast i32 %r3 to float
   ret float %f

@@ -33,7 +33,12 @@ _FLOAT_FROM_BITS = {dtypes.float32: "__int_as_float((int)({}))", dtypes.float64:
                     dtypes.bfloat16: "__bfloat162float(__short_as_bfloat16((short)({})))"}
 _BITS_OF_FLOAT = {dtypes.float32: ("__float_as_int({})", dtypes.int32), dtypes.float64: ("__double_as_longlong({})", dtypes.int64),
                   dtypes.float16: ("__half_as_short({})", dtypes.int16),
-                  dtypes.bfloat16: ("__bfloat16_as_short(__float2bfloat16({}))", dtypes.int16)}
+                  dtypes.bfloat16: ("__bfloat16_as_short(plugrad_f32_to_bf16({}))", dtypes.int16)}
+# a bfloat16 value (computed as float) into its storage: cuda_bf16.h's rounding, except that a float that is a bfloat16
+# already keeps its bits, a NaN's sign and payload included (a bitcast's; cuda_bf16.h makes every NaN 0x7fff): the
+# reference's rule (plugrad.dtype.f32_to_bf16)
+_BF16_STORE = ["__device__ __forceinline__ __nv_bfloat16 plugrad_f32_to_bf16(float f) { unsigned u = __float_as_uint(f); "
+               "return (u & 0xffffu) ? __float2bfloat16(f) : __ushort_as_bfloat16((unsigned short)(u >> 16)); }"]
 _INF_BITS = {dtypes.float32: ("__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"),
              dtypes.float64: ("__longlong_as_double(0x7ff0000000000000ll)", "__longlong_as_double(0x7ff8000000000000ll)"),
              dtypes.float16: ("__ushort_as_half((unsigned short)0x7c00)", "__ushort_as_half((unsigned short)0x7e00)")}
@@ -77,7 +82,7 @@ class CUDARenderer(CStyleRenderer):
     scalars = {d.scalar() for d in used}
     lines = []
     if dtypes.float16 in scalars: lines.append("#include <cuda_fp16.h>")
-    if dtypes.bfloat16 in scalars: lines.append("#include <cuda_bf16.h>")
+    if dtypes.bfloat16 in scalars: lines += ["#include <cuda_bf16.h>", *_BF16_STORE]
     for d in sorted((d for d in used if d.count > 1), key=lambda d: (d.name, d.count)):
       lines.append(f"struct __align__({min(16, d.itemsize)}) {self.vector_type(d)} {{ {self.types[d.scalar()]} v[{d.count}]; }};")
     for wmma in {u.arg: u for u in prog.uops if u.op is Ops.WMMA}.values(): lines += self._mma_function(wmma)
@@ -91,7 +96,7 @@ class CUDARenderer(CStyleRenderer):
 
   def render_vectorize(self, srcs: list[str], dtype: DType) -> str:
     # bfloat16 values are computed as float: stored back into the fragment's bfloat16 (exact, they came from one)
-    lanes = [f"__float2bfloat16({x})" for x in srcs] if dtype.scalar() == dtypes.bfloat16 else srcs
+    lanes = [f"plugrad_f32_to_bf16({x})" for x in srcs] if dtype.scalar() == dtypes.bfloat16 else srcs
     return f"{self.vector_type(dtype)}{{{{{', '.join(lanes)}}}}}"
 
   def render_gep(self, x: str, lane: int, dtype: DType) -> str:
@@ -142,7 +147,7 @@ class CUDARenderer(CStyleRenderer):
     return f"{buf}[{idx}]"
 
   def render_store(self, buf: str, idx: str, value: str, dtype: DType) -> str:
-    if dtype == dtypes.bfloat16: return f"{buf}[{idx}] = __float2bfloat16({value});"
+    if dtype == dtypes.bfloat16: return f"{buf}[{idx}] = plugrad_f32_to_bf16({value});"
     return f"{buf}[{idx}] = {value};"
 
   # ---------------------------------------------------------------- conversions

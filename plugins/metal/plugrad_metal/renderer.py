@@ -45,12 +45,13 @@ METAL_TYPES: dict[DType, str] = {
   dtypes.float16: "half", dtypes.bfloat16: "ushort", dtypes.float32: "float",
 }
 
-# bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in.
+# bfloat16 as 16 bits of storage: the upper half of a float32, rounded to nearest even on the way in (NaNs:
+# plugrad.dtype.f32_to_bf16).
 # The NaN test is done on the bits, so it holds even if a kernel is compiled with fast math.
 BF16_HELPERS_METAL = [
   "inline float plugrad_bf16_to_f32(ushort x) { return as_type<float>(uint(x) << 16); }",
   "inline ushort plugrad_f32_to_bf16(float f) { uint u = as_type<uint>(f); "
-  "if ((u & 0x7fffffffu) > 0x7f800000u) return ushort(0x7fc0); return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
+  "if ((u & 0x7fffffffu) > 0x7f800000u && (u & 0xffffu)) return ushort(0x7fc0); return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
 ]
 
 _LAUNCH_VARS = {"gidx": "gid", "lidx": "lid"}

@@ -21,10 +21,10 @@ CL_TYPES: dict[DType, str] = {
   dtypes.float16: "half", dtypes.bfloat16: "ushort", dtypes.float32: "float", dtypes.float64: "double",
 }
 
-# bfloat16 as the upper 16 bits of a float32, rounded to nearest even on the way in
+# bfloat16 as the upper 16 bits of a float32, rounded to nearest even on the way in (NaNs: plugrad.dtype.f32_to_bf16)
 BF16_HELPERS_CL = [
   "static inline float plugrad_bf16_to_f32(ushort x) { return as_float(((uint)x) << 16); }",
-  "static inline ushort plugrad_f32_to_bf16(float f) { uint u = as_uint(f); if (f != f) return (ushort)0x7fc0; "
+  "static inline ushort plugrad_f32_to_bf16(float f) { uint u = as_uint(f); if (f != f && (u & 0xffffu)) return (ushort)0x7fc0; "
   "return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
 ]
 # half without cl_khr_fp16: a float rounded through 16 bits of private storage

@@ -1,5 +1,6 @@
 // kernel r_32
 #include <cuda_bf16.h>
+__device__ __forceinline__ __nv_bfloat16 plugrad_f32_to_bf16(float f) { unsigned u = __float_as_uint(f); return (u & 0xffffu) ? __float2bfloat16(f) : __ushort_as_bfloat16((unsigned short)(u >> 16)); }
 extern "C" __global__ void __launch_bounds__(32) r_32(__nv_bfloat16* __restrict__ data0, const float* __restrict__ data1) {
   __shared__ float temp0[32];
   int lidx0 = threadIdx.x;
@@ -20,6 +21,6 @@ extern "C" __global__ void __launch_bounds__(32) r_32(__nv_bfloat16* __restrict_
   }
   float alu8 = __bfloat162float(__float2bfloat16(acc0));
   bool alu9 = (lidx0 == 0);
-  if (alu9) { data0[gidx1] = __float2bfloat16(alu8); }
+  if (alu9) { data0[gidx1] = plugrad_f32_to_bf16(alu8); }
 }
 
