@@ -44,3 +44,31 @@ def test_many_output_dims_merge_into_three_launch_dims():
   got, progs = run_lowered(Tensor(x, device="PYTHON").permute(4, 3, 2, 1, 0) + 1, GPU)
   assert len(progs[0].global_size) <= 3
   np.testing.assert_array_equal(got, x.transpose(4, 3, 2, 1, 0) + 1)
+
+
+def _index_dtypes(t: Tensor) -> list[str]:
+  from plugrad.codegen.lowerer import _index_dtype
+  return [_index_dtype(s.ast).name for s in t.schedule() if s.ast is not None]
+
+
+def test_indices_are_int32_unless_an_index_can_reach_2_31():
+  # what is indexed decides (buffers, axes, a reshape's flat offset, the values one output's reduction adds), not the
+  # size of a broadcast intermediate: a 4096^3 matmul's 2**36 products kept its indices in int64, slow on a GPU
+  h = lambda *s: Tensor.empty(*s, dtype="half")  # noqa: E731
+  x, y = Tensor.empty(65536, 1), Tensor.empty(1, 65536)
+  assert _index_dtypes(h(4096, 4096) @ h(4096, 4096)) == ["int32"]
+  assert _index_dtypes((x * y).sum(1)) == ["int32"]
+  assert _index_dtypes(Tensor.empty(2**31) + 1) == ["int64"]  # a buffer
+  assert _index_dtypes((x * y).contiguous()) == ["int64"]  # its output
+  assert _index_dtypes((x * y).reshape(-1)[::2**20].contiguous()) == ["int64"]  # a flat offset through the reshape
+  assert _index_dtypes((x * y).sum())[0] == "int64"  # 2**32 values added for one output (its first stage)
+  assert _index_dtypes(Tensor.empty(1).expand(2**31).sum())[0] == "int64"  # an axis
+
+
+def test_a_reduction_over_a_broadcast_larger_than_int32_indexes_gives_numpys_answer():
+  # 2**31 values (a relu keeps the sum from factoring x out), each output's 65536 and every buffer indexed in int32
+  rng = np.random.default_rng(3)
+  x, y = rng.standard_normal((32768, 1), dtype=np.float32), rng.standard_normal((1, 65536), dtype=np.float32)
+  out = (Tensor(x) - Tensor(y)).relu().sum(1)
+  assert _index_dtypes(out) == ["int32"]
+  np.testing.assert_allclose(out.numpy(), [np.maximum(v - y[0], 0).sum() for v in x[:, 0]], rtol=1e-4, atol=1e-2)

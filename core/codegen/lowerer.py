@@ -598,11 +598,20 @@ def _sliding_axes(out_value: UOp, gids: list[UOp], memo: dict[UOp, list[tuple[UO
 
 
 def _index_dtype(ast: UOp) -> DType:
-  """int32 unless some buffer or intermediate of the kernel has 2**31 - 1 elements or more."""
-  params = [n for n in ast.toposort if n.op is Ops.PARAM]
-  big = max([p.arg[1] for p in params] +
-            [smax(prod(n.shape)) for n in ast.toposort if n.op not in (Ops.SINK, Ops.STORE, Ops.PARAM)])
-  return dtypes.int64 if big >= 2**31 - 1 else dtypes.int32
+  """int32 unless an index the kernel computes can reach 2**31 - 1. What the lowering computes is bounded by: a
+  buffer's size (an element offset), an axis's length (a position along it), a reshape's element count (the flat
+  offset it goes through) and the count of values a reduction adds per output (its loops merged into one). A broadcast
+  intermediate is never indexed whole: a 4096^3 matmul's products (2**36 of them) made every index of its kernel int64,
+  which a GPU computes with two or more instructions per operation."""
+  bounds = [0]
+  for n in ast.toposort:
+    if n.op is Ops.PARAM: bounds.append(n.arg[1])
+    elif n.op in (Ops.SINK, Ops.STORE): continue
+    else:
+      bounds += [smax(s) for s in n.shape]
+      if n.op is Ops.RESHAPE: bounds.append(smax(prod(n.shape)))
+      elif n.op is Ops.REDUCE_AXIS: bounds.append(smax(prod(n.src[0].shape[a] for a in n.arg[1])))
+  return dtypes.int64 if max(bounds) >= 2**31 - 1 else dtypes.int32
 
 
 def _gate_loads(root: UOp, valid: UOp, keep: Callable[[UOp], bool] = lambda n: True) -> UOp:
