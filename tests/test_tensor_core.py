@@ -130,10 +130,37 @@ def test_plans_that_do_not_apply_are_refused():
   with pytest.raises(OptError, match="a plan with TC"): lower(item.ast, TC_GPU, opts=(Opt(LOCAL, 0, 2),))
   (f32,) = (Tensor.empty(64, 32, device="PYTHON") @ Tensor.empty(32, 48, device="PYTHON")).schedule()
   with pytest.raises(OptError, match="no matmul"): lower(f32.ast, TC_GPU, opts=(Opt(TC, 0, 1),))
-  # a sum longer than one accumulator takes (256 steps of 16) falls back to the plans without tensor cores
-  (long,) = (h(16, 8192) @ h(8192, 8)).schedule()
-  with pytest.raises(OptError, match="more than"): lower(long.ast, TC_GPU, opts=(Opt(TC, 0, 1),))
-  assert not any(o.op is TC for o in lower(long.ast, TC_GPU).opts)
+  # a sum longer than one accumulator takes (256 steps of 16) whose steps have no divisor for a cascade (257 is prime)
+  # falls back to the plans without tensor cores
+  (prime,) = (h(16, 16 * 257) @ h(16 * 257, 8)).schedule()
+  with pytest.raises(OptError, match="no divisor"): lower(prime.ast, TC_GPU, opts=(Opt(TC, 0, 1),))
+  assert not any(o.op is TC for o in lower(prime.ast, TC_GPU).opts)
+
+
+def test_a_sum_longer_than_one_accumulator_takes_is_a_cascade():
+  # each tile's fragment adds `acc_block` steps, then hands its elements to scalar accumulators (here 12 steps of 16 in
+  # 3 blocks of 4: two nested loops); the heuristic gives such a sum fewer tiles per warp (their registers)
+  rng = np.random.default_rng(2)
+  a = Tensor(rng.standard_normal((32, 192), dtype=np.float32), device="PYTHON").cast(dtypes.float16).realize()
+  b = Tensor(rng.standard_normal((192, 16), dtype=np.float32), device="PYTHON").cast(dtypes.float16).realize()
+  out = (a @ b).cast(dtypes.float32)
+  (item,) = out.schedule()
+  prog = lower(item.ast, TC_GPU, opts=(Opt(TC, 0, 1), Opt(UP, 0, 2)), acc_block=4,
+               checker=lambda g, stage: check_spec(g, program_spec, stage))
+  check_program(prog)
+  assert [u.src[0].arg for u in prog.uops if u.op is Ops.RANGE] == [3, 4]
+  runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
+  runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
+  mark_done(item.kernel)
+  ref = Tensor(a.cast(dtypes.float32).numpy() @ b.cast(dtypes.float32).numpy(), device="PYTHON").cast(dtypes.float16)
+  np.testing.assert_allclose(out.numpy(), ref.cast(dtypes.float32).numpy(), rtol=2.0 ** -10, atol=2.0 ** -10)
+  with pytest.raises(OptError, match="no divisor from 4 to 4"):  # 7 steps: prime
+    lower((a[:, :112] @ b[:112]).schedule()[-1].ast, TC_GPU, opts=(Opt(TC, 0, 1),), acc_block=4)
+  h = lambda *s: Tensor.empty(*s, dtype=dtypes.float16, device="PYTHON")  # noqa: E731
+  (long,) = (h(1024, 8192) @ h(8192, 1024)).schedule()
+  assert kernel_features(long.ast, TC_GPU).tc_cascade
+  assert hand_coded_optimizations(kernel_features(long.ast, TC_GPU), TC_GPU)[0][:3] == (Opt(TC, 0, 1), Opt(UP, 0, 4),
+                                                                                         Opt(UP, 1, 4))
 
 
 def test_wmma_is_rendered_into_its_accumulator():

@@ -46,6 +46,10 @@ from plugrad.uops import GroupOp, Ops, PatternMatcher, UOp, graph_rewrite, subst
 # accumulators (see `split_accumulators`). Powers of two up to 2**24 keep sums of ones exact in float32. 256 keeps
 # a sequential float32 sum within ~1e-5 (4096: 4e-5 for 10**6 times 0.1) and measured no slower on CPU (64 was 7x).
 ACC_BLOCK = 256
+#: The fewest steps of a tensor core's K that a cascade's inner accumulator adds (`_lower_tensor_core`): a sum whose
+#: steps have no divisor from this to ACC_BLOCK (a prime count of steps above it) stays on the plain kernels, which
+#: gate their last block
+TC_MIN_INNER_STEPS = 32
 
 
 def reduce_axes(value: UOp) -> list[tuple[UOp, int]]:
@@ -523,6 +527,8 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
     outer = _split_loops((lw.new_range(terms),), lw, ACC_BLOCK)[1][0].src[0].arg  # the outer accumulator loop's trips
     sum_block = -(-terms // outer)
   mm = _matmul_of(ast) if caps.tensor_cores else None
+  tcs = usable_tensor_cores(mm, caps)
+  tc_steps = mm.sizes[2] // caps.tensor_cores[tcs[0]].dims[2] if mm is not None and tcs else 0
   # a symbolic size reads as its largest value: the heuristic only chooses, `_check_opts` and the lowering refuse
   # an Opt whose amount would have to divide it
   return KernelFeatures(dims=tuple((len(axes), smax(size)) for axes, size in dims), group_dims_ok=group_ok,
@@ -537,7 +543,7 @@ def _merged_features(ast: UOp, caps: Capabilities) -> KernelFeatures:
                         unit_dims=unit_dims, lane_strided=lane_strided,
                         computes_sin=any(n.op in (Ops.SIN, Ops.COS) for n in ast.toposort),
                         reduce_transcendental=any(m.op in _TRANSCENDENTAL for r in reduces for m in r.src[0].toposort),
-                        sum_block=sum_block, tensor_cores=usable_tensor_cores(mm, caps),
+                        sum_block=sum_block, tensor_cores=tcs, tc_cascade=tc_steps > ACC_BLOCK,
                         matmul=(*mm.sizes, mm.batch) if mm is not None else (0, 0, 0, 0))
 
 
@@ -823,7 +829,7 @@ def _check_opts(opts: tuple[Opt, ...], axes: list[tuple[UOp, int]], caps: Capabi
 def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
            checker, acc_block: int) -> LoopProgram:
   """`lower` with the plan `opts`."""
-  if any(o.op is OptOps.TC for o in opts): return _lower_tensor_core(ast, caps, opts, extra_rules, checker)
+  if any(o.op is OptOps.TC for o in opts): return _lower_tensor_core(ast, caps, opts, extra_rules, checker, acc_block)
   if any(o.op is OptOps.LOCAL for o in opts): raise OptError("LOCAL sizes a tensor-core kernel's work-groups: a plan with TC")
   outputs = outputs_of(ast)
   value = outputs[0][1]
@@ -1002,15 +1008,25 @@ def _linearized(ast: UOp, sink: UOp, rules: PatternMatcher, checker, written: se
   return uops, flops, prog_params, sum(p.size * p.dtype.itemsize for p in prog_params)
 
 
+def _cascade_inner(steps: int, acc_block: int) -> int | None:
+  """The steps of a tensor core's K each tile's fragment adds before a cascade's scalar accumulators take its sum (all
+  of them where they are at most `acc_block`); None where the steps have no divisor from TC_MIN_INNER_STEPS (or
+  acc_block, if smaller) to acc_block."""
+  if steps <= acc_block: return steps
+  inner = max(d for d in range(1, acc_block + 1) if steps % d == 0)
+  return inner if inner >= min(TC_MIN_INNER_STEPS, acc_block) else None
+
+
 def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: list[PatternMatcher] | None,
-                       checker) -> LoopProgram:
+                       checker, acc_block: int = ACC_BLOCK) -> LoopProgram:
   """`lower` of a matmul on a tensor core (the TC optimization; `codegen.tensor_core` says which kernels qualify).
 
   Launch dim 0 holds the warps along the columns, `threads` lanes each, dim 1 the warps along the rows, dim 2 the
   batch. A warp computes UPCAST 1 x UPCAST 0 tiles of the tensor core's (M, N), each in one accumulator fragment
   (a vector): one loop over the sum in steps of the tensor core's K loads the A fragment of each of its tile rows and
-  the B fragment of each tile column and accumulates one WMMA per tile. After the loop each thread computes the
-  output's elementwise ops on its fragment elements and stores them."""
+  the B fragment of each tile column and accumulates one WMMA per tile. A sum of more than `acc_block` steps is a
+  cascade: an outer loop over blocks of steps adds each block's fragment into scalar accumulators, one per element.
+  After the loop each thread computes the output's elementwise ops on its fragment elements and stores them."""
   tc_opt = next(o for o in opts if o.op is OptOps.TC)
   tiling = {OptOps.UPCAST, OptOps.LOCAL}
   if len(opts) != len({(o.op, o.axis) for o in opts}) or \
@@ -1033,8 +1049,13 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
   n_warps, m_warps = size_n // (tile_n * tiles[0]), size_m // (tile_m * tiles[1])
   if size_n % (tile_n * tiles[0]) or size_m % (tile_m * tiles[1]) or n_warps % warps[0] or m_warps % warps[1]:
     raise OptError(f"{opts}: the tiles and warps do not divide the {size_m}x{size_n} output")
-  if size_k // tile_k > ACC_BLOCK:  # one accumulator per tile: a longer sum would need the cascade of accumulators
-    raise OptError(f"TC: a sum of {size_k} terms is more than {ACC_BLOCK} steps of {tile_k}")
+  # a sum of more than `acc_block` steps is a cascade, as split_accumulators makes of a scalar one: each tile's fragment
+  # adds `inner` steps (a divisor of the steps) and hands its elements to scalar accumulators, one per element
+  steps = size_k // tile_k
+  inner = _cascade_inner(steps, acc_block)
+  if inner is None:
+    raise OptError(f"TC: a sum of {steps} steps of {tile_k} has no divisor from {min(TC_MIN_INNER_STEPS, acc_block)} "
+                   f"to {acc_block}")
   global_size: tuple[int, ...] = (n_warps * tc.threads, m_warps) + ((mm.batch,) if mm.batch > 1 else ())
   local_size = (warps[0] * tc.threads, warps[1]) + ((1,) if mm.batch > 1 else ())
   if warps[0] * tc.threads * warps[1] > caps.max_workgroup_threads or \
@@ -1051,7 +1072,8 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
     for a, st, sz in zip(mm.batch_axes, strides_for(sizes), sizes):
       v = batch // st if st != 1 else batch
       base[a] = v % sz if st * sz < mm.batch else v
-  step = lw.new_range(size_k // tile_k)
+  step = lw.new_range(inner)
+  block = lw.new_range(steps // inner) if inner < steps else None
   true = UOp.const(dtypes.bool, True)
   memo: dict = {}
 
@@ -1066,7 +1088,7 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
 
   row0 = [warp_m * (tile_m * tiles[1]) + i * tile_m for i in range(tiles[1])]
   col0 = [warp_n * (tile_n * tiles[0]) + j * tile_n for j in range(tiles[0])]
-  k0 = step * tile_k
+  k0 = (step if block is None else block * inner + step) * tile_k
   rules = _rules(caps, extra_rules)
 
   def fragment(elements: list[UOp]) -> UOp:
@@ -1095,7 +1117,9 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
         at = {mm.m_axis: r + fragment_index(tc.c[0], lane, e), mm.n_axis: c + fragment_index(tc.c[1], lane, e)}
         out_idx = [lw.zero()] * len(value.shape)
         for a in red_axes: out_idx[out_of[a]] = at.get(a, base[a])
-        lw.known = {mm.reduce: UOp(Ops.GEP, tc.dtype_acc, (acc,), e)}
+        element = UOp(Ops.GEP, tc.dtype_acc, (acc,), e)
+        if block is not None: element = UOp(Ops.REDUCE, tc.dtype_acc, (element, block), Ops.ADD)
+        lw.known = {mm.reduce: element}
         v = lw.lower(value, tuple(out_idx), true, {})
         stores.append(UOp(Ops.STORE, None, (out_param, _flat_index(out_idx, value.shape, lw.zero()), v)))
   uops, _, prog_params, nbytes = _linearized(ast, UOp(Ops.SINK, None, tuple(stores)), rules, checker, {out_param.arg[0]})

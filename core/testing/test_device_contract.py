@@ -264,6 +264,12 @@ def test_tensor_cores_where_declared(device):
       out = (x @ w.transpose(1, 2)).cast(tc.dtype_acc) + 1
       got = _realized_with_plan(device, out.relu(), plan)
       np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max(), err_msg=f"{tc.name} {plan}")
+    # a sum of 512 steps: a cascade (each fragment adds 256 steps, then scalar accumulators take its elements)
+    a = Tensor(rng.standard_normal((m, 512 * k), dtype=np.float32), device=device).cast(tc.dtype_in).realize()
+    b = Tensor(rng.standard_normal((512 * k, n), dtype=np.float32), device=device).cast(tc.dtype_in).realize()
+    want = a.cast(dtypes.float32).numpy() @ b.cast(dtypes.float32).numpy()
+    got = _realized_with_plan(device, (a @ b).cast(tc.dtype_acc), (Opt(OptOps.TC, i, 1),))
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max(), err_msg=f"{tc.name} cascade")
 
 
 def test_graph_role_replays_like_the_engine(device):

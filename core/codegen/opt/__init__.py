@@ -104,6 +104,8 @@ class KernelFeatures:
     accumulators along the reduce axis by itself.
   :param tensor_cores: the positions in Capabilities.tensor_cores of those that compute the kernel (a matmul of their
     input dtype, their tile dividing its sizes: `codegen.tensor_core`); `matmul`: its (M, N, K, batch) where it is one.
+  :param tc_cascade: the first of those tensor cores would add the sum as a cascade (more than ACC_BLOCK steps of its K:
+    each tile's fragment hands its sum to scalar accumulators, which take registers of their own).
   """
   dims: tuple[tuple[int, int], ...]
   group_dims_ok: bool
@@ -130,6 +132,7 @@ class KernelFeatures:
   sum_block: int = 0
   tensor_cores: tuple[int, ...] = ()
   matmul: tuple[int, int, int, int] = (0, 0, 0, 0)
+  tc_cascade: bool = False
 
 
 __all__ = ["Opt", "OptOps", "OptError", "KernelFeatures"]

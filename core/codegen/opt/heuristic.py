@@ -64,6 +64,10 @@ GPU_THREADS = 1 << 14  # ... when this many threads remain (about what a GPU nee
 # tiles in 1x4 warps 1.54 ms (89 TFLOP/s), 4x8 in 4x2 1.7-1.8 ms, 4x4 in 2x2 2.1 ms, 8x8 in 2x2 1.69 ms (15.7 before
 # pairs, spilling registers)
 TC_TILES = 8, 4
+# ... and at most this many where the sum is a cascade (KernelFeatures.tc_cascade): each tile then holds a scalar
+# accumulator per fragment element beside its fragment. ptxas (sm_90) for float16 4096 x 8192 x 4096: 8x4 tiles use
+# 255 registers and spill 256 bytes, 4x4 tiles 163 registers (8x4 without a cascade: 163). Not yet timed on a GPU.
+TC_TILES_CASCADE = 4, 4
 TC_WARPS = 512  # ... fewer where that leaves fewer warps than this
 TC_GROUP = 1, 4
 GPU_TILE_UNROLL_FROM = 64  # ... whose sum of at least this many terms runs two terms per loop iteration
@@ -183,7 +187,7 @@ def _tensor_core_plan(k: KernelFeatures, caps: Capabilities) -> list[Opt]:
   tc = caps.tensor_cores[k.tensor_cores[0]]
   size_m, size_n, _, batch = k.matmul
   tiles_m, tiles_n = size_m // tc.dims[0], size_n // tc.dims[1]
-  um, un = TC_TILES
+  um, un = TC_TILES_CASCADE if k.tc_cascade else TC_TILES
   while um > 1 and (tiles_m % um or (tiles_m // um) * (tiles_n // un) * batch < TC_WARPS): um //= 2
   while un > 1 and (tiles_n % un or (tiles_m // um) * (tiles_n // un) * batch < TC_WARPS): un //= 2
   wm, wn = TC_GROUP
