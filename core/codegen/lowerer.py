@@ -607,8 +607,9 @@ def _index_dtype(ast: UOp) -> DType:
   """int32 unless an index the kernel computes can reach 2**31 - 1. What the lowering computes is bounded by: a
   buffer's size (an element offset), an axis's length (a position along it), a reshape's element count (the flat
   offset it goes through) and the count of values a reduction adds per output (its loops merged into one). A broadcast
-  intermediate is never indexed whole: a 4096^3 matmul's products (2**36 of them) made every index of its kernel int64,
-  which a GPU computes with two or more instructions per operation."""
+  intermediate is never indexed whole: a 4096^3 matmul's products (2**36 of them) made every index of its kernel int64
+  (a GPU's 64-bit integer ops take two or more instructions; nvcc narrowed most: the float32 kernel's PTX kept 25 of
+  them, 12 with int32, and the CPU's 4096 matmul ran at 342 GFLOP/s either way)."""
   bounds = [0]
   for n in ast.toposort:
     if n.op is Ops.PARAM: bounds.append(n.arg[1])
