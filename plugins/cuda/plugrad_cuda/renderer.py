@@ -95,8 +95,10 @@ class CUDARenderer(CStyleRenderer):
     return f"plugrad_{_VECTOR_NAMES[dtype.scalar()]}{dtype.count}"
 
   def render_vectorize(self, srcs: list[str], dtype: DType) -> str:
-    # bfloat16 values are computed as float: stored back into the fragment's bfloat16 (exact, they came from one)
-    lanes = [f"plugrad_f32_to_bf16({x})" for x in srcs] if dtype.scalar() == dtypes.bfloat16 else srcs
+    # bfloat16 values are computed as float: stored back into the fragment's bfloat16 (exact, they came from one; a
+    # NaN's bits do not matter to a tensor core, so cuda_bf16.h's conversion, not plugrad_f32_to_bf16's test, in the
+    # loop)
+    lanes = [f"__float2bfloat16({x})" for x in srcs] if dtype.scalar() == dtypes.bfloat16 else srcs
     return f"{self.vector_type(dtype)}{{{{{', '.join(lanes)}}}}}"
 
   def render_gep(self, x: str, lane: int, dtype: DType) -> str:
