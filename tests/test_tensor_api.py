@@ -13,6 +13,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plugrad import Tensor, dtypes
 from plugrad.uops import Ops
@@ -602,6 +604,22 @@ def test_bitcast_between_item_sizes_of_bfloat16_and_views(dev):
   t = Tensor(words, device=dev)
   np.testing.assert_array_equal(t.T.bitcast(dtypes.uint16).numpy(), words.T.copy().view(np.uint16))  # a strided view
   assert t[:, :, :0].bitcast(dtypes.uint8).shape == (3, 4, 0)
+
+
+_BITCAST_DTYPES = [dtypes.uint8, dtypes.int8, dtypes.int16, dtypes.float16, dtypes.int32, dtypes.float32, dtypes.uint32,
+                   dtypes.int64, dtypes.float64]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(src=st.sampled_from(_BITCAST_DTYPES), dst=st.sampled_from(_BITCAST_DTYPES), rows=st.integers(0, 3),
+       items=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_bitcast_is_numpys_view_for_any_dtypes_and_shape(src, dst, rows, items, seed):
+  # a last axis of `items` words of the wider item size, so that both views exist
+  width = max(src.itemsize, dst.itemsize) // src.itemsize * items
+  data = np.random.default_rng(seed).integers(0, 256, (rows, width * src.itemsize), dtype=np.uint8).view(src.np)
+  got = Tensor(data, device="CPU").bitcast(dst)
+  np.testing.assert_array_equal(got.numpy().view(np.uint8), data.view(dst.np).view(np.uint8))
+  np.testing.assert_array_equal(got.bitcast(src).numpy().view(np.uint8), data.view(np.uint8))  # and back
 
 
 def test_bitcast_between_item_sizes_refuses_what_numpy_refuses():
