@@ -1575,11 +1575,15 @@ class Tensor(metaclass=_TensorMeta):
     """Elementwise power; integer exponents of float bases multiply exactly, negative bases work, and x ** 0.5 and
     x ** -0.5 are sqrt and 1 / sqrt, as torch's (within half an ulp where exp2(b log2 x) was off by up to 4; -0.0 and
     -inf give torch's -0.0 and NaN, -inf and NaN). Integer tensors to integer powers are exact and wrap as torch's;
-    to a negative Python int power they give floats."""
+    a negative Python int power of an integer tensor is refused, as torch and tinygrad refuse it (an integer tensor
+    of exponents follows torch: 0, or +-1 for a base of +-1)."""
     if not reverse and isinstance(x, float) and x in (0.5, -0.5): return self.sqrt() if x > 0 else self.rsqrt()
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and self.dtype != dtypes.bool:
       if self.dtype.is_int and isinstance(x, int):  # exact for any exponent (a float one promotes, as x * 2.0 does)
-        return self._float().pow(x) if x < 0 else self._square_and_multiply(x)
+        if x < 0:
+          raise ValueError(f"an integer tensor ({self.dtype.name}) to the negative power {x}: integers to negative integer "
+                           f"powers are not allowed (as in torch); cast to a float first (t.float() ** {x})")
+        return self._square_and_multiply(x)
       if self.dtype.is_float and float(x).is_integer() and abs(x) <= 16:
         acc = self._square_and_multiply(int(abs(x)))
         return acc if x >= 0 else acc.reciprocal()

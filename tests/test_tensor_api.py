@@ -212,6 +212,13 @@ def test_integer_pow_is_exact_and_wraps_as_torchs(dtype, dev):
     check(lambda t, e=e: t ** e, lambda t, e=e: t ** e, a, dev=dev)
 
 
+def test_an_integer_tensor_to_a_negative_int_power_is_refused_as_torch_refuses_it(dev):
+  t = Tensor([2, 3], dtype=dtypes.int32, device=dev)
+  with pytest.raises(ValueError, match="negative integer powers are not allowed"): t ** -1
+  with pytest.raises(RuntimeError, match="negative integer powers are not allowed"): torch.tensor([2, 3]) ** -1
+  np.testing.assert_allclose((t.float() ** -1).numpy(), [0.5, 1 / 3], rtol=1e-7)  # the way out the message names
+
+
 def test_pow_promotes_as_the_other_binary_ops(dev):
   # an integer tensor to a float power is float (as x * 2.0 is), a bool one to an int power int (as x + 2 is)
   assert (Tensor([3], dtype=dtypes.int32, device=dev) ** 2.0).dtype == dtypes.float32
