@@ -586,6 +586,7 @@ def test_dtype_strings_and_info(dev):
   assert t.element_size() == 4 and t.nbytes() == 24 and t.half().nbytes() == 12
   assert t.max_shape == (2, 3) and t.max_numel() == 6
 
+
 # bits of every kind: signs, NaN and inf, subnormals, all bytes distinct (a byte order mixed up shows)
 _BITS = np.random.default_rng(5).integers(0, 2**64 - 1, (3, 16), dtype=np.uint64, endpoint=True).view(np.uint8)
 
