@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
@@ -223,6 +224,18 @@ def _maybe_lt(a: int | UOp, b: int | UOp) -> bool:
     return bool(a < b)
   except TypeError:
     return True
+
+
+def _unflatten(flat: UOp, sizes: Sequence[int | UOp], total: int | UOp,
+               below: Callable[[int | UOp, int | UOp], bool] = _maybe_lt) -> list[UOp]:
+  """The index along each of `sizes` of `flat`, a row-major index below `total` over them: (flat // stride) % size,
+  without the division where the stride is 1 or the modulo where stride * size reaches `total` (the outermost).
+  `below` decides that; the default keeps the modulo where symbolic sizes leave it open."""
+  out = []
+  for st, sz in zip(strides_for(tuple(sizes)), sizes):
+    v = flat // st if st != 1 else flat
+    out.append(v % sz if below(st * sz, total) else v)
+  return out
 
 
 def _outermost(sink: UOp, global_size: tuple, axis: int) -> tuple[UOp, tuple]:
@@ -578,9 +591,8 @@ def _plain_lowering(ast: UOp, values: list[UOp], dims: list[tuple[list[int], int
     gid = _special(f"gidx{d}", d, size, lw.idx_dtype)
     gids.append(gid)
     if d == 0 and len(axes) == 1: lane = gid
-    for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
-      v = gid // st if st != 1 else gid
-      idx[a] = v % shape[a] if st * shape[a] < size else v
+    # a comparison symbolic sizes leave open raises TypeError here: the heuristic then plans nothing for the kernel
+    for a, v in zip(axes, _unflatten(gid, [shape[a] for a in axes], size, operator.lt)): idx[a] = v
   lowered = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), {}) for v in values]
   return UOp(Ops.SINK, None, tuple(lowered)), gids, lane
 
@@ -639,11 +651,7 @@ def _group_reduce(lw: _Lowering, values: list[UOp], lid: UOp, threads: int) -> l
   i = loop * threads + lid
   in_range = i.lt(total)
   # each original loop variable from the flat index i, and every load gated so the tail reads nothing
-  sizes = [r.src[0].arg for r in ranges]
-  mapping: dict[UOp, UOp] = {}
-  for r, st, sz in zip(ranges, strides_for(tuple(sizes)), sizes):
-    v = i // st if st != 1 else i
-    mapping[r] = v % sz if st * sz < total else v
+  mapping = dict(zip(ranges, _unflatten(i, [r.src[0].arg for r in ranges], total)))
   j = UOp(Ops.RANGE, lw.idx_dtype, (UOp.const(lw.idx_dtype, threads),), lw.ranges)
   lw.ranges += 1
   finals: dict[UOp, UOp] = {}
@@ -896,9 +904,7 @@ def _lower(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extra_rules: lis
       launch[d] = (size + (group - 1)) // group * group
     gid = _special(f"gidx{d + first}", d + first, launch[d], idx_dtype)
     if launch[d] is not size: guards.append(gid.lt(size))
-    for a, st in zip(axes, strides_for(tuple(shape[a] for a in axes))):
-      v = gid // st if st != 1 else gid
-      idx[a] = v % shape[a] if _maybe_lt(st * shape[a], size) else v
+    for a, v in zip(axes, _unflatten(gid, [shape[a] for a in axes], size)): idx[a] = v
   memo: dict = {}  # shared by the outputs: what they read alike is lowered (and loaded) once
   out_values = [lw.lower(v, tuple(idx), UOp.const(dtypes.bool, True), memo) for _, v in outputs]
   if padded and guards: raise OptError("a VECTORIZE with masked lanes in a kernel whose sizes depend on Variables")
@@ -1069,10 +1075,7 @@ def _lower_tensor_core(ast: UOp, caps: Capabilities, opts: tuple[Opt, ...], extr
   base = [lw.zero()] * len(src_shape)  # the sum's source index without the rows, columns and summed axis
   if mm.batch > 1:
     batch = _special("gidx2", 2, global_size[2], idx_dtype)
-    sizes = tuple(src_shape[a] for a in mm.batch_axes)
-    for a, st, sz in zip(mm.batch_axes, strides_for(sizes), sizes):
-      v = batch // st if st != 1 else batch
-      base[a] = v % sz if st * sz < mm.batch else v
+    for a, v in zip(mm.batch_axes, _unflatten(batch, [src_shape[a] for a in mm.batch_axes], mm.batch)): base[a] = v
   step = lw.new_range(inner)
   block = lw.new_range(steps // inner) if inner < steps else None
   true = UOp.const(dtypes.bool, True)
