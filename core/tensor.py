@@ -2070,20 +2070,19 @@ class Tensor(metaclass=_TensorMeta):
     if y1: y = y.reshape(-1, 1)
     batch = broadcast_shape(x.shape[:-2], y.shape[:-2])
     n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
-    # a matmul keeps its dtype (torch): integers accumulate in their own width; halves come here only with an explicit
-    # dtype (multiplied in it, summed as sum(dtype=half) sums: in float32)
-    sum_dtype = dt
+    # a matmul sums in its dtype (torch): integers accumulate in their own width; halves come here only with an
+    # explicit dtype (multiplied in it, summed as sum(dtype=half) sums: in float32)
     if x._copies_transposed(y): y = y.contiguous()
     if (width := x._panel_width(y)) is not None:
       # (k, m) -> (m/width, k, width): each output vector's loads of y walk one panel contiguously
       panels = y.reshape(k, m // width, width).permute(1, 0, 2).contiguous()
       prods = x.reshape(x.shape[:-2] + (n, 1, k, 1)) * panels.reshape(1, m // width, k, width)
-      out = prods.sum(-2, dtype=sum_dtype).reshape(x.shape[:-2] + (n, m))
+      out = prods.sum(-2, dtype=dt).reshape(x.shape[:-2] + (n, m))
     elif isinstance(x.device, tuple) or dt in (dtypes.float16, dtypes.bfloat16) or \
         any(isinstance(d, UOp) for d in x.shape + y.shape) or k >= SPLIT_REDUCE_MIN:
       xe = x.reshape(x.shape[:-2] + (n, 1, k))
       ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
-      out = (xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))).sum(-1, dtype=sum_dtype)
+      out = (xe._broadcast_to(batch + (n, m, k)) * ye._broadcast_to(batch + (n, m, k))).sum(-1, dtype=dt)
     else:
       # the nodes the branch above makes, built directly (no tensor for each step: an eager linear layer's forward
       # builds in half the time); what it does differently (sharded operands, halves summed in float32, a long sum
