@@ -7,7 +7,7 @@ import pytest
 
 from plugrad import Tensor, dtypes
 from plugrad.builtins.python_device import PythonCompiler, PythonRenderer, PythonRuntime
-from plugrad.codegen.lowerer import kernel_features, lower
+from plugrad.codegen.lowerer import ACC_BLOCK, kernel_features, lower
 from plugrad.codegen.opt import Opt, OptError, OptOps
 from plugrad.codegen.opt.heuristic import hand_coded_optimizations
 from plugrad.device import Capabilities, TensorCore, fragment_positions
@@ -26,11 +26,12 @@ TC_GPU = Capabilities(launch_dims=3, max_local_size=(1024, 1024, 64), max_workgr
 TC, UP, LOCAL = OptOps.TC, OptOps.UPCAST, OptOps.LOCAL
 
 
-def run_on_interpreter(out: Tensor, opts: tuple[Opt, ...] | None) -> np.ndarray:
-  """Schedule `out` (one kernel), lower it for TC_GPU with `opts` (None: the heuristic's), check the IR after every
-  pass and run it on the PYTHON interpreter."""
+def run_on_interpreter(out: Tensor, opts: tuple[Opt, ...] | None, acc_block: int = ACC_BLOCK) -> np.ndarray:
+  """Schedule `out` (one kernel), lower it for TC_GPU with `opts` (None: the heuristic's) and `acc_block`, check the
+  IR after every pass and run it on the PYTHON interpreter."""
   (item,) = out.schedule()
-  prog = lower(item.ast, TC_GPU, opts=opts, checker=lambda g, stage: check_spec(g, program_spec, stage))
+  prog = lower(item.ast, TC_GPU, opts=opts, acc_block=acc_block,
+               checker=lambda g, stage: check_spec(g, program_spec, stage))
   check_program(prog)
   runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
   runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
@@ -143,17 +144,12 @@ def test_a_sum_longer_than_one_accumulator_takes_is_a_cascade():
   rng = np.random.default_rng(2)
   a = Tensor(rng.standard_normal((32, 192), dtype=np.float32), device="PYTHON").cast(dtypes.float16).realize()
   b = Tensor(rng.standard_normal((192, 16), dtype=np.float32), device="PYTHON").cast(dtypes.float16).realize()
-  out = (a @ b).cast(dtypes.float32)
-  (item,) = out.schedule()
-  prog = lower(item.ast, TC_GPU, opts=(Opt(TC, 0, 1), Opt(UP, 0, 2)), acc_block=4,
-               checker=lambda g, stage: check_spec(g, program_spec, stage))
-  check_program(prog)
+  out, plan = (a @ b).cast(dtypes.float32), (Opt(TC, 0, 1), Opt(UP, 0, 2))
+  prog = lower(out.schedule()[0].ast, TC_GPU, opts=plan, acc_block=4)
   assert [u.src[0].arg for u in prog.uops if u.op is Ops.RANGE] == [3, 4]
-  runner = PythonRuntime().load(prog.name, PythonCompiler().compile(PythonRenderer("PYTHON").render(prog))[0])
-  runner(*(b.raw for b in item.bufs), global_size=prog.global_size, local_size=prog.local_size)
-  mark_done(item.kernel)
+  got = run_on_interpreter(out, plan, acc_block=4)
   ref = Tensor(a.cast(dtypes.float32).numpy() @ b.cast(dtypes.float32).numpy(), device="PYTHON").cast(dtypes.float16)
-  np.testing.assert_allclose(out.numpy(), ref.cast(dtypes.float32).numpy(), rtol=2.0 ** -10, atol=2.0 ** -10)
+  np.testing.assert_allclose(got, ref.cast(dtypes.float32).numpy(), rtol=2.0 ** -10, atol=2.0 ** -10)
   with pytest.raises(OptError, match="no divisor from 4 to 4"):  # 7 steps: prime
     lower((a[:, :112] @ b[:112]).schedule()[-1].ast, TC_GPU, opts=(Opt(TC, 0, 1),), acc_block=4)
   h = lambda *s: Tensor.empty(*s, dtype=dtypes.float16, device="PYTHON")  # noqa: E731
